@@ -1,0 +1,30 @@
+"""Attention & Decoding Explorer: see what a transformer attends to and how it picks the next token.
+
+The public API, for notebooks and other programs::
+
+    import explorer
+    lm = explorer.load_model(explorer.DEFAULT_ENCODER)      # or any Hub id / local folder
+    cap = explorer.capture(lm, "time flies like an arrow")
+    cap.attentions          # [layer, head, query, key], the model's own weights
+    cap.queries, cap.keys   # the vectors those weights were computed from
+    cap.verify()            # max |softmax(scale * q . k + bias) - attentions|
+
+Importing ``explorer`` never imports Streamlit; only ``explorer.ui`` and the app's pages do.
+"""
+
+from explorer.data import AttentionCapture, AttentionStack
+from explorer.errors import InputError, ModelLoadError
+from explorer.models.capture import capture
+from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, LoadedModel, load_model
+
+__all__ = [
+    "DEFAULT_DECODER",
+    "DEFAULT_ENCODER",
+    "AttentionCapture",
+    "AttentionStack",
+    "InputError",
+    "LoadedModel",
+    "ModelLoadError",
+    "capture",
+    "load_model",
+]

@@ -1,0 +1,1 @@
+"""The compute layer: pure functions on NumPy arrays (no torch, no Streamlit)."""

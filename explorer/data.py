@@ -1,0 +1,146 @@
+"""The data contract: what a capture returns, as frozen dataclasses of CPU NumPy arrays.
+
+Axis names, stated once and used in every shape below and elsewhere in the package:
+
+- ``layer``: attention layers of one stack, first to last.
+- ``head``: query heads. With grouped-query attention several query heads share one key/value head;
+  ``kv_head_of_query[head]`` says which.
+- ``query``: positions that attend (rows of an attention map).
+- ``key``: positions attended to (columns). Equal to ``query`` for self-attention; the encoder's
+  positions for cross-attention.
+- ``head_dim``: the width of one head's query and key vectors.
+
+Every float array is float32 on the CPU, whatever device or dtype the model ran in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from explorer.compute.attention import max_recompute_error
+
+STACK_ENCODER = "encoder"
+STACK_DECODER = "decoder"
+STACK_CROSS = "cross"
+
+
+def _freeze_arrays(record) -> None:
+    """Captures are cached and shared by every session: make their arrays read-only."""
+    for value in vars(record).values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionStack:
+    """One stack of attention layers (an encoder, a decoder, or the decoder's cross-attention).
+
+    attentions  [layer, head, query, key]   the model's own softmax weights
+    queries     [layer, head, query, head_dim]  exactly the vectors the scores were computed from:
+                after rotary embeddings and q/k norms
+    keys        [layer, head, key, head_dim]    likewise; with grouped KV heads each query head is
+                paired with the key head it shares
+    scale       [layer]   multiplies q . k (1/sqrt(head_dim) for most models, 1.0 for T5)
+    position_bias  [layer, head, query, key] or None: added to the scores (T5's relative bias)
+    mask        [query, key] bool: positions a query may attend to (causal, padding, window)
+    layer_mask  [layer, query, key] bool or None: only when layers differ (sliding windows)
+    softcap     [layer] or None: scores pass through softcap * tanh(score / softcap) (Gemma 2)
+    kv_head_of_query [head] int: the key/value head each query head reads
+    """
+
+    query_tokens: tuple[str, ...]
+    key_tokens: tuple[str, ...]
+    attentions: np.ndarray
+    queries: np.ndarray
+    keys: np.ndarray
+    scale: np.ndarray
+    position_bias: np.ndarray | None
+    mask: np.ndarray
+    kv_head_of_query: np.ndarray
+    layer_mask: np.ndarray | None = None
+    softcap: np.ndarray | None = None
+
+    def __post_init__(self):
+        _freeze_arrays(self)
+
+    @property
+    def num_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.attentions.shape[1]
+
+    @property
+    def is_causal(self) -> bool:
+        """True when no query sees a later key (the upper triangle of the mask is empty)."""
+        square = self.mask.shape[0] == self.mask.shape[1]
+        return square and not np.triu(self.mask, k=1).any()
+
+    def masks_by_layer(self) -> np.ndarray:
+        """[layer, query, key] bool, whether or not layers differ."""
+        if self.layer_mask is not None:
+            return self.layer_mask
+        return np.broadcast_to(self.mask, (self.num_layers, *self.mask.shape))
+
+    def verify(self) -> float:
+        """Largest |recomputed - captured| over this stack's weights (see ``AttentionCapture.verify``)."""
+        return max_recompute_error(
+            self.queries,
+            self.keys,
+            self.scale,
+            self.masks_by_layer(),
+            self.attentions,
+            position_bias=self.position_bias,
+            softcap=self.softcap,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class AttentionCapture:
+    """Everything one forward pass showed about attention.
+
+    tokens           display labels of the input (encoder input, or the decoder-only model's text)
+    token_ids        [query] int
+    segment_b_start  index of the first token of ``text_pair``, or None
+    stacks           {"encoder" | "decoder" | "cross": AttentionStack}
+    truncated        how many input tokens were cut to fit the model (0 when none)
+    """
+
+    model_name: str
+    tokens: tuple[str, ...]
+    token_ids: np.ndarray
+    segment_b_start: int | None
+    stacks: dict[str, AttentionStack]
+    truncated: int = 0
+    target_tokens: tuple[str, ...] | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self):
+        _freeze_arrays(self)
+
+    @property
+    def main(self) -> AttentionStack:
+        """The main self-attention stack: the encoder's, or the decoder's for decoder-only models."""
+        if STACK_ENCODER in self.stacks:
+            return self.stacks[STACK_ENCODER]
+        return self.stacks[STACK_DECODER]
+
+    @property
+    def attentions(self) -> np.ndarray:
+        return self.main.attentions
+
+    @property
+    def queries(self) -> np.ndarray:
+        return self.main.queries
+
+    @property
+    def keys(self) -> np.ndarray:
+        return self.main.keys
+
+    def verify(self) -> float:
+        """Largest absolute difference, over all stacks, between the captured weights and
+        softmax(scale * q . k + position_bias, masked) recomputed from the captured vectors."""
+        return max(stack.verify() for stack in self.stacks.values())

@@ -1,0 +1,70 @@
+"""Architecture quirks as data: a table keyed by model type, not a chain of ``if``s.
+
+Most quirks (RoPE, q/k norms, grouped KV heads, T5's bias and missing scaling, softcapping) never
+reach this table: the recorder sees the final tensors that each model's own attention code passes to
+``eager_attention_forward``. What is left is how to load a model of each kind and how to tell a
+decoder's cross-attention modules from its self-attention ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+KIND_ENCODER = "encoder"
+KIND_DECODER = "decoder"
+KIND_ENCODER_DECODER = "encoder-decoder"
+
+# The auto class that loads each kind with the head the explorer needs (none for encoders).
+AUTO_CLASS_OF_KIND = {
+    KIND_ENCODER: AutoModel,
+    KIND_DECODER: AutoModelForCausalLM,
+    KIND_ENCODER_DECODER: AutoModelForSeq2SeqLM,
+}
+
+# Names that mark a cross-attention submodule across the library's modeling files.
+DEFAULT_CROSS_ATTENTION_NAMES = frozenset({"encoder_attn", "crossattention", "cross_attn", "EncDecAttention"})
+
+
+@dataclass(frozen=True)
+class ArchitectureQuirks:
+    kind: str | None = None  # overrides the kind inferred from the config
+    cross_attention_names: frozenset[str] = DEFAULT_CROSS_ATTENTION_NAMES
+
+
+# Keyed by ``config.model_type``. An entry is needed only where the defaults are wrong.
+QUIRKS: dict[str, ArchitectureQuirks] = {
+    # Encoder-only families whose configs may carry ``is_decoder``-like hints but that we show as encoders.
+    "bert": ArchitectureQuirks(kind=KIND_ENCODER),
+    "roberta": ArchitectureQuirks(kind=KIND_ENCODER),
+    "distilbert": ArchitectureQuirks(kind=KIND_ENCODER),
+    "electra": ArchitectureQuirks(kind=KIND_ENCODER),
+    "albert": ArchitectureQuirks(kind=KIND_ENCODER),
+    "deberta-v2": ArchitectureQuirks(kind=KIND_ENCODER),
+    "modernbert": ArchitectureQuirks(kind=KIND_ENCODER),
+    "xlm-roberta": ArchitectureQuirks(kind=KIND_ENCODER),
+    "t5": ArchitectureQuirks(kind=KIND_ENCODER_DECODER, cross_attention_names=frozenset({"EncDecAttention"})),
+}
+
+
+def quirks_for(model_type: str) -> ArchitectureQuirks:
+    return QUIRKS.get(model_type, ArchitectureQuirks())
+
+
+def infer_kind(config) -> str:
+    """Encoder, decoder or encoder-decoder, from the table first and the config second."""
+    listed = quirks_for(config.model_type).kind
+    if listed is not None:
+        return listed
+    if getattr(config, "is_encoder_decoder", False):
+        return KIND_ENCODER_DECODER
+    if _has_causal_lm(config):
+        return KIND_DECODER
+    return KIND_ENCODER
+
+
+def _has_causal_lm(config) -> bool:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES

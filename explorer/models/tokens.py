@@ -1,0 +1,30 @@
+"""Display labels for tokens: readable for byte-level BPE, SentencePiece and WordPiece alike."""
+
+from __future__ import annotations
+
+# Whitespace that would be invisible in a chart axis gets a visible stand-in.
+_VISIBLE = {"\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def token_label(tokenizer, raw: str) -> str:
+    """The text a token stands for, e.g. ``Ġflies`` -> `` flies``, ``▁time`` -> `` time``.
+
+    WordPiece continuations keep their ``##`` (it is how BERT users read them); a byte-level piece
+    that is only part of a character keeps its raw form rather than showing a replacement mark.
+    """
+    if raw.startswith("##") or raw in tokenizer.all_special_tokens:
+        return raw
+    text = tokenizer.convert_tokens_to_string([raw])
+    if "\ufffd" in text:
+        return raw
+    # SentencePiece decoders drop a leading space; keep it so word starts stay visible.
+    if raw.startswith("▁") and not text.startswith(" "):
+        text = " " + text
+    for char, stand_in in _VISIBLE.items():
+        text = text.replace(char, stand_in)
+    return text if text.strip() else (text.replace(" ", "␣") or raw)
+
+
+def token_labels(tokenizer, ids) -> tuple[str, ...]:
+    raws = tokenizer.convert_ids_to_tokens([int(i) for i in ids])
+    return tuple(token_label(tokenizer, raw) for raw in raws)

@@ -1,0 +1,44 @@
+"""Unit tests run offline: the hub is switched off and any non-loopback connection fails loudly."""
+
+import os
+
+# Read by huggingface_hub / transformers at import time, so set before anything imports them.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import ipaddress  # noqa: E402
+import socket  # noqa: E402
+
+import pytest  # noqa: E402
+
+_real_connect = socket.socket.connect
+
+
+def _is_local(address) -> bool:
+    if not isinstance(address, tuple):  # unix sockets
+        return True
+    host = address[0]
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(self, address):
+    if not _is_local(address):
+        raise OSError(f"tests are offline: blocked a connection to {address!r}")
+    return _real_connect(self, address)
+
+
+socket.socket.connect = _guarded_connect
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real pretrained all-MiniLM-L6-v2 from its PyPI package, loaded through the public API."""
+    import explorer
+
+    return explorer.load_model(explorer.DEFAULT_ENCODER, device="cpu")
