@@ -7,10 +7,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import ipaddress  # noqa: E402
-import socket  # noqa: E402
+import ipaddress
+import socket
 
-import pytest  # noqa: E402
+import pytest
 
 _real_connect = socket.socket.connect
 

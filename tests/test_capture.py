@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 import torch
@@ -31,7 +29,11 @@ def _reference_attentions(name, reference, lm, cap):
                 labels=lm.tokenizer(text_target=TARGET, return_tensors="pt")["input_ids"]
             )
             out = reference(input_ids=ids, decoder_input_ids=decoder_ids, output_attentions=True)
-            stacks = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+            stacks = {
+                "encoder": out.encoder_attentions,
+                "decoder": out.decoder_attentions,
+                "cross": out.cross_attentions,
+            }
         else:
             out = reference(input_ids=ids, output_attentions=True)
             stacks = {"encoder" if lm.kind == "encoder" else "decoder": out.attentions}

@@ -20,7 +20,7 @@ def test_threads_get_exactly_what_sequential_calls_get(minilm):
     sequential = [explorer.capture(minilm, text) for text in TEXTS]
     with ThreadPoolExecutor(max_workers=6) as pool:
         concurrent = list(pool.map(lambda text: explorer.capture(minilm, text), TEXTS))
-    for alone, together in zip(sequential, concurrent):
+    for alone, together in zip(sequential, concurrent, strict=True):
         assert alone.tokens == together.tokens
         np.testing.assert_array_equal(alone.attentions, together.attentions)
         np.testing.assert_array_equal(alone.queries, together.queries)

@@ -30,7 +30,8 @@ def test_empty_name():
 def test_model_without_tokenizer(tmp_path):
     from transformers import ViTConfig
 
-    ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32).save_pretrained(tmp_path)
+    config = ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    config.save_pretrained(tmp_path)
     with pytest.raises(explorer.ModelLoadError, match="no text tokenizer"):
         explorer.load_model(str(tmp_path))
 

@@ -25,8 +25,8 @@ from transformers import (
 )
 
 WORDS = (
-    "time flies like an arrow fruit a banana the cat sat on mat dog ran to park and then "
-    "it was very good bad day night . , ! ?"
+    "time flies like an arrow fruit a banana the cat sat on mat dog ran to park "
+    "and then it was very good bad day night . , ! ?"
 ).split()
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>", "[CLS]", "[SEP]"]
 VOCAB = {token: i for i, token in enumerate(SPECIALS + WORDS)}

@@ -8,9 +8,9 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
+from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
 from explorer.errors import ModelLoadError
 from explorer.models import recorder
-from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
 from explorer.models.architectures import (
     AUTO_CLASS_OF_KIND,
     KIND_ENCODER,

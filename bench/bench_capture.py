@@ -1,0 +1,115 @@
+"""How much does capture cost over the forward pass it records?
+
+For each model and input length this times, interleaved on the same input:
+  reference  a plain eager forward with ``output_attentions=True`` (a separate copy of the model that
+             never saw the explorer's recording attention)
+  capture    ``explorer.capture`` (forward + copying queries, keys and weights into the data contract)
+  + verify   ``capture(...).verify()`` on top
+and prints medians and ratios against the reference. Target: capture within 1.2x of the reference.
+
+Run:  python bench/bench_capture.py [--repeats 5] [--lengths 16 128 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+from transformers import AutoModel, AutoModelForCausalLM, GPT2Config
+
+import explorer
+from explorer.models.loading import resolve_source
+
+
+def text_of_length(tokenizer, num_tokens: int) -> str:
+    """Prose that tokenizes to exactly ``num_tokens`` tokens (special tokens included)."""
+    words = ("the quick brown fox jumps over the lazy dog while time flies like an arrow " * 200).split()
+    special = len(tokenizer("x")["input_ids"]) - len(tokenizer("x", add_special_tokens=False)["input_ids"])
+    ids = tokenizer(" ".join(words), add_special_tokens=False)["input_ids"][: num_tokens - special]
+    text = tokenizer.decode(ids)
+    assert len(tokenizer(text)["input_ids"]) == num_tokens, "text does not round-trip to the asked length"
+    return text
+
+
+def gpt2_shaped_folder(tokenizer) -> Path:
+    """A random 12-layer, 12-head, 768-wide GPT-2 saved with a tokenizer, so it loads like any model."""
+    folder = Path(tempfile.mkdtemp(prefix="bench-gpt2-"))
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=len(tokenizer))
+    AutoModelForCausalLM.from_config(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def median_seconds(fn, repeats: int) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def bench_model(label, lm, reference, lengths, repeats):
+    rows = []
+    for length in lengths:
+        text = text_of_length(lm.tokenizer, length)
+        inputs = lm.tokenizer(text, return_tensors="pt")
+        if lm.kind == "decoder":
+            inputs.pop("token_type_ids", None)
+
+        def plain(inputs=inputs):
+            with torch.inference_mode():
+                out = reference(**inputs, output_attentions=True)
+            assert len(out.attentions) == lm.num_layers
+
+        def captured(text=text):
+            explorer.capture(lm, text)
+
+        def verified(text=text):
+            explorer.capture(lm, text).verify()
+
+        for fn in (plain, captured, verified):  # warm-up
+            fn()
+        samples = {"reference": [], "capture": [], "capture+verify": []}
+        for _ in range(repeats):  # interleaved, so machine noise hits all three alike
+            for name, fn in (("reference", plain), ("capture", captured), ("capture+verify", verified)):
+                samples[name] += median_seconds(fn, 1)
+        med = {name: statistics.median(values) for name, values in samples.items()}
+        rows.append((label, length, med["reference"], med["capture"], med["capture+verify"]))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[16, 128, 512])
+    args = parser.parse_args()
+
+    minilm = explorer.load_model(explorer.DEFAULT_ENCODER, device="cpu")
+    minilm_ref = AutoModel.from_pretrained(resolve_source(explorer.DEFAULT_ENCODER), attn_implementation="eager")
+    gpt2_folder = gpt2_shaped_folder(minilm.tokenizer)
+    gpt2 = explorer.load_model(str(gpt2_folder), device="cpu")
+    gpt2_ref = AutoModelForCausalLM.from_pretrained(gpt2_folder, attn_implementation="eager")
+    rows = bench_model("MiniLM-L6 (6x12)", minilm, minilm_ref.eval(), args.lengths, args.repeats)
+    rows += bench_model("GPT-2-shaped (12x12)", gpt2, gpt2_ref.eval(), args.lengths, args.repeats)
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.repeats}")
+    print("| model | tokens | reference ms | capture ms | capture+verify ms | capture / ref | +verify / ref |")
+    print("|---|---|---|---|---|---|---|")
+    for label, length, ref, cap, ver in rows:
+        print(f"| {label} | {length} | {ref * 1e3:.1f} | {cap * 1e3:.1f} | {ver * 1e3:.1f} | "
+              f"{cap / ref:.2f}x | {ver / ref:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
