@@ -50,3 +50,14 @@ def test_remote_code_is_refused(tmp_path):
 )
 def test_kind_from_config(name, kind):
     assert infer_kind(TINY[name][1]()) == kind
+
+
+def test_hub_unreachable_without_offline_mode(monkeypatch):
+    """A classroom with no Wi-Fi: the hub is tried, the connection fails, the message says so."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("transformers.utils.hub.is_offline_mode", lambda: False, raising=False)
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "2")
+    with pytest.raises(explorer.ModelLoadError, match="Could not reach the Hugging Face Hub"):
+        explorer.load_model("openai-community/gpt2-but-not-cached")

@@ -124,7 +124,12 @@ def _stack(calls, query_tokens, key_tokens) -> AttentionStack:
 
 
 def _stack_float(tensors) -> np.ndarray:
-    return torch.stack(tensors).to(device="cpu", dtype=torch.float32).numpy()
+    """[layer, ...] float32 on the CPU. NumPy allocates large arrays with huge-page advice, which makes
+    filling fresh memory several times cheaper than ``torch.stack`` (measured in bench/)."""
+    stacked = np.empty((len(tensors), *tensors[0].shape), dtype=np.float32)
+    for layer, tensor in enumerate(tensors):
+        np.copyto(stacked[layer], tensor.to(device="cpu", dtype=torch.float32).numpy())
+    return stacked
 
 
 def _allowed(call) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import huggingface_hub
 import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
@@ -84,6 +85,7 @@ def load_model(name: str, *, device: str = "auto") -> LoadedModel:
     if not name or not name.strip():
         raise ModelLoadError("No model name given. Type a Hugging Face Hub id (e.g. `gpt2`) or a local folder.")
     source = resolve_source(name)
+    _preflight_hub(name, source)
     config = _load_config(name, source)
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source)
@@ -105,6 +107,48 @@ def load_model(name: str, *, device: str = "auto") -> LoadedModel:
     return lm
 
 
+def _preflight_hub(name: str, source: str) -> None:
+    """One quick question to the Hub before downloading anything that is not already here.
+
+    ``from_pretrained`` retries a failed connection with backoff for about 20 seconds; a classroom
+    without Wi-Fi should hear at once that the Hub is out of reach, and a typo at once that it is one.
+    """
+    if Path(source).exists() or _is_cached(source) or huggingface_hub.constants.HF_HUB_OFFLINE:
+        return
+    try:
+        huggingface_hub.HfApi().model_info(source, timeout=10)
+    except huggingface_hub.errors.GatedRepoError as error:
+        raise ModelLoadError(_explain_config_failure(name, error)) from error
+    except huggingface_hub.errors.RepositoryNotFoundError as error:
+        raise ModelLoadError(
+            f"`{name}` is not a model on the Hugging Face Hub (or it is private). "
+            "Check the spelling (e.g. `openai-community/gpt2`), or give a local folder."
+        ) from error
+    except (OSError, httpx_errors()) as error:
+        raise ModelLoadError(_hub_unreachable(name)) from error
+    except huggingface_hub.errors.HfHubHTTPError as error:
+        raise ModelLoadError(_explain_config_failure(name, error)) from error
+
+
+def _is_cached(repo_id: str) -> bool:
+    try:
+        return isinstance(huggingface_hub.try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # not a valid repo id: let from_pretrained explain
+        return False
+
+
+def httpx_errors() -> type[Exception]:
+    """The transport error base class of whichever httpx flavour huggingface_hub uses."""
+    import importlib
+
+    for module in ("httpx2", "httpx"):
+        try:
+            return importlib.import_module(module).TransportError
+        except ImportError:
+            continue
+    return OSError
+
+
 def _load_config(name: str, source: str):
     try:
         return AutoConfig.from_pretrained(source, trust_remote_code=False)
@@ -115,9 +159,11 @@ def _load_config(name: str, source: str):
 def _explain_config_failure(name: str, error: Exception) -> str:
     text = str(error)
     if _looks_offline(error):
+        return _hub_unreachable(name)
+    if "gated" in text.lower() or "401" in text:
         return (
-            f"Could not reach the Hugging Face Hub to download `{name}`, and it is not in the local cache. "
-            "Connect to the internet (or pre-download it), or use one of the bundled models."
+            f"`{name}` is gated on the Hugging Face Hub: accept its license on the model's page, "
+            "then log in on this machine (`hf auth login`) and try again."
         )
     if "trust_remote_code" in text or "custom code" in text:
         return (
@@ -132,9 +178,16 @@ def _explain_config_failure(name: str, error: Exception) -> str:
     )
 
 
+def _hub_unreachable(name: str) -> str:
+    return (
+        f"Could not reach the Hugging Face Hub to download `{name}`, and it is not in the local cache. "
+        "Connect to the internet (or pre-download it), or use one of the bundled models."
+    )
+
+
 def _looks_offline(error: BaseException) -> bool:
     text = f"{type(error).__name__} {error}".lower()
-    markers = ("connection", "offline", "timed out", "couldn't connect", "network", "name resolution")
+    markers = ("connect", "offline", "timed out", "timeout", "network", "name resolution", "not known")
     return any(marker in text for marker in markers) or (
         error.__cause__ is not None and _looks_offline(error.__cause__)
     )

@@ -6,13 +6,13 @@ from __future__ import annotations
 _VISIBLE = {"\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
-def token_label(tokenizer, raw: str) -> str:
+def token_label(tokenizer, raw: str, specials: frozenset[str] = frozenset()) -> str:
     """The text a token stands for, e.g. ``Ġflies`` -> `` flies``, ``▁time`` -> `` time``.
 
     WordPiece continuations keep their ``##`` (it is how BERT users read them); a byte-level piece
     that is only part of a character keeps its raw form rather than showing a replacement mark.
     """
-    if raw.startswith("##") or raw in tokenizer.all_special_tokens:
+    if raw.startswith("##") or raw in specials:
         return raw
     text = tokenizer.convert_tokens_to_string([raw])
     if "\ufffd" in text:
@@ -27,4 +27,5 @@ def token_label(tokenizer, raw: str) -> str:
 
 def token_labels(tokenizer, ids) -> tuple[str, ...]:
     raws = tokenizer.convert_ids_to_tokens([int(i) for i in ids])
-    return tuple(token_label(tokenizer, raw) for raw in raws)
+    specials = frozenset(tokenizer.all_special_tokens)
+    return tuple(token_label(tokenizer, raw, specials) for raw in raws)
