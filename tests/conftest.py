@@ -42,3 +42,12 @@ def minilm():
     import explorer
 
     return explorer.load_model(explorer.DEFAULT_ENCODER, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """Every tiny architecture of ``tests/tiny_models.py`` saved once as a folder: {name: path}."""
+    from tests.tiny_models import TINY, save_tiny
+
+    root = tmp_path_factory.mktemp("tiny-models")
+    return {name: str(save_tiny(name, root / name)) for name in TINY}

@@ -7,17 +7,17 @@ import pytest
 import torch
 
 import explorer
-from tests.tiny_models import TINY, eager_reference, save_tiny
+from tests.tiny_models import TINY, eager_reference
 
 TEXT = "the cat sat on the mat and the dog ran to the park"
 TARGET = "a dog ran"
 
 
 @pytest.fixture(scope="module", params=sorted(TINY))
-def tiny(request, tmp_path_factory):
+def tiny(request, tiny_models):
     """(name, LoadedModel, eager reference model) for each tiny architecture."""
-    folder = save_tiny(request.param, tmp_path_factory.mktemp(request.param))
-    return request.param, explorer.load_model(str(folder), device="cpu"), eager_reference(request.param, folder)
+    folder = tiny_models[request.param]
+    return request.param, explorer.load_model(folder, device="cpu"), eager_reference(request.param, folder)
 
 
 def _reference_attentions(name, reference, lm, cap):
@@ -96,19 +96,19 @@ def test_verify_detects_wrong_vectors(tiny):
     assert shuffled.verify() > 1e-3
 
 
-def test_grouped_kv_heads_are_shared_honestly(tmp_path):
-    lm = explorer.load_model(str(save_tiny("llama", tmp_path)), device="cpu")
+def test_grouped_kv_heads_are_shared_honestly(tiny_models):
+    lm = explorer.load_model(tiny_models["llama"], device="cpu")
     stack = explorer.capture(lm, TEXT).main
     assert stack.kv_head_of_query.tolist() == [0, 0, 1, 1]
     np.testing.assert_array_equal(stack.keys[:, 0], stack.keys[:, 1])
     assert not np.array_equal(stack.keys[:, 0], stack.keys[:, 2])
 
 
-def test_llama_keys_are_after_rotary_embedding(tmp_path):
+def test_llama_keys_are_after_rotary_embedding(tiny_models):
     """Independent check: k_proj output rotated by the model's own rotary embedding equals our keys."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    lm = explorer.load_model(str(save_tiny("llama", tmp_path)), device="cpu")
+    lm = explorer.load_model(tiny_models["llama"], device="cpu")
     cap = explorer.capture(lm, TEXT)
     seen = {}
     attn = lm.model.model.layers[1].self_attn
@@ -130,8 +130,8 @@ def test_llama_keys_are_after_rotary_embedding(tmp_path):
     assert np.abs(cap.keys[1, 0] - k[0, 0].detach().numpy()).max() > 1e-3
 
 
-def test_gpt2_queries_are_the_fused_projection_split(tmp_path):
-    lm = explorer.load_model(str(save_tiny("gpt2", tmp_path)), device="cpu")
+def test_gpt2_queries_are_the_fused_projection_split(tiny_models):
+    lm = explorer.load_model(tiny_models["gpt2"], device="cpu")
     cap = explorer.capture(lm, TEXT)
     seen = {}
     block = lm.model.transformer.h[0]
@@ -147,8 +147,8 @@ def test_gpt2_queries_are_the_fused_projection_split(tmp_path):
     np.testing.assert_allclose(cap.main.scale, 8**-0.5)
 
 
-def test_t5_bias_and_no_scaling(tmp_path):
-    lm = explorer.load_model(str(save_tiny("t5", tmp_path)), device="cpu")
+def test_t5_bias_and_no_scaling(tiny_models):
+    lm = explorer.load_model(tiny_models["t5"], device="cpu")
     cap = explorer.capture(lm, TEXT, target=TARGET)
     encoder, cross = cap.stacks["encoder"], cap.stacks["cross"]
     assert encoder.scale.tolist() == [1.0, 1.0]
@@ -159,13 +159,13 @@ def test_t5_bias_and_no_scaling(tmp_path):
     assert cross.attentions.shape[2:] == (len(cap.target_tokens), len(cap.tokens))
 
 
-def test_t5_without_target_captures_encoder_only(tmp_path):
-    lm = explorer.load_model(str(save_tiny("t5", tmp_path)), device="cpu")
+def test_t5_without_target_captures_encoder_only(tiny_models):
+    lm = explorer.load_model(tiny_models["t5"], device="cpu")
     assert set(explorer.capture(lm, TEXT).stacks) == {"encoder"}
 
 
-def test_gemma2_sliding_window_and_softcap(tmp_path):
-    lm = explorer.load_model(str(save_tiny("gemma2", tmp_path)), device="cpu")
+def test_gemma2_sliding_window_and_softcap(tiny_models):
+    lm = explorer.load_model(tiny_models["gemma2"], device="cpu")
     stack = explorer.capture(lm, TEXT).main
     assert stack.softcap is not None and stack.softcap.tolist() == [5.0, 5.0]
     assert stack.layer_mask is not None  # the sliding layer sees fewer keys than the full one
@@ -173,8 +173,8 @@ def test_gemma2_sliding_window_and_softcap(tmp_path):
     assert np.abs(np.where(stack.layer_mask[0], 0, stack.attentions[0])).max() == 0.0
 
 
-def test_sentence_pair_segments(tmp_path):
-    lm = explorer.load_model(str(save_tiny("bert", tmp_path)), device="cpu")
+def test_sentence_pair_segments(tiny_models):
+    lm = explorer.load_model(tiny_models["bert"], device="cpu")
     cap = explorer.capture(lm, "time flies like an arrow", text_pair="fruit flies like a banana")
     assert cap.tokens[cap.segment_b_start] == "fruit"
     assert cap.tokens[cap.segment_b_start - 1] == "[SEP]"

@@ -37,7 +37,7 @@ COLORSCALE = [
     [1.0, "#08306b"],
 ]
 HOVER = "<b>%{z:.6g}</b><br>query %{y} → key %{x}<extra></extra>"
-MAX_TICK_LABELS = 64  # beyond this, label every k-th position (the hover still names every cell)
+MAX_TICK_LABELS = 48  # beyond this, label every 2nd, 4th, 8th... position (the hover still names every cell)
 MAX_ANNOTATED = 12  # up to this many tokens, cells also print their weight (readable on slides)
 
 
@@ -69,7 +69,7 @@ def attention_heatmap(
         **_cell_style(max(len(queries), len(keys))),
     )
     figure = go.Figure(trace)
-    figure.update_layout(_layout(len(queries), title or f"Layer {layer} · head {head}"))
+    figure.update_layout(_layout(len(queries), len(keys), title or f"Layer {layer} · head {head}"))
     figure.update_xaxes(_axis(keys, stack.key_tokens, "key (attended to)"), tickangle=-45)
     figure.update_yaxes(_axis(queries, stack.query_tokens, "query (attending)"), autorange="reversed")
     return figure
@@ -115,7 +115,9 @@ def _cell_style(count: int) -> dict:
 
 
 def _axis(labels: list[str], tokens, title: str) -> dict:
-    step = max(1, math.ceil(len(labels) / MAX_TICK_LABELS))
+    step = 1
+    while len(labels) > step * MAX_TICK_LABELS:
+        step *= 2
     shown = range(0, len(labels), step)
     text = [escape(tokens[i]) if step == 1 else f"#{i} {escape(tokens[i])}" for i in shown]
     return {
@@ -132,16 +134,18 @@ def _axis(labels: list[str], tokens, title: str) -> dict:
     }
 
 
-def _layout(num_queries: int, title: str) -> dict:
-    # Square cells; the height grows with the input, within what fits a screen or a slide.
-    height = int(min(860, max(420, 26 * num_queries + 200)))
+def _layout(num_queries: int, num_keys: int, title: str) -> dict:
+    # Square cells in a plot that grows with the input, within what fits a screen or a slide;
+    # room around it for the token labels and the colour bar.
+    side = int(min(720, max(420, 44 * max(num_queries, num_keys))))
     return {
         "template": "none",  # the default template adds ~7 kB and a grey background
         "title": {"text": escape(title), "x": 0.0, "xanchor": "left", "font": {"size": 18}},
         "font": {"family": FONT, "size": 14, "color": "#1f2430"},
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
-        "height": height,
+        "width": side + 170,
+        "height": side + 140,
         "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
         "hoverlabel": {"bgcolor": "white", "font": {"family": FONT, "size": 13}},
         "yaxis": {"scaleanchor": "x", "scaleratio": 1},

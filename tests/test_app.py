@@ -1,0 +1,178 @@
+"""The app, run headless by Streamlit's AppTest: what it shows equals what ``explorer.capture`` returns.
+
+AppTest runs no JavaScript: a chart comes back as its Plotly JSON (``proto.spec``). Cached models and
+captures persist across tests in this process, as they do across sessions of a real server.
+"""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer import ui
+from tests.figures import decode_plotly_array
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TEXT = "time flies like an arrow"
+TIMEOUT = 60  # the first run loads a model; AppTest's default of 3 s is too short
+
+
+def start(**query_params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update(query_params)
+    return at.run()
+
+
+def shown_weights(at: AppTest) -> np.ndarray:
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    return decode_plotly_array(json.loads(charts[0].proto.spec)["data"][0]["z"])
+
+
+def chart_title(at: AppTest) -> str:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+
+
+def assert_same_weights(shown: np.ndarray, expected: np.ndarray) -> None:
+    # The app's model is its own load of the same weights: equal up to float32 rounding.
+    np.testing.assert_allclose(shown, expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.fixture
+def count_forwards(monkeypatch):
+    """Counts model runs: every capture the app makes goes through ``explorer.capture``."""
+    calls = []
+    real = explorer.capture
+
+    def counting(*args, **kwargs):
+        calls.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(explorer, "capture", counting)
+    ui.cached_capture.clear()
+    return calls
+
+
+def load_in_sidebar(at: AppTest, name: str) -> AppTest:
+    at.text_input(key="model_custom").input(name)
+    return at.run()
+
+
+def test_default_view_shows_the_captured_head(minilm):
+    at = start()
+    assert not at.exception
+    assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER
+    assert [s.value for s in at.slider] == [0, 0]
+    expected = explorer.capture(minilm, DEFAULT_TEXT)
+    assert_same_weights(shown_weights(at), expected.attentions[0, 0])
+    assert chart_title(at) == "Layer 0 · head 0"
+    assert float(at.metric[0].value) < 1e-5
+    assert any("✓ verified" in caption.value for caption in at.caption)
+
+
+def test_layer_and_head_change_the_chart_without_running_the_model(minilm, count_forwards):
+    expected = explorer.capture(minilm, DEFAULT_TEXT).attentions[3, 7]
+    count_forwards.clear()
+    at = start()
+    assert count_forwards == [DEFAULT_TEXT]
+    at.slider(key="layer").set_value(3).run()
+    at.slider(key="head").set_value(7).run()
+    at.toggle(key="stretch").set_value(True).run()
+    assert not at.exception
+    assert count_forwards == [DEFAULT_TEXT]  # three reruns, one forward pass
+    assert chart_title(at) == "Layer 3 · head 7"
+    assert_same_weights(shown_weights(at), expected)
+    at.text_area(key="text").input("a new sentence").run()
+    assert count_forwards == [DEFAULT_TEXT, "a new sentence"]  # the counter does see real runs
+
+
+def test_a_shared_link_restores_the_view(minilm):
+    at = start(text="the cat saw the cat", layer="4", head="9")
+    assert not at.exception
+    assert at.text_area(key="text").value == "the cat saw the cat"
+    assert (at.slider(key="layer").value, at.slider(key="head").value) == (4, 9)
+    assert_same_weights(shown_weights(at), explorer.capture(minilm, "the cat saw the cat").attentions[4, 9])
+    assert shown_weights(at).shape == (7, 7)  # both "the" and both "cat" keep their own row and column
+
+
+def test_a_shared_link_names_its_model_and_survives_a_bad_one(tiny_models):
+    at = start(model=tiny_models["gpt2"])
+    assert at.session_state["model_name"] == tiny_models["gpt2"]
+    assert shown_weights(at).shape == (5, 5)
+    at = start(model="no-such-org/no-such-model-xyz", head="3")
+    assert not at.exception
+    assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER  # falls back to the bundled encoder
+    assert any("no-such-model-xyz" in error.value and "instead" in error.value for error in at.sidebar.error)
+    assert chart_title(at) == "Layer 0 · head 3"
+
+
+def test_empty_text_shows_a_hint_not_an_error():
+    at = start()
+    at.text_area(key="text").input("   ").run()
+    assert not at.exception
+    assert any("Type some text" in info.value for info in at.info)
+    assert not at.get("plotly_chart")
+
+
+def test_overlong_text_is_cut_with_a_visible_warning(minilm):
+    text = "word " * 700
+    at = start()
+    at.text_area(key="text").input(text).run()
+    assert not at.exception
+    cut = explorer.capture(minilm, text).truncated
+    assert cut > 0
+    assert any(f"last {cut} tokens were cut" in warning.value for warning in at.warning)
+    assert shown_weights(at).shape == (minilm.max_tokens, minilm.max_tokens)
+
+
+def test_a_bad_model_id_shows_an_error_and_keeps_the_previous_model(minilm):
+    at = load_in_sidebar(start(), "no-such-org/no-such-model-xyz")
+    assert not at.exception
+    assert any("no-such-model-xyz" in error.value for error in at.sidebar.error)
+    assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER
+    at.slider(key="head").set_value(2).run()
+    assert any("no-such-model-xyz" in error.value for error in at.sidebar.error)  # stays until the next pick
+    assert_same_weights(shown_weights(at), explorer.capture(minilm, DEFAULT_TEXT).attentions[0, 2])
+
+
+def test_a_causal_model_leaves_masked_cells_blank(tiny_models):
+    at = start()
+    at.slider(key="head").set_value(7).run()
+    at = load_in_sidebar(at, tiny_models["gpt2"])
+    assert not at.exception
+    assert at.slider(key="head").value == 1  # clamped: the tiny model has 2 heads
+    assert at.session_state["model_name"] == tiny_models["gpt2"]
+    assert "pair" not in [w.key for w in at.text_area]  # second segments are for encoders only
+    shown = shown_weights(at)
+    upper = np.triu(np.ones(shown.shape, dtype=bool), k=1)
+    assert np.isnan(shown[upper]).all() and not np.isnan(shown[~upper]).any()
+
+
+def test_an_encoder_decoder_offers_its_three_stacks(tiny_models):
+    at = load_in_sidebar(start(), tiny_models["t5"])
+    assert not at.get("radio")  # without a target only the encoder runs
+    at.text_area(key="target").input("die zeit").run()
+    assert at.radio(key="stack").options == ["Encoder self-attention", "Decoder self-attention", "Cross-attention"]
+    at.radio(key="stack").set_value("cross").run()
+    assert not at.exception
+    lm = explorer.load_model(tiny_models["t5"], device="cpu")
+    expected = explorer.capture(lm, DEFAULT_TEXT, target="die zeit").stacks["cross"].attentions[0, 0]
+    assert_same_weights(shown_weights(at), expected)
+
+
+@pytest.mark.parametrize("page", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py")))
+def test_every_page_renders_without_errors(page):
+    at = start()
+    at.switch_page(page).run()
+    assert not at.exception
+    assert not at.error
+
+
+def test_cached_captures_are_read_only():
+    capture = ui.cached_capture(explorer.DEFAULT_ENCODER, DEFAULT_TEXT)
+    assert ui.cached_capture(explorer.DEFAULT_ENCODER, DEFAULT_TEXT) is capture
+    with pytest.raises(ValueError, match="read-only"):
+        capture.attentions[0, 0, 0, 0] = 1.0
