@@ -61,3 +61,40 @@ def test_hub_unreachable_without_offline_mode(monkeypatch):
     monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "2")
     with pytest.raises(explorer.ModelLoadError, match="Could not reach the Hugging Face Hub"):
         explorer.load_model("openai-community/gpt2-but-not-cached")
+
+
+def test_attention_outside_the_interface_is_refused_clearly(tmp_path):
+    """A model that computes attention in its own code cannot be captured: say so at load time."""
+    import torch
+    from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
+    from transformers.modeling_outputs import BaseModelOutput
+
+    from tests.tiny_models import VOCAB, word_tokenizer
+
+    class HandRolledConfig(PretrainedConfig):
+        model_type = "explorer-hand-rolled-test"
+
+        def __init__(self, hidden_size=8, num_hidden_layers=1, num_attention_heads=2, **kwargs):
+            super().__init__(**kwargs)
+            self.hidden_size, self.num_hidden_layers = hidden_size, num_hidden_layers
+            self.num_attention_heads, self.vocab_size = num_attention_heads, len(VOCAB)
+
+    class HandRolledModel(PreTrainedModel):
+        config_class = HandRolledConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.embed = torch.nn.Embedding(config.vocab_size, config.hidden_size)
+            self.attn = torch.nn.MultiheadAttention(config.hidden_size, config.num_attention_heads, batch_first=True)
+            self.post_init()
+
+        def forward(self, input_ids, attention_mask=None, token_type_ids=None, **kwargs):
+            hidden = self.embed(input_ids)
+            return BaseModelOutput(last_hidden_state=self.attn(hidden, hidden, hidden)[0])
+
+    AutoConfig.register(HandRolledConfig.model_type, HandRolledConfig, exist_ok=True)
+    AutoModel.register(HandRolledConfig, HandRolledModel, exist_ok=True)
+    HandRolledModel(HandRolledConfig()).save_pretrained(tmp_path)
+    word_tokenizer().save_pretrained(tmp_path)
+    with pytest.raises(explorer.ModelLoadError, match="outside transformers' AttentionInterface"):
+        explorer.load_model(str(tmp_path))
