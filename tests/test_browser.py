@@ -1,8 +1,8 @@
 """The real app in a real browser: `streamlit run app.py` served locally, driven by Debian's Chromium.
 
 Every request that leaves 127.0.0.1 is aborted and recorded, so the test also proves the page needs no
-internet (fonts, Plotly's JavaScript and icons all come from the local server). The screenshot it
-leaves in docs/screenshots/ is the one the README shows.
+internet (fonts, Plotly's JavaScript and icons all come from the local server). Its screenshots land in
+tests/artifacts/screenshots/ (not committed); copy one to docs/screenshots/ to refresh the README's.
 """
 
 import os
@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-SCREENSHOT = ROOT / "docs" / "screenshots" / "attention-heatmaps.png"
+SCREENSHOT = ROOT / "tests" / "artifacts" / "screenshots" / "attention-heatmaps.png"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

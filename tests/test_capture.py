@@ -22,7 +22,7 @@ def tiny(request, tiny_models):
 
 def _reference_attentions(name, reference, lm, cap):
     """The eager model's own output_attentions, per stack, as [layer, head, query, key] arrays."""
-    ids = torch.as_tensor(cap.token_ids)[None]
+    ids = torch.tensor(cap.token_ids)[None]
     with torch.no_grad():
         if name == "t5":
             decoder_ids = lm.model.prepare_decoder_input_ids_from_labels(
@@ -115,7 +115,7 @@ def test_llama_keys_are_after_rotary_embedding(tiny_models):
     handle = attn.register_forward_hook(lambda m, args, kwargs, out: seen.update(kwargs), with_kwargs=True)
     try:
         with torch.no_grad():
-            lm.model(torch.as_tensor(cap.token_ids)[None], use_cache=False)
+            lm.model(torch.tensor(cap.token_ids)[None], use_cache=False)
     finally:
         handle.remove()
     hidden = seen["hidden_states"]
@@ -138,7 +138,7 @@ def test_gpt2_queries_are_the_fused_projection_split(tiny_models):
     handle = block.attn.c_attn.register_forward_hook(lambda m, args, out: seen.update(out=out))
     try:
         with torch.no_grad():
-            lm.model(torch.as_tensor(cap.token_ids)[None], use_cache=False)
+            lm.model(torch.tensor(cap.token_ids)[None], use_cache=False)
     finally:
         handle.remove()
     q, k, _ = seen["out"][0].split(16, dim=-1)
@@ -185,7 +185,7 @@ def test_captured_model_stays_eager_equivalent_for_plain_calls(tiny):
     name, lm, reference = tiny
     if name == "t5":
         pytest.skip("encoder-decoder logits are covered by the stack comparison")
-    ids = torch.as_tensor(_capture(name, lm).token_ids)[None]
+    ids = torch.tensor(_capture(name, lm).token_ids)[None]
     with torch.no_grad():
         ours = lm.model(ids).last_hidden_state if name == "bert" else lm.model(ids).logits
         theirs = reference(ids).last_hidden_state if name == "bert" else reference(ids).logits
