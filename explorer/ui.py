@@ -37,10 +37,13 @@ TARGET_HINT = "add it to see decoder self-attention and cross-attention"
 STACK_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
 
 
-@st.cache_resource(max_entries=3, show_spinner="Loading the model…")
-def cached_model(name: str) -> explorer.LoadedModel:
-    """One loaded model per name, shared by every session (a few at most: models are large)."""
-    return explorer.load_model(name)
+@st.cache_resource(max_entries=3, show_spinner=False)
+def cached_model(name: str, _progress=None) -> explorer.LoadedModel:
+    """One loaded model per name, shared by every session (a few at most: models are large).
+
+    ``_progress`` (not part of the cache key) receives each loading stage for the first caller.
+    """
+    return explorer.load_model(name, progress=_progress)
 
 
 # Captures hold [layer, head, query, key] arrays (75 MB for MiniLM at 512 tokens): keep a few, briefly.
@@ -154,9 +157,8 @@ def _load_requested(slot) -> None:
     if not name or name == current:
         return
     try:
-        with slot.status(f"Loading `{name}`…", expanded=True):
-            st.write("Reading the tokenizer and weights, then checking that attention can be captured.")
-            lm = cached_model(name)
+        with slot.status(f"Loading `{name}`…", expanded=False) as status:
+            lm = cached_model(name, _progress=lambda stage: status.update(label=stage))
     except explorer.ModelLoadError as error:
         slot.empty()
         if current is None and name != explorer.DEFAULT_ENCODER:

@@ -98,3 +98,40 @@ def test_attention_outside_the_interface_is_refused_clearly(tmp_path):
     word_tokenizer().save_pretrained(tmp_path)
     with pytest.raises(explorer.ModelLoadError, match="outside transformers' AttentionInterface"):
         explorer.load_model(str(tmp_path))
+
+
+def test_loading_reports_its_stages(tiny_models):
+    stages = []
+    explorer.load_model(tiny_models["gpt2"], device="cpu", progress=stages.append)
+    assert stages == [
+        "Loading the decoder weights…",
+        "Moving the model to cpu and checking that its attention can be captured…",
+    ]
+
+
+def test_a_hub_download_announces_its_size(monkeypatch):
+    """The Hub says how big the weights are; the stage says it before the (here impossible) download."""
+    from types import SimpleNamespace
+
+    import huggingface_hub
+
+    files = [
+        SimpleNamespace(rfilename="model.safetensors", size=548_105_171),
+        SimpleNamespace(rfilename="pytorch_model.bin", size=548_118_077),  # not fetched: safetensors wins
+    ]
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, *a, **k: SimpleNamespace(siblings=files))
+    monkeypatch.setattr("explorer.models.loading._load_config", lambda name, source: TINY["gpt2"][1]())
+    monkeypatch.setattr("explorer.models.loading._load_tokenizer", lambda name, source: None)
+
+    def offline(name, source, kind):
+        raise explorer.ModelLoadError("no network here")
+
+    monkeypatch.setattr("explorer.models.loading._load_weights", offline)
+    stages = []
+    with pytest.raises(explorer.ModelLoadError):
+        explorer.load_model("someone/some-model", progress=stages.append)
+    assert stages == [
+        "Asking the Hugging Face Hub about `someone/some-model`…",
+        "Downloading and loading the decoder weights (548 MB)…",
+    ]

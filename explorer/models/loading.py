@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -76,21 +77,25 @@ def pick_device(device: str = "auto") -> str:
     return "cpu"
 
 
-def load_model(name: str, *, device: str = "auto") -> LoadedModel:
+def load_model(name: str, *, device: str = "auto", progress: Callable[[str], None] | None = None) -> LoadedModel:
     """Load ``name`` (a Hub id, a local folder or a bundled default) with recording attention.
 
+    ``progress`` receives a short sentence at each stage (the app shows them while a model loads).
     Raises ``ModelLoadError`` with an actionable message for unknown ids, no network, non-text
     models and architectures whose attention cannot be captured. Never runs remote code.
     """
+    say = progress or (lambda message: None)
     if not name or not name.strip():
         raise ModelLoadError("No model name given. Type a Hugging Face Hub id (e.g. `gpt2`) or a local folder.")
     source = resolve_source(name)
-    _preflight_hub(name, source)
+    download_bytes = _preflight_hub(name, source, say)
     config = _load_config(name, source)
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source)
+    say(_weights_stage(kind, download_bytes))
     model = _load_weights(name, source, kind)
     device = pick_device(device)
+    say(f"Moving the model to {device} and checking that its attention can be captured…")
     model.to(device).eval()
     _switch_to_recording(model, name)
     lm = LoadedModel(
@@ -107,16 +112,24 @@ def load_model(name: str, *, device: str = "auto") -> LoadedModel:
     return lm
 
 
-def _preflight_hub(name: str, source: str) -> None:
+def _weights_stage(kind: str, download_bytes: int | None) -> str:
+    if download_bytes:
+        return f"Downloading and loading the {kind} weights ({download_bytes / 1e6:,.0f} MB)…"
+    return f"Loading the {kind} weights…"
+
+
+def _preflight_hub(name: str, source: str, say: Callable[[str], None]) -> int | None:
     """One quick question to the Hub before downloading anything that is not already here.
 
     ``from_pretrained`` retries a failed connection with backoff for about 20 seconds; a classroom
     without Wi-Fi should hear at once that the Hub is out of reach, and a typo at once that it is one.
+    Returns the size of the weights about to be downloaded, when the Hub says.
     """
     if Path(source).exists() or _is_cached(source) or huggingface_hub.constants.HF_HUB_OFFLINE:
-        return
+        return None
+    say(f"Asking the Hugging Face Hub about `{name}`…")
     try:
-        huggingface_hub.HfApi().model_info(source, timeout=10)
+        info = huggingface_hub.HfApi().model_info(source, timeout=10, files_metadata=True)
     except huggingface_hub.errors.GatedRepoError as error:
         raise ModelLoadError(_explain_config_failure(name, error)) from error
     except huggingface_hub.errors.RepositoryNotFoundError as error:
@@ -128,6 +141,17 @@ def _preflight_hub(name: str, source: str) -> None:
         raise ModelLoadError(_hub_unreachable(name)) from error
     except huggingface_hub.errors.HfHubHTTPError as error:
         raise ModelLoadError(_explain_config_failure(name, error)) from error
+    return _weights_size(info)
+
+
+def _weights_size(info) -> int | None:
+    """Bytes of the weights ``from_pretrained`` will fetch: safetensors if present, else .bin files."""
+    files = info.siblings or []
+    for suffix in (".safetensors", ".bin"):
+        sizes = [f.size or 0 for f in files if f.rfilename.endswith(suffix) and "/" not in f.rfilename]
+        if sizes:
+            return sum(sizes)
+    return None
 
 
 def _is_cached(repo_id: str) -> bool:
