@@ -104,8 +104,8 @@ def load_model(name: str, *, device: str = "auto", progress: Callable[[str], Non
         name=name.strip(),
         kind=kind,
         device=device,
-        num_layers=_num_layers(model.config),
-        num_heads=_num_heads(model.config),
+        num_layers=_config_int(model.config, _LAYER_ATTRS, "layers"),
+        num_heads=_config_int(model.config, _HEAD_ATTRS, "heads"),
         stack_of_module=stack_of_module(model, kind),
     )
     _probe(lm)
@@ -287,20 +287,17 @@ def stack_of_module(model: PreTrainedModel, kind: str) -> dict[int, str]:
     return stacks
 
 
-def _num_layers(config) -> int:
-    text_config = config.get_text_config()
-    for attr in ("num_hidden_layers", "num_layers", "n_layer"):
-        if isinstance(getattr(text_config, attr, None), int):
-            return getattr(text_config, attr)
-    raise ModelLoadError(f"Cannot tell how many layers a `{config.model_type}` model has.")
+# Configs name the same sizes differently (BERT/Llama, T5, GPT-2).
+_LAYER_ATTRS = ("num_hidden_layers", "num_layers", "n_layer")
+_HEAD_ATTRS = ("num_attention_heads", "num_heads", "n_head")
 
 
-def _num_heads(config) -> int:
+def _config_int(config, attrs: tuple[str, ...], what: str) -> int:
     text_config = config.get_text_config()
-    for attr in ("num_attention_heads", "num_heads", "n_head"):
+    for attr in attrs:
         if isinstance(getattr(text_config, attr, None), int):
             return getattr(text_config, attr)
-    raise ModelLoadError(f"Cannot tell how many heads a `{config.model_type}` model has.")
+    raise ModelLoadError(f"Cannot tell how many {what} a `{config.model_type}` model has.")
 
 
 def max_input_tokens(config, tokenizer) -> int:
