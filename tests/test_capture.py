@@ -125,7 +125,7 @@ def test_llama_keys_are_after_rotary_embedding(tiny_models):
     cos, sin = seen["position_embeddings"]
     q_rot, k_rot = apply_rotary_pos_emb(q, k, cos, sin)
     np.testing.assert_allclose(cap.queries[1], q_rot[0].detach().numpy(), atol=1e-6)
-    np.testing.assert_allclose(cap.keys[1], k_rot[0, cap.main.kv_head_of_query].detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(cap.keys[1], k_rot[0, cap.main.kv_head_of_query.tolist()].detach().numpy(), atol=1e-6)
     # Before RoPE the vectors differ: a capture of q_proj outputs would be wrong.
     assert np.abs(cap.keys[1, 0] - k[0, 0].detach().numpy()).max() > 1e-3
 
