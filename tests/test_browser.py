@@ -171,3 +171,24 @@ def hover_cell(tab, *, row: int, column: int, size: int) -> None:
     """Move the mouse to the centre of one cell of the size x size heatmap."""
     box = tab.locator("[data-testid='stPlotlyChart'] .nsewdrag").first.bounding_box()
     tab.mouse.move(box["x"] + (column + 0.5) * box["width"] / size, box["y"] + (row + 0.5) * box["height"] / size)
+
+
+def test_a_shared_link_opens_the_bundled_decoder_offline(app_url, browser_tab):
+    """A teacher's link to the causal model: the sidebar names it, the heatmap is lower-triangular."""
+    from transformers import AutoTokenizer
+
+    page = browser_tab.page
+    text = "It is a truth universally acknowledged"
+    page.goto(f"{app_url}/?model=bundled/prose-gpt2&layer=4&head=5&text={text.replace(' ', '+')}")
+    page.locator("[data-testid='stPlotlyChart'] .main-svg").first.wait_for(timeout=90_000)
+    wait_until_idle(page)
+    assert chart_title(page) == "Layer 4 · head 5"
+    assert "decoder · 5 layers × 6 heads" in page.locator("[data-testid='stSidebar']").inner_text()
+    size = len(AutoTokenizer.from_pretrained(ROOT / "explorer" / "assets" / "prose-gpt2")(text)["input_ids"])
+    hover_cell(page, row=size - 1, column=0, size=size)  # below the diagonal: a weight to read
+    page.locator(".hoverlayer .hovertext").wait_for(timeout=10_000)
+    hover_cell(page, row=0, column=size - 1, size=size)  # above it: masked, so no hover label at all
+    page.wait_for_function("() => !document.querySelector('.hoverlayer .hovertext')", timeout=10_000)
+    page.screenshot(path=SCREENSHOT.with_name("attention-heatmaps-decoder.png"), full_page=True)
+    assert browser_tab.external == []
+    assert browser_tab.errors == []
