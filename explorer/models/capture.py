@@ -45,13 +45,13 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
 def _encode(lm, text: str, text_pair: str | None):
     """Tokenize, cutting to the model's limit; returns the batch and how many tokens were cut."""
     limit = lm.max_tokens
-    full = lm.tokenizer(text, text_pair, truncation=False, verbose=False)["input_ids"]
-    encoded = lm.tokenizer(
-        text, text_pair, truncation=len(full) > limit, max_length=limit, return_tensors="pt", verbose=False
-    )
+    encoded = lm.tokenizer(text, text_pair, return_tensors="pt", verbose=False)
+    full_length = encoded["input_ids"].shape[1]
+    if full_length > limit:  # only an overlong text is tokenized a second time, cut to fit
+        encoded = lm.tokenizer(text, text_pair, truncation=True, max_length=limit, return_tensors="pt")
     if encoded["input_ids"].shape[1] == 0:
         raise InputError("The text produced no tokens for this model.")
-    return encoded.to(lm.device), max(0, len(full) - encoded["input_ids"].shape[1])
+    return encoded.to(lm.device), full_length - encoded["input_ids"].shape[1]
 
 
 def _decoder_input_ids(lm, target: str) -> torch.Tensor:

@@ -25,6 +25,11 @@ DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_DECODER = "bundled/prose-gpt2"
 _ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
+try:  # huggingface_hub 2 talks through httpx2, version 1 through httpx
+    from httpx2 import TransportError as _TransportError
+except ImportError:  # pragma: no cover
+    from httpx import TransportError as _TransportError
+
 
 @dataclass(frozen=True, eq=False)
 class LoadedModel:
@@ -137,7 +142,7 @@ def _preflight_hub(name: str, source: str, say: Callable[[str], None]) -> int | 
             f"`{name}` is not a model on the Hugging Face Hub (or it is private). "
             "Check the spelling (e.g. `openai-community/gpt2`), or give a local folder."
         ) from error
-    except (OSError, httpx_errors()) as error:
+    except (OSError, _TransportError) as error:
         raise ModelLoadError(_hub_unreachable(name)) from error
     except huggingface_hub.errors.HfHubHTTPError as error:
         raise ModelLoadError(_explain_config_failure(name, error)) from error
@@ -159,18 +164,6 @@ def _is_cached(repo_id: str) -> bool:
         return isinstance(huggingface_hub.try_to_load_from_cache(repo_id, "config.json"), str)
     except Exception:  # not a valid repo id: let from_pretrained explain
         return False
-
-
-def httpx_errors() -> type[Exception]:
-    """The transport error base class of whichever httpx flavour huggingface_hub uses."""
-    import importlib
-
-    for module in ("httpx2", "httpx"):
-        try:
-            return importlib.import_module(module).TransportError
-        except ImportError:
-            continue
-    return OSError
 
 
 def _load_config(name: str, source: str):
