@@ -68,7 +68,7 @@ def test_default_view_shows_the_captured_head(minilm):
     assert [s.value for s in at.slider] == [0, 0]
     expected = explorer.capture(minilm, DEFAULT_TEXT)
     assert_same_weights(shown_weights(at), expected.attentions[0, 0])
-    assert chart_title(at) == "Layer 0 · head 0"
+    assert chart_title(at) == "Attention weights · layer 0 · head 0"
     assert float(at.metric[0].value) < 1e-5
     assert any("✓ verified" in caption.value for caption in at.caption)
 
@@ -83,7 +83,7 @@ def test_layer_and_head_change_the_chart_without_running_the_model(minilm, count
     at.toggle(key="stretch").set_value(True).run()
     assert not at.exception
     assert count_forwards == [DEFAULT_TEXT]  # three reruns, one forward pass
-    assert chart_title(at) == "Layer 3 · head 7"
+    assert chart_title(at) == "Attention weights · layer 3 · head 7"
     assert_same_weights(shown_weights(at), expected)
     at.text_area(key="text").input("a new sentence").run()
     assert count_forwards == [DEFAULT_TEXT, "a new sentence"]  # the counter does see real runs
@@ -106,7 +106,7 @@ def test_a_shared_link_names_its_model_and_survives_a_bad_one(tiny_models):
     assert not at.exception
     assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER  # falls back to the bundled encoder
     assert any("no-such-model-xyz" in error.value and "instead" in error.value for error in at.sidebar.error)
-    assert chart_title(at) == "Layer 0 · head 3"
+    assert chart_title(at) == "Attention weights · layer 0 · head 3"
 
 
 def test_empty_text_shows_a_hint_not_an_error():
@@ -176,3 +176,56 @@ def test_cached_captures_are_read_only():
     assert ui.cached_capture(explorer.DEFAULT_ENCODER, DEFAULT_TEXT) is capture
     with pytest.raises(ValueError, match="read-only"):
         capture.attentions[0, 0, 0, 0] = 1.0
+
+
+def chart_layout(at: AppTest) -> dict:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+
+
+def test_presentation_mode_lives_in_the_url_and_draws_for_a_projector():
+    at = start(present="true")
+    assert not at.exception
+    assert at.toggle(key="present").value is True
+    layout = chart_layout(at)
+    assert abs(layout["width"] / layout["height"] - 16 / 9) < 0.01
+    assert layout["xaxis"]["tickfont"]["size"] >= 16 and layout["yaxis"]["tickfont"]["size"] >= 16
+    del at.query_params["present"]  # AppTest re-sends its URL on every run; a browser's URL follows the toggle
+    at.toggle(key="present").set_value(False).run()
+    assert chart_layout(at)["xaxis"]["tickfont"]["size"] < 16
+
+
+def test_a_link_restores_stretched_colours(minilm):
+    at = start(stretch="true", head="2")
+    assert at.toggle(key="stretch").value is True
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    head_max = float(explorer.capture(minilm, DEFAULT_TEXT).attentions[0, 2].max())
+    assert spec["data"][0]["zmax"] == pytest.approx(head_max, rel=1e-6)
+    assert "this head's max" in spec["data"][0]["colorbar"]["title"]["text"]
+
+
+def test_an_index_that_does_not_fit_is_clamped_with_a_notice_and_comes_back(tiny_models):
+    at = start(head="7", layer="4")
+    at = load_in_sidebar(at, tiny_models["gpt2"])  # 2 layers × 2 heads
+    assert not at.exception
+    assert (at.slider(key="layer").value, at.slider(key="head").value) == (1, 1)
+    notices = " ".join(info.value for info in at.info)
+    assert "Head 7 does not exist here" in notices and "Layer 4 does not exist here" in notices
+    at = load_in_sidebar(at, explorer.DEFAULT_ENCODER)
+    assert (at.slider(key="layer").value, at.slider(key="head").value) == (4, 7)  # restored
+    assert not any("does not exist" in info.value for info in at.info)
+    assert chart_title(at) == "Attention weights · layer 4 · head 7"
+
+
+def test_malformed_link_values_give_a_notice_and_a_valid_view():
+    at = start(head="abc", layer="-1", stretch="maybe")
+    assert not at.exception
+    notices = " ".join(info.value for info in at.info)
+    assert "not a valid index" in notices and "not true or false" in notices
+    assert chart_title(at) == "Attention weights · layer 0 · head 0"
+
+
+def test_every_figure_offers_slide_exports():
+    at = start()
+    labels = [button.proto.label for button in at.get("download_button")]
+    assert labels == ["PNG", "SVG", "HTML"]
+    assert all(button.proto.deferred_file_id for button in at.get("download_button"))  # made only on click

@@ -1,13 +1,16 @@
-"""One attention head as a Plotly heatmap: queries down the y axis, keys along x.
+"""Token-by-token matrices as Plotly heatmaps: one attention head, queries down the y axis, keys along x.
 
 Design choices, and why:
 
-- Only the chosen head's [query, key] matrix goes into the figure, as float32. Plotly serializes
-  NumPy arrays as base64 typed arrays, 4 bytes a cell: exact values in less space than rounded
-  decimal text would take (about 1.4 MB at 512 tokens).
+- Only the shown [query, key] matrix goes into the figure, as float32. Plotly serializes NumPy arrays as
+  base64 typed arrays, 4 bytes a cell: exact values in less space than rounded decimal text would take.
 - Axes are categories named ``#i 'token'``: the position keeps repeated tokens apart (Plotly merges
   equal category names) and lets the hover name both tokens without a per-cell text array.
   ``ticktext`` then shows the bare tokens.
+- The geometry is computed here, in pixels, from the figure's ``Look``: square cells, the token labels
+  thinned, turned or abbreviated so that no two overlap (``style.token_ticks``), the colour bar beside
+  the matrix, the whole block centred. The same function lays out a browser window and a 1920×1080
+  slide, so exports are not squeezed copies of the screen.
 - Masked cells (keys a query may not attend to) are NaN, which Plotly leaves blank; the colour scale
   starts at a visible tint so that a weight of 0 never looks like a masked cell.
 - Tokens are escaped: Plotly renders tags such as ``<b>`` or ``<a>`` in labels and hover text.
@@ -15,30 +18,28 @@ Design choices, and why:
 
 from __future__ import annotations
 
-import html
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 
 from explorer.data import AttentionStack
+from explorer.render.style import (
+    MUTED,
+    SCREEN,
+    SEQUENTIAL,
+    FigureInfo,
+    Look,
+    TokenTicks,
+    escape,
+    finish,
+    text_width,
+    token_ticks,
+)
 
-FONT = '"Source Sans", "Source Sans Pro", "Helvetica Neue", Arial, sans-serif'
-# Blues, but starting at a tint that stays distinguishable from the blank (masked) background.
-COLORSCALE = [
-    [0.0, "#eaf0f8"],
-    [0.125, "#d4e3f3"],
-    [0.25, "#b9d3ea"],
-    [0.375, "#93bfdf"],
-    [0.5, "#6aa7d3"],
-    [0.625, "#468cc4"],
-    [0.75, "#2a6fb0"],
-    [0.875, "#14528f"],
-    [1.0, "#08306b"],
-]
 HOVER = "<b>%{z:.6g}</b><br>query %{y} → key %{x}<extra></extra>"
-MAX_TICK_LABELS = 48  # beyond this, label every 2nd, 4th, 8th... position (the hover still names every cell)
-MAX_ANNOTATED = 12  # up to this many tokens, cells also print their weight (readable on slides)
+MIN_CELL_TEXT = 11  # px: smaller printed values would not be readable; the hover still gives them
 
 
 def attention_heatmap(
@@ -47,31 +48,75 @@ def attention_heatmap(
     head: int,
     *,
     color_max: float | None = 1.0,
-    title: str | None = None,
+    info: FigureInfo | None = None,
+    look: Look = SCREEN,
+    segment_b_start: int | None = None,
 ) -> go.Figure:
     """The weights of one head, [query, key], with masked cells blank.
 
     ``color_max`` is the weight drawn darkest: 1.0 compares heads on one scale; None stretches the
-    colours to this head's largest weight. ``title`` defaults to "Layer L · head H" (counted from 0).
+    colours to this head's largest weight. ``info`` names the figure (default: "Attention weights ·
+    layer L · head H", counted from 0). ``segment_b_start`` draws the boundary of a sentence pair.
     """
     weights = masked_weights(stack, layer, head)
-    queries, keys = position_labels(stack.query_tokens), position_labels(stack.key_tokens)
+    info = info or FigureInfo("Attention weights", where=(f"layer {layer}", f"head {head}"))
+    top = _color_max(weights, color_max)
+    return token_matrix(
+        weights,
+        stack.query_tokens,
+        stack.key_tokens,
+        info=info,
+        look=look,
+        zmax=top,
+        colorbar_title=colorbar_title(top, stretched=color_max is None),
+        boundaries=() if segment_b_start is None else (segment_b_start,),
+    )
+
+
+def token_matrix(
+    values: np.ndarray,
+    row_tokens,
+    column_tokens,
+    *,
+    info: FigureInfo,
+    look: Look = SCREEN,
+    zmax: float = 1.0,
+    zmin: float = 0.0,
+    colorbar_title: str = "weight",
+    row_title: str = "query (attending)",
+    column_title: str = "key (attended to)",
+    hovertemplate: str = HOVER,
+    boundaries: tuple[int, ...] = (),
+    colorscale=None,
+) -> go.Figure:
+    """Any [row, column] matrix over tokens, laid out for ``look``; NaN cells stay blank.
+
+    ``boundaries`` are token indices where a dashed line separates rows and columns (a sentence pair's
+    second segment, the first generated token).
+    """
+    rows, columns = position_labels(row_tokens), position_labels(column_tokens)
+    geometry = matrix_geometry(row_tokens, column_tokens, look)
     trace = go.Heatmap(
-        z=weights,
-        x=keys,
-        y=queries,
-        zmin=0.0,
-        zmax=_color_max(weights, color_max),
-        colorscale=COLORSCALE,
-        colorbar={"title": {"text": "weight"}, "thickness": 14, "outlinewidth": 0},
-        hovertemplate=HOVER,
+        z=np.asarray(values, dtype=np.float32),
+        x=columns,
+        y=rows,
+        zmin=zmin,
+        zmax=zmax,
+        colorscale=colorscale or SEQUENTIAL,
+        colorbar=_colorbar(colorbar_title, geometry, look),
+        hovertemplate=hovertemplate,
         hoverongaps=False,
-        **_cell_style(max(len(queries), len(keys))),
+        **_cell_style(geometry.cell, look),
     )
     figure = go.Figure(trace)
-    figure.update_layout(_layout(len(queries), len(keys), title or f"Layer {layer} · head {head}"))
-    figure.update_xaxes(_axis(keys, stack.key_tokens, "key (attended to)"), tickangle=-45)
-    figure.update_yaxes(_axis(queries, stack.query_tokens, "query (attending)"), autorange="reversed")
+    finish(figure, info, look)
+    figure.update_layout(margin={"l": 0, "r": 0, "t": geometry.top, "b": 0, "autoexpand": False})
+    figure.update_xaxes(_axis(columns, geometry.x_ticks, column_title, look), domain=geometry.x_domain)
+    figure.update_yaxes(
+        _axis(rows, geometry.y_ticks, row_title, look), domain=geometry.y_domain, autorange="reversed"
+    )
+    for boundary in boundaries:
+        _draw_boundary(figure, boundary, len(rows), len(columns))
     return figure
 
 
@@ -86,9 +131,11 @@ def position_labels(tokens) -> list[str]:
     return [f"#{i} '{escape(token)}'" for i, token in enumerate(tokens)]
 
 
-def escape(text: str) -> str:
-    """Escape what Plotly's label renderer would read as markup (it decodes the entities back)."""
-    return html.escape(text, quote=False)
+def colorbar_title(color_max: float, *, stretched: bool) -> str:
+    """What the darkest colour means, always said on the colour bar."""
+    if stretched:
+        return f"weight<br>darkest = {color_max:.2g}<br>(this head's max)"
+    return f"weight<br>darkest = {color_max:g}"
 
 
 def verification_caption(error: float, *, tolerance: float = 1e-4) -> str:
@@ -98,6 +145,74 @@ def verification_caption(error: float, *, tolerance: float = 1e-4) -> str:
     return f"✓ verified: max |recomputed − captured| = {error:.1e}"
 
 
+@dataclass(frozen=True)
+class MatrixGeometry:
+    """Where a token matrix sits in its figure, in pixels and in Plotly's paper fractions."""
+
+    cell: float  # side of one square cell, px
+    top: int  # px above the plot area (title band)
+    x_domain: tuple[float, float]
+    y_domain: tuple[float, float]
+    colorbar_x: float
+    x_ticks: TokenTicks
+    y_ticks: TokenTicks
+
+
+def matrix_geometry(row_tokens, column_tokens, look: Look) -> MatrixGeometry:
+    """Square cells as large as the figure allows once labels, axis titles and the colour bar have room.
+
+    Label room depends on the cell size (narrow cells turn or thin the labels) and the cell size on the
+    label room, so the two are settled by a few rounds of refinement.
+    """
+    n_rows, n_columns = max(len(row_tokens), 1), max(len(column_tokens), 1)
+    title_room = int(look.font_size * 1.8)  # an axis title and its gap
+    side_room = _colorbar_room(look)
+    plot_height = look.height - look.title_band
+    cell = min(look.width / (n_columns + 4), plot_height / (n_rows + 4))
+    for _ in range(4):
+        x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True)
+        y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False)
+        room_w = look.width - y_ticks.extent - title_room - side_room - 16
+        room_h = plot_height - x_ticks.extent - title_room - 8
+        cell = max(min(room_w / n_columns, room_h / n_rows), 1.0)
+    x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True)
+    y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False)
+    left = y_ticks.extent + title_room
+    width, height = n_columns * cell, n_rows * cell
+    offset = max((look.width - (left + width + side_room)) / 2, 0)
+    x0 = (offset + left) / look.width
+    x1 = min(x0 + width / look.width, 1.0)
+    return MatrixGeometry(
+        cell=cell,
+        top=look.title_band,
+        x_domain=(x0, x1),
+        y_domain=(max(1 - height / plot_height, 0.0), 1.0),
+        colorbar_x=min(x1 + 14 / look.width, 1.0),
+        x_ticks=x_ticks,
+        y_ticks=y_ticks,
+    )
+
+
+def _colorbar_room(look: Look) -> int:
+    return int(14 + 14 + text_width("(this head's", look.font_size) + 10)
+
+
+def _colorbar(title: str, geometry: MatrixGeometry, look: Look) -> dict:
+    return {
+        # The trailing break keeps the top tick label ("1") clear of the title.
+        "title": {"text": title + "<br>", "side": "top", "font": {"size": look.font_size, "color": MUTED}},
+        "thickness": 14,
+        "outlinewidth": 0,
+        "x": geometry.colorbar_x,
+        "xanchor": "left",
+        "y": geometry.y_domain[1],
+        "yanchor": "top",
+        "len": geometry.y_domain[1] - geometry.y_domain[0],
+        "lenmode": "fraction",
+        "tickfont": {"size": look.tick_size},
+    }
+
+
 def _color_max(weights: np.ndarray, color_max: float | None) -> float:
     if color_max is not None:
         return float(color_max)
@@ -105,48 +220,36 @@ def _color_max(weights: np.ndarray, color_max: float | None) -> float:
     return float(peak) if peak > 0 else 1.0
 
 
-def _cell_style(count: int) -> dict:
-    """Thin gaps and printed weights while cells are big enough to show them."""
-    style = {"xgap": 1, "ygap": 1} if count <= 48 else {}
-    if count <= MAX_ANNOTATED:
+def _cell_style(cell: float, look: Look) -> dict:
+    """Thin gaps while cells are big enough to show them; printed values while they fit in a cell."""
+    style = {"xgap": 1, "ygap": 1} if cell >= 6 else {}
+    size = min(look.tick_size - 2, cell / 2.8)
+    if size >= MIN_CELL_TEXT:
         style["texttemplate"] = "%{z:.2f}"
-        style["textfont"] = {"size": 12}
+        style["textfont"] = {"size": int(size)}
     return style
 
 
-def _axis(labels: list[str], tokens, title: str) -> dict:
-    step = 1
-    while len(labels) > step * MAX_TICK_LABELS:
-        step *= 2
-    shown = range(0, len(labels), step)
-    text = [escape(tokens[i]) if step == 1 else f"#{i} {escape(tokens[i])}" for i in shown]
+def _axis(labels: list[str], ticks: TokenTicks, title: str, look: Look) -> dict:
     return {
         "type": "category",
-        "title": {"text": title},
+        "title": {"text": title, "font": {"size": look.font_size}},
         "tickmode": "array",
-        "tickvals": [labels[i] for i in shown],
-        "ticktext": text,
-        "tickfont": {"size": 14 if len(labels) <= 24 else 11},
+        "tickvals": [labels[i] for i in ticks.positions],
+        "ticktext": list(ticks.text),
+        "tickangle": ticks.angle,
+        "tickfont": {"size": look.tick_size},
         "showgrid": False,
         "zeroline": False,
-        "automargin": True,
-        "constrain": "domain",
+        "automargin": False,
+        "ticks": "",
     }
 
 
-def _layout(num_queries: int, num_keys: int, title: str) -> dict:
-    # Square cells in a plot that grows with the input, within what fits a screen or a slide;
-    # room around it for the token labels and the colour bar.
-    side = int(min(720, max(420, 44 * max(num_queries, num_keys))))
-    return {
-        "template": "none",  # the default template adds ~7 kB and a grey background
-        "title": {"text": escape(title), "x": 0.0, "xanchor": "left", "font": {"size": 18}},
-        "font": {"family": FONT, "size": 14, "color": "#1f2430"},
-        "paper_bgcolor": "white",
-        "plot_bgcolor": "white",
-        "width": side + 170,
-        "height": side + 140,
-        "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
-        "hoverlabel": {"bgcolor": "white", "font": {"family": FONT, "size": 13}},
-        "yaxis": {"scaleanchor": "x", "scaleratio": 1},
-    }
+def _draw_boundary(figure: go.Figure, index: int, num_rows: int, num_columns: int) -> None:
+    """A dashed line before token ``index`` across and down the matrix (category axes count from 0)."""
+    line = {"color": "#d55e00", "width": 2, "dash": "dash"}
+    if 0 < index < num_columns:
+        figure.add_shape(type="line", x0=index - 0.5, x1=index - 0.5, y0=-0.5, y1=num_rows - 0.5, line=line)
+    if 0 < index < num_rows:
+        figure.add_shape(type="line", y0=index - 0.5, y1=index - 0.5, x0=-0.5, x1=num_columns - 0.5, line=line)

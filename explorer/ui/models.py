@@ -1,19 +1,10 @@
-"""Streamlit glue shared by the pages: cached models and captures, and the small widgets around them.
+"""The model every page shows: loading it once for every session, and the sidebar picker.
 
-The only module of ``explorer`` that imports Streamlit. Models and captures are ``st.cache_resource``
-(one object for every session, never copied, so never changed per request):
-
-- ``cached_model(name)``: the loaded model, keyed by its name.
-- ``cached_capture(model_name, text, text_pair, target)``: one forward pass, keyed by everything
-  that changes its result, so moving the layer or head widgets never runs the model again (the
-  capture's arrays are read-only, so sharing it is safe).
-- ``cached_verification(...)`` (``st.cache_data``, small): the recomputation check, once per capture.
-
-The model in use is a name in ``st.session_state[MODEL_KEY]``, chosen in the sidebar by
-``model_picker_ui``; a model that fails to load leaves the previous one in place. Widget
-functions (``*_ui``) draw widgets and return plain values.
+``cached_model(name)`` is ``st.cache_resource``: one loaded model per name, shared by every session and
+thread (capture records into a ContextVar, so sharing is safe). The model in use is a name in
+``st.session_state[MODEL_KEY]``, chosen in the sidebar by ``model_picker_ui``; a model that fails to
+load leaves the previous one in place and says why.
 """
-
 from __future__ import annotations
 
 import streamlit as st
@@ -21,20 +12,15 @@ import streamlit as st
 import explorer
 from explorer.models.loading import BUNDLED_MODELS
 
-PAGE_CONFIG = {"page_title": "Attention & Decoding Explorer", "page_icon": "🔍", "layout": "wide"}
 MODEL_KEY = "model_name"  # session state: the name of the model every page shows
 _REQUEST_KEY = "_model_request"  # a name the user just picked, loaded on this run
 _ERROR_KEY = "_model_error"  # the last load failure, shown until the next pick
-_SHELL_KEY = "_shell_drawn"  # set by app.py's run, consumed by the page it runs
 _CHOICE_KEY = "model_choice"
 _CUSTOM_KEY = "model_custom"
 BUNDLED_LABELS = {
     explorer.DEFAULT_ENCODER: "all-MiniLM-L6-v2 (encoder)",
     explorer.DEFAULT_DECODER: "prose-gpt2 (decoder)",
 }
-PAIR_HINT = "e.g. a question, as in BERT's sentence pairs"
-TARGET_HINT = "add it to see decoder self-attention and cross-attention"
-STACK_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)
@@ -44,24 +30,6 @@ def cached_model(name: str, _progress=None) -> explorer.LoadedModel:
     ``_progress`` (not part of the cache key) receives each loading stage for the first caller.
     """
     return explorer.load_model(name, progress=_progress)
-
-
-# Captures hold [layer, head, query, key] arrays (75 MB for MiniLM at 512 tokens): keep a few, briefly.
-@st.cache_resource(max_entries=8, ttl="1h", show_spinner="Running the model…")
-def cached_capture(
-    model_name: str, text: str, text_pair: str | None = None, target: str | None = None
-) -> explorer.AttentionCapture:
-    """``explorer.capture`` of the cached model, run once per distinct input; arrays are read-only."""
-    return explorer.capture(cached_model(model_name), text, text_pair=text_pair, target=target)
-
-
-@st.cache_data(max_entries=64, show_spinner="Checking the captured weights…")
-def cached_verification(
-    model_name: str, text: str, text_pair: str | None = None, target: str | None = None
-) -> dict[str, float]:
-    """{stack: max |recomputed - captured|}, computed once per capture (about 1 s at 512 tokens)."""
-    result = cached_capture(model_name, text, text_pair, target)
-    return {name: stack.verify() for name, stack in result.stacks.items()}
 
 
 def bundled_choices() -> list[str]:
@@ -74,25 +42,6 @@ def _bundle_present(name: str) -> bool:
         return (BUNDLED_MODELS[name]() / "config.json").exists()
     except Exception:  # e.g. the package that carries the weights is not installed
         return False
-
-
-def app_shell() -> None:
-    """What app.py draws before running a page: the page config and the model picker."""
-    st.set_page_config(**PAGE_CONFIG)
-    model_picker_ui()
-    st.session_state[_SHELL_KEY] = True
-
-
-def page_shell() -> None:
-    """First line of every page: draws the shell when Streamlit ran the page file without app.py.
-
-    That happens because a ``pages/`` folder exists: until the server's first ``st.navigation`` call,
-    Streamlit treats pages as standalone scripts (a shared deep link opened first after a restart), and
-    ``AppTest`` does so on every rerun.
-    """
-    if not st.session_state.pop(_SHELL_KEY, False):
-        st.set_page_config(**PAGE_CONFIG)
-        model_picker_ui()
 
 
 def model_picker_ui() -> str | None:
@@ -196,50 +145,3 @@ def selected_model() -> explorer.LoadedModel | None:
     """The model chosen in the sidebar (already loaded), or None when none could be loaded."""
     name = st.session_state.get(MODEL_KEY)
     return cached_model(name) if name else None
-
-
-def text_inputs_ui(kind: str, default_text: str) -> tuple[str, str | None, str | None]:
-    """The text, plus a second segment for encoders or the decoder's text for encoder-decoders.
-
-    Returns (text, text_pair, target), the last two None when empty or not offered. All live in the URL.
-    """
-    if kind == "decoder":
-        return _text_area("Text", key="text", value=default_text), None, None
-    text_column, extra_column = st.columns([3, 2])
-    with text_column:
-        text = _text_area("Text", key="text", value=default_text)
-    with extra_column:
-        if kind == "encoder":
-            return text, _text_area("Second segment (optional)", key="pair", placeholder=PAIR_HINT) or None, None
-        return text, None, _text_area("Decoder text (target)", key="target", placeholder=TARGET_HINT) or None
-
-
-def _text_area(label: str, *, key: str, value: str = "", placeholder: str | None = None) -> str:
-    return st.text_area(
-        label, value, key=key, bind="query-params", height=80, max_chars=20_000, placeholder=placeholder
-    )
-
-
-def index_slider_ui(label: str, count: int, *, key: str, help: str | None = None) -> int:
-    """A 0-based index slider bound to the URL; a stored value past ``count`` is clamped first."""
-    if count <= 1:
-        return 0
-    if st.session_state.get(key, 0) >= count:
-        st.session_state[key] = count - 1
-    return st.slider(label, 0, count - 1, key=key, bind="query-params", help=help)
-
-
-def stack_ui(stack_names: list[str], *, key: str = "stack") -> str:
-    """Which attention to show when a capture has several stacks (encoder, decoder, cross)."""
-    if len(stack_names) == 1:
-        return stack_names[0]
-    if st.session_state.get(key) not in stack_names:
-        st.session_state.pop(key, None)
-    return st.radio(
-        "Attention",
-        stack_names,
-        key=key,
-        bind="query-params",
-        horizontal=True,
-        format_func=lambda name: STACK_LABELS.get(name, name),
-    )

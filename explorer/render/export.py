@@ -1,0 +1,98 @@
+"""Figures as files for slides: PNG (at 2x), SVG and standalone interactive HTML that works offline.
+
+Every export is drawn at slide size (1920×1080 by default), not at the shape of the browser window:
+the render function is called again with ``style.SLIDE``, so labels are laid out for the slide.
+
+- Plotly: PNG and SVG come from Kaleido, which drives a local Chrome or Chromium (no internet; the
+  plotly.js it uses ships with the plotly package). HTML inlines plotly.js (about 4.7 MB), so the file
+  opens offline anywhere.
+- Altair: vl-convert renders PNG and SVG without a browser; HTML inlines the Vega JavaScript it carries.
+
+``ExportUnavailable`` says what is missing when a format cannot be made on this machine.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+
+PNG_SCALE = 2
+FORMATS = ("png", "svg", "html")
+MIME = {"png": "image/png", "svg": "image/svg+xml", "html": "text/html"}
+
+# One Chrome at a time: each export starts a browser (~200 MB); a class exporting at once must queue.
+_kaleido_lock = threading.Lock()
+
+
+class ExportUnavailable(RuntimeError):
+    """This machine cannot make the requested format; the message says what to install."""
+
+
+def image_export_problem() -> str | None:
+    """Why Plotly figures cannot be drawn as PNG/SVG on this machine, or None when they can."""
+    try:
+        from choreographer.browsers.chromium import Chromium
+    except ImportError:
+        return "PNG and SVG export needs the `kaleido` package (`pip install kaleido`)."
+    if Chromium.find_browser(skip_local=False) is None:
+        return (
+            "PNG and SVG export needs Chrome or Chromium on the machine running the app "
+            "(for example `apt install chromium`). The camera button in the chart's toolbar saves a PNG "
+            "from your browser instead."
+        )
+    return None
+
+
+def plotly_image(figure, fmt: str) -> bytes:
+    """PNG (twice the figure's size in pixels) or SVG of a Plotly figure, drawn by a local browser."""
+    problem = image_export_problem()
+    if problem:
+        raise ExportUnavailable(problem)
+    scale = PNG_SCALE if fmt == "png" else 1
+    with _kaleido_lock:
+        return figure.to_image(format=fmt, scale=scale, validate=False)
+
+
+def plotly_html(figure, *, title: str | None = None) -> str:
+    """A standalone HTML page of the figure, interactive, with plotly.js inlined (no network needed)."""
+    page = figure.to_html(
+        include_plotlyjs=True,
+        full_html=True,
+        config={"displaylogo": False, "responsive": True},
+        validate=False,
+    )
+    if title:
+        page = page.replace("<head>", f"<head><title>{html.escape(title)}</title>", 1)
+    return page
+
+
+def altair_image(chart, fmt: str) -> bytes:
+    """PNG (at 2x) or SVG of an Altair chart, rendered by vl-convert (no browser, no network)."""
+    try:
+        import vl_convert as vlc
+    except ImportError as error:
+        raise ExportUnavailable("Altair export needs `vl-convert-python`.") from error
+    spec = chart.to_dict()
+    if fmt == "png":
+        return vlc.vegalite_to_png(spec, scale=PNG_SCALE)
+    return vlc.vegalite_to_svg(spec).encode()
+
+
+def altair_html(chart, *, title: str | None = None) -> str:
+    """A standalone HTML page of the chart with Vega, Vega-Lite and vega-embed inlined."""
+    page = chart.to_html(inline=True)
+    if title:
+        page = page.replace("<head>", f"<head><title>{html.escape(title)}</title>", 1)
+    return page
+
+
+def export(figure, fmt: str, *, title: str | None = None) -> bytes:
+    """The figure (Plotly or Altair) in ``fmt`` ("png", "svg" or "html") as bytes ready to download."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; choose one of {FORMATS}")
+    is_plotly = hasattr(figure, "to_image")
+    if fmt == "html":
+        page = plotly_html(figure, title=title) if is_plotly else altair_html(figure, title=title)
+        return page.encode()
+    return plotly_image(figure, fmt) if is_plotly else altair_image(figure, fmt)
+

@@ -1,0 +1,264 @@
+"""Figure conventions, in one place: every figure of the explorer is finished here.
+
+A view's render function draws the data; ``finish`` then gives it the house look: its size, fonts,
+colours, margins, and a title and subtitle that say what it shows. Exports use the same function at
+slide size, so a screenshot, a PNG and an HTML file all read alike.
+
+Two small values carry the conventions:
+
+- ``FigureInfo`` says what a figure shows (the view, the model, the text, and where: layer, head,
+  step). It makes the title, the subtitle and a file name that never collides with another export.
+- ``Look`` says how big the figure is and how large its text is: ``screen_look`` for a browser
+  window, ``presentation_look`` for a projector, ``SLIDE`` for a 1920×1080 export.
+
+Colours: ``SEQUENTIAL`` is a single-hue blue scale whose lightness falls steadily from the lightest to
+the darkest colour, so it survives greyscale printing and every kind of colour blindness.
+``CATEGORICAL`` is the Okabe–Ito palette for categories (beams, statuses, segments).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+
+FONT = '"Source Sans", "Source Sans Pro", "Helvetica Neue", "DejaVu Sans", Arial, sans-serif'
+INK = "#1f2430"  # text
+MUTED = "#5b6170"  # secondary text, subtitles
+GRID = "#e3e6ec"
+
+# Light to dark; relative luminance strictly decreases along it (tests check it), so order survives greyscale.
+SEQUENTIAL = [
+    [0.0, "#eaf0f8"],
+    [0.125, "#d4e3f3"],
+    [0.25, "#b9d3ea"],
+    [0.375, "#93bfdf"],
+    [0.5, "#6aa7d3"],
+    [0.625, "#468cc4"],
+    [0.75, "#2a6fb0"],
+    [0.875, "#14528f"],
+    [1.0, "#08306b"],
+]
+# Okabe & Ito (2008): distinguishable with every common colour-vision deficiency.
+CATEGORICAL = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+
+# Slides are 16:9; exports are drawn at 1920×1080 (PNG at twice that, for sharp projection).
+SLIDE_WIDTH, SLIDE_HEIGHT = 1920, 1080
+ASPECT = SLIDE_WIDTH / SLIDE_HEIGHT
+MAX_LABEL_CHARS = 12  # longer token labels are abbreviated on axes (hover shows them whole)
+CHAR_WIDTH = 0.6  # a conservative average glyph width, in ems, for sans-serif labels
+LINE_HEIGHT = 1.3  # ems between two horizontal labels so that they never touch
+
+
+@dataclass(frozen=True)
+class Look:
+    """How big a figure is drawn (pixels) and how large its text is."""
+
+    width: int
+    height: int
+    font_size: int = 14
+    tick_size: int = 14
+    title_size: int = 18
+    presentation: bool = False
+
+    @property
+    def subtitle_size(self) -> int:
+        return max(self.font_size - 1, 11)
+
+    @property
+    def title_band(self) -> int:
+        """Pixels above the plot taken by the title and subtitle (fitted to where Plotly draws them), plus a gap."""
+        return int(self.title_size * 1.5 + self.subtitle_size * 1.75 + 8 + 14)
+
+
+SCREEN = Look(1100, 720)
+SLIDE = Look(SLIDE_WIDTH, SLIDE_HEIGHT, font_size=22, tick_size=20, title_size=30, presentation=True)
+MIN_HEIGHT = 380  # the smallest figure drawn, however little room the window leaves
+ROOMY = 520  # a window with less room than this below a figure's top gets a larger figure and scrolls
+
+
+def screen_look(width: int | None = None, height: int | None = None) -> Look:
+    """A figure as wide as the page's content and, where the window allows, no taller than what is left of it.
+
+    ``width`` is the content width, ``height`` the room between the figure's top and the window's bottom
+    (both in CSS pixels; None when the browser has not said yet).
+    """
+    width = int(min(max(width or SCREEN.width, 480), 1600))
+    # Too little room left in the window (a small screen): draw a readable figure and let the page scroll.
+    tallest = int(height) if height and height >= ROOMY else min(width * 0.75, SCREEN.height)
+    return Look(width, int(min(tallest, width * 0.9, 1000)))
+
+
+def presentation_look(width: int | None = None, height: int | None = None) -> Look:
+    """A 16:9 figure that fits the room left in the window, with projector-sized text.
+
+    Tick labels are at least 16 px, and grow with the figure (20 px on a 1920×1080 screen).
+    """
+    width = int(width or SCREEN.width)
+    if height:
+        width = int(min(width, max(height, MIN_HEIGHT * 0.8) * ASPECT))
+    width = max(width, 560)
+    height = int(width / ASPECT)
+    tick = max(16, round(height / 44))
+    return Look(width, height, font_size=tick + 2, tick_size=tick, title_size=tick + 8, presentation=True)
+
+
+def look_for(width: int | None, height: int | None, *, presentation: bool) -> Look:
+    return presentation_look(width, height) if presentation else screen_look(width, height)
+
+
+@dataclass(frozen=True)
+class FigureInfo:
+    """What a figure shows: its view, the model, the text, and where in the model (layer, head, step).
+
+    ``where`` items are short phrases such as ``"layer 3"``, ``"head 7"`` or ``"step 4"``.
+    """
+
+    view: str
+    model: str = ""
+    text: str = ""
+    where: tuple[str, ...] = ()
+
+    def title(self) -> str:
+        return " · ".join((self.view, *self.where))
+
+    def subtitle(self) -> str:
+        parts = [short_model_name(self.model)] if self.model else []
+        if self.text.strip():
+            parts.append(f"“{snippet(self.text)}”")
+        return " · ".join(parts)
+
+    def file_stem(self) -> str:
+        """A file name (no extension) naming the view, model, text and place; a hash of the full text and
+        model keeps exports of different inputs apart even when their snippets agree."""
+        digest = hashlib.sha1(f"{self.model}\n{self.text}".encode()).hexdigest()[:6]
+        parts = [self.view, short_model_name(self.model), snippet(self.text, 32), *self.where]
+        stem = "_".join(slug(part) for part in parts if slug(part))
+        return f"{stem}_{digest}" if stem else digest
+
+
+def short_model_name(name: str) -> str:
+    """``sentence-transformers/all-MiniLM-L6-v2`` -> ``all-MiniLM-L6-v2``; folders keep their last part."""
+    return re.split(r"[\\/]", name.rstrip("/\\"))[-1] if name else ""
+
+
+def snippet(text: str, limit: int = 40) -> str:
+    """The text on one line, cut at a word boundary near ``limit`` characters, with an ellipsis if cut."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
+    return cut.rstrip(" ,.;:") + "…"
+
+
+def slug(text: str, limit: int = 48) -> str:
+    """Lower-case ASCII words joined by hyphens: safe in file names on every system."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")[:limit].rstrip("-")
+
+
+def escape(text: str) -> str:
+    """Escape what Plotly's label renderer would read as markup (it decodes the entities back)."""
+    return html.escape(text, quote=False)
+
+
+def abbreviate(label: str, limit: int = MAX_LABEL_CHARS) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def text_width(text: str, size: float) -> float:
+    """Estimated width in pixels of ``text`` at font ``size``: generous, so that estimates never undershoot."""
+    return len(text) * CHAR_WIDTH * size
+
+
+def finish(figure, info: FigureInfo, look: Look):
+    """Apply the house look to a Plotly figure in place and return it: size, fonts, title, background.
+
+    Margins and axis geometry are the render function's business (it knows its axes); this sets what
+    every figure shares.
+    """
+    figure.update_layout(
+        template="none",  # the default template adds ~7 kB and a grey background
+        width=look.width,
+        height=look.height,
+        font={"family": FONT, "size": look.font_size, "color": INK},
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        title={
+            "text": escape(info.title()),
+            "subtitle": {"text": escape(info.subtitle()), "font": {"size": look.subtitle_size, "color": MUTED}},
+            "x": 0.015,
+            "xanchor": "left",
+            "y": 1.0,
+            "yanchor": "top",
+            "yref": "container",
+            "pad": {"t": 8},
+            "font": {"size": look.title_size},
+        },
+        hoverlabel={"bgcolor": "white", "font": {"family": FONT, "size": max(look.font_size - 1, 12)}},
+        meta={"file_stem": info.file_stem()},
+    )
+    return figure
+
+
+def finish_altair(chart, info: FigureInfo, look: Look):
+    """The same conventions for an Altair chart: title and subtitle, fonts, and the overall size."""
+    import altair as alt
+
+    titled = chart.properties(
+        title=alt.TitleParams(
+            info.title(), subtitle=info.subtitle() or alt.Undefined, anchor="start", fontSize=look.title_size,
+            subtitleFontSize=look.subtitle_size, subtitleColor=MUTED, color=INK, font=FONT, subtitleFont=FONT,
+        ),
+        usermeta={"file_stem": info.file_stem()},
+    )
+    return titled.configure(font=FONT, background="white").configure_axis(
+        labelFontSize=look.tick_size, titleFontSize=look.font_size, labelColor=INK, titleColor=INK, gridColor=GRID,
+        labelFont=FONT, titleFont=FONT,
+    ).configure_legend(labelFontSize=look.tick_size, titleFontSize=look.font_size).configure_view(stroke=None)
+
+
+@dataclass(frozen=True)
+class TokenTicks:
+    """Which token labels an axis shows, at what angle, and the room they take beside the plot."""
+
+    positions: tuple[int, ...]  # indices of the labelled tokens
+    text: tuple[str, ...]  # their (escaped, abbreviated) labels
+    angle: int  # 0, -45 or -90 degrees
+    extent: int  # pixels the labels need outside the plot (below it for x, left of it for y)
+
+    @property
+    def step(self) -> int:
+        return self.positions[1] - self.positions[0] if len(self.positions) > 1 else 1
+
+
+def token_ticks(tokens, cell: float, size: int, *, horizontal_axis: bool) -> TokenTicks:
+    """Labels for a token axis whose cells are ``cell`` pixels apart, so that no two labels overlap.
+
+    A y axis writes labels across, so each needs one line height of cell. An x axis tries labels
+    across, then at 45°, then upright, and thins them (every 2nd, 3rd... token, each marked with
+    its position) only when even upright labels do not fit.
+    """
+    labels = [abbreviate(str(token)) for token in tokens]
+    widest = max((text_width(label, size) for label in labels), default=0.0)
+    line = LINE_HEIGHT * size
+    if not horizontal_axis:
+        step = max(1, math.ceil(line / max(cell, 1e-6)))
+        return _ticks(labels, step, 0, lambda shown: max(text_width(s, size) for s in shown) + 8)
+    if cell >= widest + size * 0.6:
+        return _ticks(labels, 1, 0, lambda shown: line + 6)
+    if cell * math.sin(math.pi / 4) >= line:
+        return _ticks(labels, 1, -45, lambda shown: max(text_width(s, size) for s in shown) * 0.72 + size + 6)
+    step = max(1, math.ceil(line / max(cell, 1e-6)))
+    return _ticks(labels, step, -90, lambda shown: max(text_width(s, size) for s in shown) + 8)
+
+
+def _ticks(labels: list[str], step: int, angle: int, extent_of) -> TokenTicks:
+    positions = tuple(range(0, len(labels), step))
+    shown = [labels[i] if step == 1 else f"#{i} {labels[i]}" for i in positions]
+    extent = int(extent_of(shown)) if shown else 0
+    return TokenTicks(positions, tuple(escape(s) for s in shown), angle, extent)
+

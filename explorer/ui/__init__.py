@@ -1,0 +1,51 @@
+"""The Streamlit side of the explorer: the only part of the package that imports Streamlit.
+
+One module per concern; pages import what they need from here:
+
+- ``shell``: page config, sidebar, presentation mode, page headers (``page_shell`` is every page's
+  first line).
+- ``models``: the cached, shared model and the sidebar model picker.
+- ``captures``: cached captures and their verification (moving a widget never reruns the model).
+- ``widgets``: text inputs, index sliders, toggles and stack choice, all bound to the URL, with
+  notices for link values that do not fit.
+- ``figures``: figures sized to the window, with PNG/SVG/HTML exports at slide size.
+- ``text``: visitor-controlled text shown literally inside Markdown messages.
+"""
+
+from explorer.ui.captures import cached_capture, cached_verification
+from explorer.ui.figures import export_buttons, figure_look, show_figure
+from explorer.ui.models import MODEL_KEY, bundled_choices, cached_model, model_picker_ui, selected_model
+from explorer.ui.shell import app_shell, page_header, page_shell, presenting
+from explorer.ui.text import literal
+from explorer.ui.widgets import (
+    add_notice,
+    index_slider_ui,
+    notices_ui,
+    stack_ui,
+    text_inputs_ui,
+    toggle_ui,
+)
+
+__all__ = [
+    "MODEL_KEY",
+    "add_notice",
+    "app_shell",
+    "bundled_choices",
+    "cached_capture",
+    "cached_model",
+    "cached_verification",
+    "export_buttons",
+    "figure_look",
+    "index_slider_ui",
+    "literal",
+    "model_picker_ui",
+    "notices_ui",
+    "page_header",
+    "page_shell",
+    "presenting",
+    "selected_model",
+    "show_figure",
+    "stack_ui",
+    "text_inputs_ui",
+    "toggle_ui",
+]

@@ -1,0 +1,132 @@
+"""Showing a figure on a page: sized to the window, with PNG, SVG and HTML exports at slide size.
+
+Pages never size figures themselves. They hand ``show_figure`` a *builder*, a function from a
+``Look`` (pixel size and text sizes) to a finished Plotly figure or Altair chart, and the view's
+``FigureInfo``. The builder is called:
+
+- for the page, with a look that fits the window: a tiny browser-side probe (a Streamlit v2 component
+  placed just above the figure) reports the content width and the room between the figure's top and the
+  window's bottom, so tick labels can be thinned for the real pixel size and, in presentation mode, a
+  16:9 figure fits the window without scrolling;
+- for each export, only when its button is clicked, with ``style.SLIDE`` (1920×1080), so a download is
+  laid out for a slide and named after what it shows.
+
+Before the browser has reported (the first run of a session, and in ``AppTest``), a default look is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from explorer.render import export
+from explorer.render.style import SLIDE, FigureInfo, Look, look_for
+from explorer.ui.shell import presenting
+
+Builder = Callable[[Look], object]
+
+_PROBE_JS = """
+export default function(component) {
+  const { setStateValue, parentElement } = component;
+  const host = parentElement.host || parentElement;
+  let last = "";
+  // Rounded to 8 px so that sub-pixel layout jitter never triggers another run.
+  const round = (x) => Math.round(x / 8) * 8;
+  function report() {
+    const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+    const box = host.getBoundingClientRect();
+    let content = box.width;
+    if (main) {
+      const style = getComputedStyle(main);
+      content = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    }
+    const top = box.top + window.scrollY;
+    const value = {width: round(Math.min(content, box.width || content)), room: round(window.innerHeight - top - 24)};
+    const key = JSON.stringify(value);
+    if (key !== last && value.width > 0) { last = key; setStateValue("viewport", value); }
+  }
+  report();
+  const observer = new ResizeObserver(report);
+  observer.observe(document.body);
+  window.addEventListener("resize", report);
+  return () => { observer.disconnect(); window.removeEventListener("resize", report); };
+}
+"""
+_probe = st.components.v2.component("explorer_viewport_probe", js=_PROBE_JS, html="<span></span>")
+
+
+def figure_look(key: str) -> Look:
+    """The look for the figure drawn next: probes the room where it will sit (see the module docstring)."""
+    reported = _probe(key=f"{key}-probe", default={"viewport": None}, on_viewport_change=lambda: None, height=0)
+    viewport = getattr(reported, "viewport", None) or {}
+    return look_for(viewport.get("width"), viewport.get("room"), presentation=presenting())
+
+
+def show_figure(build: Builder, info: FigureInfo, *, key: str, alt: str | None = None) -> object:
+    """Draw ``build(look)`` sized to the window, with export buttons below it; returns the shown figure."""
+    figure = build(figure_look(key))
+    if hasattr(figure, "to_plotly_json"):
+        config = _plotly_config(info)
+        st.plotly_chart(figure, theme=None, key=key, width="content", alt=alt or info.title(), config=config)
+    else:
+        st.altair_chart(figure, theme=None, key=key, width="content")
+    export_buttons(build, info, key=key, plotly=hasattr(figure, "to_plotly_json"))
+    return figure
+
+
+def export_buttons(build: Builder, info: FigureInfo, *, key: str, plotly: bool = True) -> None:
+    """PNG (2x), SVG and offline HTML of the figure at 1920×1080, made only when a button is clicked."""
+    stem = info.file_stem()
+    images_problem = _images_problem() if plotly else None
+    with st.container(horizontal=True, gap="small"):
+        for fmt in export.FORMATS:
+            unavailable = images_problem if fmt != "html" else None
+            st.download_button(
+                _EXPORT_LABELS[fmt],
+                data=_exporter(build, info, fmt),
+                file_name=f"{stem}.{fmt}",
+                mime=export.MIME[fmt],
+                key=f"{key}-export-{fmt}",
+                on_click="ignore",
+                icon=":material/download:",
+                help=unavailable or _EXPORT_HELP[fmt],
+                disabled=unavailable is not None,
+            )
+
+
+_EXPORT_HELP = {
+    "png": "1920×1080 slide, drawn at 2x (3840×2160 pixels)",
+    "svg": "1920×1080 vector image: sharp at any size, editable",
+    "html": "interactive, standalone: opens offline in any browser",
+}
+
+
+_EXPORT_LABELS = {"png": "PNG", "svg": "SVG", "html": "HTML"}
+
+
+@st.cache_resource(show_spinner=False)
+def _images_problem() -> str | None:
+    """Checked once per server: whether a browser for PNG/SVG export exists here."""
+    return export.image_export_problem()
+
+
+def _exporter(build: Builder, info: FigureInfo, fmt: str) -> Callable[[], bytes]:
+    def make() -> bytes:
+        return export.export(build(SLIDE), fmt, title=f"{info.title()} — {info.subtitle()}")
+
+    return make
+
+
+def _plotly_config(info: FigureInfo) -> dict:
+    # The toolbar's camera saves a slide-sized PNG in the browser, named like the server's exports.
+    return {
+        "displaylogo": False,
+        "toImageButtonOptions": {
+            "format": "png",
+            "filename": info.file_stem(),
+            "width": SLIDE.width,
+            "height": SLIDE.height,
+            "scale": 2,
+        },
+    }

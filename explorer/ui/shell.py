@@ -1,0 +1,78 @@
+"""What every page shares: the page config, the sidebar (model picker, presentation mode) and its look.
+
+``app_shell`` is drawn by app.py before it runs the chosen page. ``page_shell`` is every page's first
+line: Streamlit runs a page file on its own (without app.py) until the server's first
+``st.navigation`` call, for example when a shared link is the first visit after a restart, and
+``AppTest`` does so on every rerun; it then draws the same shell.
+
+Presentation mode (a toggle kept in the URL as ``present``) is for projectors: the page's header
+and padding shrink, explanations fold away, and figures become 16:9 with projector-sized text that
+fit the window without scrolling (see ``explorer.ui.figures``).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.ui.models import model_picker_ui
+from explorer.ui.widgets import toggle_ui
+
+PAGE_CONFIG = {"page_title": "Attention & Decoding Explorer", "page_icon": "🔍", "layout": "wide"}
+PRESENT_KEY = "present"
+_SHELL_KEY = "_shell_drawn"  # set by app.py's run, consumed by the page it runs
+
+# Less chrome for a projector: a transparent, shorter header and less padding above the content.
+_PRESENTATION_CSS = """
+<style>
+[data-testid="stHeader"] { background: transparent; height: 2.25rem; }
+[data-testid="stMainBlockContainer"] { padding-top: 1.5rem; padding-bottom: 1rem; }
+[data-testid="stMainBlockContainer"] h1 { font-size: 1.75rem; padding-top: 0; padding-bottom: 0.25rem; }
+[data-testid="stToolbar"] [data-testid="stAppDeployButton"] { display: none; }
+</style>
+"""
+
+
+def app_shell() -> None:
+    """What app.py draws before running a page: the page config and the sidebar."""
+    _draw_shell()
+    st.session_state[_SHELL_KEY] = True
+
+
+def page_shell() -> None:
+    """First line of every page: draws the shell when Streamlit ran the page file without app.py."""
+    if not st.session_state.pop(_SHELL_KEY, False):
+        _draw_shell()
+
+
+def _draw_shell() -> None:
+    # A projector needs the width: presentation links open with the sidebar folded away.
+    folded = str(st.query_params.get(PRESENT_KEY, "")).lower() == "true"
+    st.set_page_config(**PAGE_CONFIG, initial_sidebar_state="collapsed" if folded else "auto")
+    model_picker_ui()
+    with st.sidebar:
+        st.divider()
+        toggle_ui(
+            "Presentation mode",
+            key=PRESENT_KEY,
+            help="For a projector: larger text, 16:9 figures that fit the window, less page chrome.",
+        )
+    if presenting():
+        st.html(_PRESENTATION_CSS)
+
+
+def presenting() -> bool:
+    """Whether presentation mode is on for this session (read by pages and figures)."""
+    return bool(st.session_state.get(PRESENT_KEY, False))
+
+
+def page_header(title: str, explanation: str) -> None:
+    """The page's title and a sentence or two for students; in presentation mode the explanation folds away."""
+    if not presenting():
+        st.title(title)
+        st.caption(explanation)
+        return
+    title_column, about_column = st.columns([4, 1], vertical_alignment="center")
+    with title_column:
+        st.title(title)
+    with about_column, st.popover("What am I looking at?", width="stretch"):
+        st.caption(explanation)

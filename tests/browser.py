@@ -1,0 +1,155 @@
+"""Shared helpers for the real-browser tests: the app served locally, and Chromium tabs that may only talk
+to it.
+
+Every request that leaves 127.0.0.1 is aborted and recorded, so a test also proves the page needs no
+internet (fonts, Plotly's JavaScript and icons all come from the local server). Screenshots land in
+tests/artifacts/screenshots/ (not committed); docs/screenshots/ holds the ones the README shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOTS = ROOT / "tests" / "artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+CHART = "[data-testid='stPlotlyChart']"
+
+needs_chromium = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"Debian's chromium is not installed at {CHROMIUM}"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_until_healthy(url: str, server: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"streamlit exited early:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"streamlit did not answer {url}/_stcore/health within {timeout} s")
+
+
+@contextlib.contextmanager
+def served_app(log: Path, *, extra_env: dict | None = None):
+    """`streamlit run app.py` on a free port, offline; yields its URL and always stops it."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        **(extra_env or {}),
+    }
+    command = [
+        sys.executable, "-m", "streamlit", "run", "app.py",
+        "--server.headless", "true",
+        "--server.port", str(port),
+        "--server.address", "127.0.0.1",
+        "--browser.gatherUsageStats", "false",
+    ]  # fmt: skip
+    # A file, not a pipe: a pipe nobody reads would stall the server once full.
+    with log.open("w") as output:
+        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until_healthy(url, server, log)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@contextlib.contextmanager
+def chromium():
+    """A headless Chromium (Debian's), closed at the end."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def open_tab(browser, *, width: int = 1400, height: int = 1000, downloads: bool = False) -> SimpleNamespace:
+    """A tab in a fresh context that may only talk to localhost, with what it tried otherwise and its errors."""
+    context = browser.new_context(viewport={"width": width, "height": height}, accept_downloads=downloads)
+    tab = SimpleNamespace(page=context.new_page(), context=context, external=[], errors=[])
+    tab.page.route("**/*", lambda route: _local_only(route, tab.external))
+    tab.page.on("pageerror", lambda error: tab.errors.append(f"page error: {error}"))
+    tab.page.on("console", lambda message: _record_console_error(message, tab.errors))
+    return tab
+
+
+def _local_only(route, external: list) -> None:
+    if urlparse(route.request.url).hostname in LOCAL_HOSTS or route.request.url.startswith(("data:", "blob:", "file:")):
+        route.continue_()
+    else:
+        external.append(route.request.url)
+        route.abort()
+
+
+def _record_console_error(message, errors: list) -> None:
+    if message.type == "error":
+        errors.append(f"console: {message.text}")
+
+
+def wait_until_idle(page) -> None:
+    """Until the script run is over: elements of the previous run are only removed at its end."""
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+
+
+def wait_for_chart(page, *, settle: float = 1.5) -> None:
+    """The chart drawn and the page settled (the size probe may ask for one more run after the first)."""
+    page.locator(f"{CHART} .main-svg").first.wait_for(timeout=120_000)
+    wait_until_idle(page)
+    time.sleep(settle)
+    wait_until_idle(page)
+
+
+def chart_title(page) -> str:
+    return page.locator(f"{CHART} .gtitle").first.text_content()
+
+
+def screenshot(page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / name
+    page.screenshot(path=path)
+    return path
