@@ -153,3 +153,15 @@ def test_altair_exports_need_no_browser():
     assert ElementTree.fromstring(export.export(chart, "svg")).tag.endswith("svg")
     page = export.export(chart, "html").decode()
     assert not re.search(r"<script[^>]+src=", page)
+
+
+def test_a_notebook_saves_figures_named_after_what_they_show(tmp_path, minilm):
+    import explorer
+    from explorer.render import SLIDE, FigureInfo, attention_heatmap, save
+
+    capture = explorer.capture(minilm, "time flies like an arrow")
+    info = FigureInfo("Attention weights", model=minilm.name, text="time flies like an arrow", where=("layer 2",))
+    figure = attention_heatmap(capture.main, 2, 5, info=info, look=SLIDE)
+    path = save(figure, info, "html", tmp_path)
+    assert path.name == f"{info.file_stem()}.html" and path.stat().st_size > 3_000_000
+    assert (figure.layout.width, figure.layout.height) == (1920, 1080)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import threading
+from pathlib import Path
 
 PNG_SCALE = 2
 FORMATS = ("png", "svg", "html")
@@ -84,6 +85,13 @@ def altair_html(chart, *, title: str | None = None) -> str:
     if title:
         page = page.replace("<head>", f"<head><title>{html.escape(title)}</title>", 1)
     return page
+
+
+def save(figure, info, fmt: str = "png", folder: str | Path = ".") -> Path:
+    """Write the figure as ``<info.file_stem()>.<fmt>`` in ``folder`` and return the path (for notebooks)."""
+    path = Path(folder) / f"{info.file_stem()}.{fmt}"
+    path.write_bytes(export(figure, fmt, title=f"{info.title()} — {info.subtitle()}"))
+    return path
 
 
 def export(figure, fmt: str, *, title: str | None = None) -> bytes:
