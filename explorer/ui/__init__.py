@@ -14,7 +14,14 @@ One module per concern; pages import what they need from here:
 
 from explorer.ui.captures import cached_capture, cached_verification
 from explorer.ui.figures import export_buttons, figure_look, show_figure
-from explorer.ui.models import MODEL_KEY, bundled_choices, cached_model, model_picker_ui, selected_model
+from explorer.ui.models import (
+    MODEL_KEY,
+    bundled_choices,
+    cached_model,
+    model_picker_ui,
+    request_model,
+    selected_model,
+)
 from explorer.ui.shell import app_shell, page_header, page_shell, presenting
 from explorer.ui.text import literal
 from explorer.ui.widgets import (
@@ -43,6 +50,7 @@ __all__ = [
     "page_header",
     "page_shell",
     "presenting",
+    "request_model",
     "selected_model",
     "show_figure",
     "stack_ui",

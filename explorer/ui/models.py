@@ -11,10 +11,12 @@ import streamlit as st
 
 import explorer
 from explorer.models.loading import BUNDLED_MODELS
+from explorer.ui.text import literal
 
 MODEL_KEY = "model_name"  # session state: the name of the model every page shows
 _REQUEST_KEY = "_model_request"  # a name the user just picked, loaded on this run
 _ERROR_KEY = "_model_error"  # the last load failure, shown until the next pick
+_FALLBACK_KEY = "_model_fallback"  # what to load instead if the requested model cannot be loaded
 _CHOICE_KEY = "model_choice"
 _CUSTOM_KEY = "model_custom"
 BUNDLED_LABELS = {
@@ -52,7 +54,8 @@ def model_picker_ui() -> str | None:
         # Drawn on every run, so the widgets below keep their places whether or not a load happens.
         _load_requested(st.empty())
         if st.session_state.get(_ERROR_KEY):
-            st.error(st.session_state[_ERROR_KEY])
+            # Messages quote names a visitor typed or linked: shown literally, never as Markdown.
+            st.error(literal(st.session_state[_ERROR_KEY]))
         current = st.session_state.get(MODEL_KEY)
         options = bundled_choices() + ([current] if current and current not in BUNDLED_MODELS else [])
         if current in options:
@@ -97,6 +100,15 @@ def _request(name: str | None) -> None:
     if name:
         st.session_state[_REQUEST_KEY] = name
         st.session_state[_ERROR_KEY] = None  # a new pick replaces the last failure
+        st.session_state.pop(_FALLBACK_KEY, None)
+
+
+def request_model(name: str, *, fallback: str | None = None) -> None:
+    """Ask for ``name`` to be loaded on this run (a preset, a "switch model" button); if it cannot be loaded
+    here (offline, say), ``fallback`` is loaded instead and the sidebar says why."""
+    _request(name)
+    if fallback:
+        st.session_state[_FALLBACK_KEY] = fallback
 
 
 def _load_requested(slot) -> None:
@@ -105,17 +117,19 @@ def _load_requested(slot) -> None:
     current = st.session_state.get(MODEL_KEY)
     if not name or name == current:
         return
+    fallback = st.session_state.pop(_FALLBACK_KEY, None)
     try:
-        with slot.status(f"Loading `{name}`…", expanded=False) as status:
-            lm = cached_model(name, _progress=lambda stage: status.update(label=stage))
+        with slot.status(f"Loading {literal(name)}…", expanded=False) as status:
+            lm = cached_model(name, _progress=lambda stage: status.update(label=literal(stage)))
     except explorer.ModelLoadError as error:
         slot.empty()
-        if current is None and name != explorer.DEFAULT_ENCODER:
-            # A shared link to a model that does not load here: say so, and show the bundled encoder.
-            st.session_state[_REQUEST_KEY] = explorer.DEFAULT_ENCODER
+        if current is None and not fallback and name != explorer.DEFAULT_ENCODER:
+            fallback = explorer.DEFAULT_ENCODER  # a shared link to a model that does not load here
+        if fallback and fallback != name:
+            st.session_state[_REQUEST_KEY] = fallback
             _load_requested(slot)
         shown = st.session_state.get(MODEL_KEY)
-        st.session_state[_ERROR_KEY] = str(error) + (f"\n\nShowing `{shown}` instead." if shown else "")
+        st.session_state[_ERROR_KEY] = str(error) + (f" Showing {shown} instead." if shown else "")
         return
     slot.empty()  # success is said by the caption under the picker
     st.session_state[MODEL_KEY] = lm.name
