@@ -50,7 +50,7 @@ with scale_column:
     stretch = ui.toggle_ui("Stretch colours", key="stretch", help="Darkest colour = this head's largest weight, not 1.")
 ui.notices_ui()
 
-where = (ui.widgets.STACK_LABELS[stack_name].lower(),) if len(capture.stacks) > 1 else ()
+where = (ui.STACK_LABELS[stack_name].lower(),) if len(capture.stacks) > 1 else ()
 info = FigureInfo(
     "Attention weights",
     model=lm.name,

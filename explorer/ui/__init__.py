@@ -25,28 +25,35 @@ from explorer.ui.models import (
 from explorer.ui.shell import app_shell, page_header, page_shell, presenting
 from explorer.ui.text import literal
 from explorer.ui.widgets import (
+    STACK_LABELS,
     add_notice,
+    choice_ui,
     index_slider_ui,
     notices_ui,
+    number_slider_ui,
     stack_ui,
     text_inputs_ui,
+    text_ui,
     toggle_ui,
 )
 
 __all__ = [
     "MODEL_KEY",
+    "STACK_LABELS",
     "add_notice",
     "app_shell",
     "bundled_choices",
     "cached_capture",
     "cached_model",
     "cached_verification",
+    "choice_ui",
     "export_buttons",
     "figure_look",
     "index_slider_ui",
     "literal",
     "model_picker_ui",
     "notices_ui",
+    "number_slider_ui",
     "page_header",
     "page_shell",
     "presenting",
@@ -55,5 +62,6 @@ __all__ = [
     "show_figure",
     "stack_ui",
     "text_inputs_ui",
+    "text_ui",
     "toggle_ui",
 ]

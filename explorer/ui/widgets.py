@@ -48,9 +48,9 @@ def _preview(text: str, limit: int = 48) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _text_area(label: str, *, key: str, value: str = "", placeholder: str | None = None) -> str:
+def _text_area(label: str, *, key: str, value: str = "", placeholder: str | None = None, height: int = 80) -> str:
     return st.text_area(
-        label, value, key=key, bind="query-params", height=80, max_chars=MAX_TEXT_CHARS, placeholder=placeholder
+        label, value, key=key, bind="query-params", height=height, max_chars=MAX_TEXT_CHARS, placeholder=placeholder
     )
 
 
@@ -106,6 +106,80 @@ def toggle_ui(label: str, *, key: str, help: str | None = None) -> bool:
         add_notice(f"The link's `{key}={literal(raw[:40])}` is not true or false: ignored.")
         st.query_params.pop(key, None)
     return st.toggle(label, key=key, bind="query-params", help=help)
+
+
+def number_slider_ui(
+    label: str,
+    low: float,
+    high: float,
+    default: float,
+    *,
+    key: str,
+    step: float,
+    help: str | None = None,
+    format: str | None = None,
+) -> float:
+    """A bounded number (temperature, top-p, beams, steps...) bound to the URL; ints when all bounds are ints.
+
+    A link's value outside [low, high] is clamped with a notice; one that is not a number is replaced by
+    the default with a notice. The bounds are visible on the slider, so a class cannot stall a server.
+    """
+    integer = all(isinstance(v, int) for v in (low, high, default, step))
+    cast = int if integer else float
+    raw = st.query_params.get(key)
+    if raw is not None and key not in st.session_state:
+        try:
+            value = cast(float(raw)) if integer else float(raw)
+            if value != value:  # NaN
+                raise ValueError
+        except ValueError:
+            add_notice(f"The link's {label.lower()} `{literal(raw[:40])}` is not a number: using {default}.")
+            value = default
+        clamped = min(max(value, low), high)
+        if clamped != value:
+            add_notice(f"The link's {label.lower()} {literal(raw[:40])} is outside {low}–{high}: using {clamped}.")
+        st.session_state[key] = cast(clamped)
+        st.query_params.pop(key, None)  # the widget writes the checked value back into the URL
+    if key not in st.session_state:
+        st.session_state[key] = cast(default)
+    return st.slider(
+        label, cast(low), cast(high), step=cast(step), key=key, bind="query-params", help=help, format=format
+    )
+
+
+def choice_ui(
+    label: str,
+    options: list[str],
+    *,
+    key: str,
+    default: str | None = None,
+    labels: dict[str, str] | None = None,
+    horizontal: bool = True,
+    help: str | None = None,
+) -> str:
+    """One of a few options, as a radio bound to the URL; an unknown option in a link gives a notice."""
+    raw = st.query_params.get(key)
+    if raw is not None and raw not in options:
+        add_notice(f"The link's {label.lower()} `{literal(raw[:40])}` is not one of the choices: ignored.")
+        st.query_params.pop(key, None)
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default if default in options else options[0]
+    return st.radio(
+        label,
+        options,
+        key=key,
+        bind="query-params",
+        horizontal=horizontal,
+        help=help,
+        format_func=(lambda option: labels.get(option, option)) if labels else str,
+    )
+
+
+def text_ui(label: str, default: str, *, key: str, height: int = 80, placeholder: str | None = None) -> str:
+    """A text (a prompt) bound to the URL."""
+    return _text_area(label, key=key, value=default, placeholder=placeholder) if height else st.text_input(
+        label, default, key=key, bind="query-params", max_chars=MAX_TEXT_CHARS, placeholder=placeholder
+    )
 
 
 def stack_ui(stack_names: list[str], *, key: str = "stack") -> str:
