@@ -41,7 +41,7 @@ def navigation_pages() -> dict[str, list]:
     ]
     sections: dict[str, list] = {}
     for index, (section, path, title, icon) in enumerate(listed + extra):
-        sections.setdefault(section, []).append(st.Page(path, title=title, icon=icon, default=index == 0))
+        sections.setdefault(section, []).append(st.Page(HERE / path, title=title, icon=icon, default=index == 0))
     return sections
 
 

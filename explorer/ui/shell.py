@@ -12,12 +12,16 @@ fit the window without scrolling (see ``explorer.ui.figures``).
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import streamlit as st
 
 from explorer.ui.models import model_picker_ui
 from explorer.ui.widgets import toggle_ui
 
 PAGE_CONFIG = {"page_title": "Attention & Decoding Explorer", "page_icon": "🔍", "layout": "wide"}
+APP_FILE = Path(__file__).resolve().parents[2] / "app.py"
 PRESENT_KEY = "present"
 _SHELL_KEY = "_shell_drawn"  # set by app.py's run, consumed by the page it runs
 
@@ -39,9 +43,15 @@ def app_shell() -> None:
 
 
 def page_shell() -> None:
-    """First line of every page: draws the shell when Streamlit ran the page file without app.py."""
-    if not st.session_state.pop(_SHELL_KEY, False):
-        _draw_shell()
+    """First line of every page: when Streamlit ran the page file on its own, run the app instead.
+
+    The app then draws the shell and the real navigation (not Streamlit's raw list of page files) and
+    runs this page through it, so the page looks and behaves as it always does.
+    """
+    if st.session_state.pop(_SHELL_KEY, False):
+        return
+    runpy.run_path(str(APP_FILE), run_name="__main__")
+    st.stop()
 
 
 def _draw_shell() -> None:
