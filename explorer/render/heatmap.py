@@ -39,6 +39,7 @@ from explorer.render.style import (
 )
 
 HOVER = "<b>%{z:.6g}</b><br>query %{y} → key %{x}<extra></extra>"
+MAX_CELL_EMS = 5  # the largest cell, in tick-label font sizes
 MIN_CELL_TEXT = 11  # px: smaller printed values would not be readable; the hover still gives them
 
 
@@ -174,7 +175,8 @@ def matrix_geometry(row_tokens, column_tokens, look: Look) -> MatrixGeometry:
         y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False)
         room_w = look.width - y_ticks.extent - title_room - side_room - 16
         room_h = plot_height - x_ticks.extent - title_room - 8
-        cell = max(min(room_w / n_columns, room_h / n_rows), 1.0)
+        # Capped: a five-token sentence reads better as a compact matrix than as a wall of colour.
+        cell = max(min(room_w / n_columns, room_h / n_rows, MAX_CELL_EMS * look.tick_size), 1.0)
     x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True)
     y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False)
     left = y_ticks.extent + title_room
