@@ -1,13 +1,32 @@
 """Attention heatmaps: one head's weights for the text you type, checked against a recomputation."""
 
+import numpy as np
 import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.render.heatmap import attention_heatmap, verification_caption
+from explorer.compute.attention import attention_scores
+from explorer.render.heatmap import attention_heatmap, mask_heatmap, scores_heatmap, verification_caption
 from explorer.render.style import FigureInfo
 
 DEFAULT_TEXT = "time flies like an arrow"
+SHOW = {
+    "weights": "after softmax",
+    "scores": "before softmax; −∞ where masked",
+    "mask": "added to the scores",
+}
+
+
+def head_scores(stack, layer: int, head: int):
+    """[query, key] scale · q·k (+ bias, softcap) of one head, −∞ where its layer's mask forbids attending."""
+    one = slice(layer, layer + 1)
+    bias = None if stack.position_bias is None else stack.position_bias[one, head : head + 1]
+    cap = None if stack.softcap is None else stack.softcap[one]
+    scores = attention_scores(
+        stack.queries[one, head : head + 1], stack.keys[one, head : head + 1], stack.scale[one], bias, cap
+    )
+    return np.where(stack.masks_by_layer()[layer], scores[0, 0], -np.inf)
+
 
 ui.page_shell()
 ui.page_header(
@@ -48,24 +67,56 @@ with head_column:
     head = ui.index_slider_ui("Head", stack.num_heads, key="head", help="Counted from 0.")
 with scale_column:
     stretch = ui.toggle_ui("Stretch colours", key="stretch", help="Darkest colour = this head's largest weight, not 1.")
+    skip_first = (
+        stack.is_causal
+        and stretch
+        and ui.toggle_ui(
+            "…ignoring the first row",
+            key="skip_first",
+            help="In a causal model the first token can only attend to itself (weight 1 in every head): leave it "
+            "out of the colour scale so later rows are readable.",
+        )
+    )
+show = ui.choice_ui(
+    "Show",
+    list(SHOW),
+    key="show",
+    captions=SHOW,
+    help="The softmax weights; the scores they come from (scale · q·k + bias, with −∞ where the mask forbids "
+    "attending); or the mask itself.",
+)
 ui.notices_ui()
 
 where = (ui.STACK_LABELS[stack_name].lower(),) if len(capture.stacks) > 1 else ()
+views = {"weights": "Attention weights", "scores": "Attention scores", "mask": "Attention mask"}
 info = FigureInfo(
-    "Attention weights",
+    views[show],
     model=lm.name,
     text=" / ".join(part for part in (text, text_pair, target) if part),
-    where=(*where, f"layer {layer}", f"head {head}"),
+    where=(*where, f"layer {layer}") if show == "mask" else (*where, f"layer {layer}", f"head {head}"),
 )
 boundary = capture.segment_b_start if stack_name == "encoder" else None
-ui.show_figure(
-    lambda look: attention_heatmap(
-        stack, layer, head, color_max=None if stretch else 1.0, info=info, look=look, segment_b_start=boundary
-    ),
-    info,
-    key="heatmap",
-    alt=f"Attention weights of layer {layer}, head {head}",
-)
+boundaries = () if boundary is None else (boundary,)
+if show == "weights":
+    build = lambda look: attention_heatmap(  # noqa: E731
+        stack,
+        layer,
+        head,
+        color_max=None if stretch else 1.0,
+        info=info,
+        look=look,
+        segment_b_start=boundary,
+        skip_first_row=bool(skip_first),
+    )
+elif show == "scores":
+    scores = head_scores(stack, layer, head)
+    build = lambda look: scores_heatmap(  # noqa: E731
+        scores, stack.query_tokens, stack.key_tokens, info=info, look=look, boundaries=boundaries
+    )
+else:
+    allowed = stack.masks_by_layer()[layer]
+    build = lambda look: mask_heatmap(allowed, stack.query_tokens, stack.key_tokens, info=info, look=look)  # noqa: E731
+ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
 
 error = ui.cached_verification(lm.name, text, text_pair, target)[stack_name]
 check_column, size_column = st.columns([1, 2])

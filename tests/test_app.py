@@ -159,9 +159,9 @@ def test_a_causal_model_leaves_masked_cells_blank(tiny_models):
 
 def test_an_encoder_decoder_offers_its_three_stacks(tiny_models):
     at = load_in_sidebar(start(), tiny_models["t5"])
-    assert not at.get("radio")  # without a target only the encoder runs
+    assert "stack" not in [radio.key for radio in at.radio]  # without a target only the encoder runs
     at.text_area(key="target").input("die zeit").run()
-    assert at.radio(key="stack").options == ["Encoder self-attention", "Decoder self-attention", "Cross-attention"]
+    assert at.radio(key="stack").options == ["encoder", "decoder", "cross"]
     at.radio(key="stack").set_value("cross").run()
     assert not at.exception
     lm = explorer.load_model(tiny_models["t5"], device="cpu")
@@ -235,3 +235,35 @@ def test_every_figure_offers_slide_exports():
     labels = [button.proto.label for button in at.get("download_button")]
     assert labels == ["PNG", "SVG", "HTML"]
     assert all(button.proto.deferred_file_id for button in at.get("download_button"))  # made only on click
+
+
+def test_scores_before_softmax_and_the_mask_of_a_causal_model(tiny_models):
+    lm = explorer.load_model(tiny_models["gpt2"], device="cpu")
+    expected = explorer.capture(lm, DEFAULT_TEXT).attentions[1, 1]
+    at = start(model=tiny_models["gpt2"], layer="1", head="1", show="scores")
+    assert not at.exception
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    scores = decode_plotly_array(spec["data"][0]["z"])
+    upper = np.triu(np.ones(scores.shape, dtype=bool), k=1)
+    assert np.isnan(scores[upper]).all() and np.isfinite(scores[~upper]).all()
+    # The masked cells are drawn as −∞; the softmax of the scores is the model's own weights.
+    masked = decode_plotly_array(spec["data"][1]["z"])
+    assert (np.isfinite(masked) == upper).all()
+    weights = np.exp(np.where(upper, -np.inf, scores - np.nanmax(scores, axis=1, keepdims=True)))
+    np.testing.assert_allclose(weights / weights.sum(axis=1, keepdims=True), expected, atol=1e-6)
+    assert chart_title(at) == "Attention scores · layer 1 · head 1"
+
+    at.radio(key="show").set_value("mask").run()
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    zeros = decode_plotly_array(spec["data"][0]["z"])
+    assert (zeros[~upper] == 0).all() and np.isnan(zeros[upper]).all()
+    assert chart_title(at) == "Attention mask · layer 1"
+
+
+def test_a_causal_colour_scale_can_ignore_the_first_row(tiny_models):
+    lm = explorer.load_model(tiny_models["gpt2"], device="cpu")
+    weights = explorer.capture(lm, DEFAULT_TEXT).attentions[0, 0]
+    at = start(model=tiny_models["gpt2"], stretch="true", skip_first="true")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["zmax"] == pytest.approx(float(weights[1:].max()), rel=1e-6) and weights[0, 0] == 1
+    assert "below row 0" in spec["data"][0]["colorbar"]["title"]["text"]

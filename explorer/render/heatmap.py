@@ -39,6 +39,7 @@ from explorer.render.style import (
 )
 
 HOVER = "<b>%{z:.6g}</b><br>query %{y} → key %{x}<extra></extra>"
+MASKED_GREY = "#8a8f99"  # masked cells when they are shown (−∞), darker than any weight's lightest tint
 MAX_CELL_EMS = 5  # the largest cell, in tick-label font sizes
 MIN_CELL_TEXT = 11  # px: smaller printed values would not be readable; the hover still gives them
 
@@ -52,16 +53,19 @@ def attention_heatmap(
     info: FigureInfo | None = None,
     look: Look = SCREEN,
     segment_b_start: int | None = None,
+    skip_first_row: bool = False,
 ) -> go.Figure:
     """The weights of one head, [query, key], with masked cells blank.
 
     ``color_max`` is the weight drawn darkest: 1.0 compares heads on one scale; None stretches the
-    colours to this head's largest weight. ``info`` names the figure (default: "Attention weights ·
-    layer L · head H", counted from 0). ``segment_b_start`` draws the boundary of a sentence pair.
+    colours to this head's largest weight (with ``skip_first_row``, its largest below the first row: in a
+    causal model the first query can only attend to itself, so its weight is always 1 and would wash out
+    every later row). ``info`` names the figure (default: "Attention weights · layer L · head H", counted
+    from 0). ``segment_b_start`` draws the boundary of a sentence pair.
     """
     weights = masked_weights(stack, layer, head)
     info = info or FigureInfo("Attention weights", where=(f"layer {layer}", f"head {head}"))
-    top = _color_max(weights, color_max)
+    top = _color_max(weights[1:] if skip_first_row and len(weights) > 1 else weights, color_max)
     return token_matrix(
         weights,
         stack.query_tokens,
@@ -69,7 +73,7 @@ def attention_heatmap(
         info=info,
         look=look,
         zmax=top,
-        colorbar_title=colorbar_title(top, stretched=color_max is None),
+        colorbar_title=colorbar_title(top, stretched=color_max is None, without_first_row=skip_first_row),
         boundaries=() if segment_b_start is None else (segment_b_start,),
     )
 
@@ -89,11 +93,15 @@ def token_matrix(
     hovertemplate: str = HOVER,
     boundaries: tuple[int, ...] = (),
     colorscale=None,
+    value_format: str = ".2f",
+    masked_label: str | None = None,
+    show_colorbar: bool = True,
 ) -> go.Figure:
     """Any [row, column] matrix over tokens, laid out for ``look``; NaN cells stay blank.
 
     ``boundaries`` are token indices where a dashed line separates rows and columns (a sentence pair's
-    second segment, the first generated token).
+    second segment, the first generated token). ``masked_label`` (e.g. "−∞") fills the NaN cells with
+    grey and that label instead of leaving them blank. ``value_format`` prints values in cells that fit them.
     """
     rows, columns = position_labels(row_tokens), position_labels(column_tokens)
     geometry = matrix_geometry(row_tokens, column_tokens, look)
@@ -105,11 +113,14 @@ def token_matrix(
         zmax=zmax,
         colorscale=colorscale or SEQUENTIAL,
         colorbar=_colorbar(colorbar_title, geometry, look),
+        showscale=show_colorbar,
         hovertemplate=hovertemplate,
         hoverongaps=False,
-        **_cell_style(geometry.cell, look),
+        **_cell_style(geometry.cell, look, value_format),
     )
     figure = go.Figure(trace)
+    if masked_label is not None:
+        figure.add_trace(_masked_cells(np.asarray(values), rows, columns, masked_label, geometry.cell, look))
     finish(figure, info, look)
     figure.update_layout(margin={"l": 0, "r": 0, "t": geometry.top, "b": 0, "autoexpand": False})
     figure.update_xaxes(_axis(columns, geometry.x_ticks, column_title, look), domain=geometry.x_domain)
@@ -132,10 +143,11 @@ def position_labels(tokens) -> list[str]:
     return [f"#{i} '{escape(token)}'" for i, token in enumerate(tokens)]
 
 
-def colorbar_title(color_max: float, *, stretched: bool) -> str:
+def colorbar_title(color_max: float, *, stretched: bool, without_first_row: bool = False) -> str:
     """What the darkest colour means, always said on the colour bar."""
     if stretched:
-        return f"weight<br>darkest = {color_max:.2g}<br>(this head's max)"
+        where = "max below row 0" if without_first_row else "this head's max"
+        return f"weight<br>darkest = {color_max:.2g}<br>({where})"
     return f"weight<br>darkest = {color_max:g}"
 
 
@@ -222,14 +234,84 @@ def _color_max(weights: np.ndarray, color_max: float | None) -> float:
     return float(peak) if peak > 0 else 1.0
 
 
-def _cell_style(cell: float, look: Look) -> dict:
+def _cell_style(cell: float, look: Look, value_format: str = ".2f") -> dict:
     """Thin gaps while cells are big enough to show them; printed values while they fit in a cell."""
     style = {"xgap": 1, "ygap": 1} if cell >= 6 else {}
     size = min(look.tick_size - 2, cell / 2.8)
     if size >= MIN_CELL_TEXT:
-        style["texttemplate"] = "%{z:.2f}"
+        style["texttemplate"] = f"%{{z:{value_format}}}"
         style["textfont"] = {"size": int(size)}
     return style
+
+
+def _masked_cells(values: np.ndarray, rows, columns, label: str, cell: float, look: Look) -> go.Heatmap:
+    """Grey cells, labelled (e.g. "−∞"), where ``values`` is NaN: what masking puts into the scores."""
+    masked = np.where(np.isnan(values), 1.0, np.nan).astype(np.float32)
+    style = _cell_style(cell, look)
+    if "texttemplate" in style:  # a label in masked cells only (a texttemplate would print in every cell)
+        style["text"] = np.where(np.isnan(values), label, "").tolist()
+        style["texttemplate"] = "%{text}"
+    return go.Heatmap(
+        z=masked,
+        x=columns,
+        y=rows,
+        zmin=0,
+        zmax=1,
+        colorscale=[[0, MASKED_GREY], [1, MASKED_GREY]],
+        showscale=False,
+        hovertemplate=f"<b>{label}</b> (masked)<br>query %{{y}} → key %{{x}}<extra></extra>",
+        hoverongaps=False,
+        **style,
+    )
+
+
+def scores_heatmap(
+    scores: np.ndarray,
+    query_tokens,
+    key_tokens,
+    *,
+    info: FigureInfo,
+    look: Look = SCREEN,
+    boundaries: tuple[int, ...] = (),
+) -> go.Figure:
+    """Pre-softmax scores [query, key] (scale · q·k + bias), −∞ where the mask forbids attending."""
+    finite = np.where(np.isfinite(scores), scores, np.nan).astype(np.float32)
+    low, high = (float(np.nanmin(finite)), float(np.nanmax(finite))) if np.isfinite(finite).any() else (0.0, 1.0)
+    return token_matrix(
+        finite,
+        query_tokens,
+        key_tokens,
+        info=info,
+        look=look,
+        zmin=low,
+        zmax=high if high > low else low + 1.0,
+        colorbar_title=f"score<br>darkest = {high:.3g}<br>lightest = {low:.3g}",
+        hovertemplate="<b>%{z:.6g}</b><br>query %{y} → key %{x}<extra></extra>",
+        boundaries=boundaries,
+        value_format=".1f",
+        masked_label="−∞",
+    )
+
+
+def mask_heatmap(
+    allowed: np.ndarray, query_tokens, key_tokens, *, info: FigureInfo, look: Look = SCREEN
+) -> go.Figure:
+    """The additive attention mask [query, key]: 0 where a query may attend, −∞ where it may not."""
+    zeros = np.where(allowed, 0.0, np.nan).astype(np.float32)
+    return token_matrix(
+        zeros,
+        query_tokens,
+        key_tokens,
+        info=info,
+        look=look,
+        zmin=0.0,
+        zmax=1.0,
+        colorscale=[[0, SEQUENTIAL[0][1]], [1, SEQUENTIAL[0][1]]],
+        show_colorbar=False,
+        hovertemplate="<b>0</b> (may attend)<br>query %{y} → key %{x}<extra></extra>",
+        value_format=".0f",
+        masked_label="−∞",
+    )
 
 
 def _axis(labels: list[str], ticks: TokenTicks, title: str, look: Look) -> dict:

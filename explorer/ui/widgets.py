@@ -153,15 +153,21 @@ def choice_ui(
     *,
     key: str,
     default: str | None = None,
-    labels: dict[str, str] | None = None,
+    captions: dict[str, str] | None = None,
     horizontal: bool = True,
     help: str | None = None,
 ) -> str:
-    """One of a few options, as a radio bound to the URL; an unknown option in a link gives a notice."""
+    """One of a few options, as a radio bound to the URL; an unknown option in a link gives a notice.
+
+    Options are shown as they are and are what the URL carries (Streamlit binds a radio by its displayed
+    text), so keep them short words; ``captions`` explain each under it.
+    """
     raw = st.query_params.get(key)
     if raw is not None and raw not in options:
         add_notice(f"The link's {label.lower()} `{literal(raw[:40])}` is not one of the choices: ignored.")
         st.query_params.pop(key, None)
+    elif raw is not None and key not in st.session_state:
+        st.session_state[key] = raw  # the link's choice, checked
     if st.session_state.get(key) not in options:
         st.session_state[key] = default if default in options else options[0]
     return st.radio(
@@ -171,7 +177,7 @@ def choice_ui(
         bind="query-params",
         horizontal=horizontal,
         help=help,
-        format_func=(lambda option: labels.get(option, option)) if labels else str,
+        captions=[captions.get(option, "") for option in options] if captions else None,
     )
 
 
@@ -186,15 +192,12 @@ def stack_ui(stack_names: list[str], *, key: str = "stack") -> str:
     """Which attention to show when a capture has several stacks (encoder, decoder, cross)."""
     if len(stack_names) == 1:
         return stack_names[0]
-    if st.session_state.get(key) not in stack_names:
-        st.session_state.pop(key, None)
-    return st.radio(
+    return choice_ui(
         "Attention",
         stack_names,
         key=key,
-        bind="query-params",
-        horizontal=True,
-        format_func=lambda name: STACK_LABELS.get(name, name),
+        captions={name: STACK_LABELS.get(name, "") for name in stack_names},
+        help="Encoder self-attention, decoder self-attention, or the decoder's cross-attention to the encoder.",
     )
 
 
