@@ -9,12 +9,18 @@ The public API, for notebooks and other programs::
     cap.queries, cap.keys   # the vectors those weights were computed from
     cap.verify()            # max |softmax(scale * q . k + bias) - attentions|
 
+    gen = explorer.load_model(explorer.DEFAULT_DECODER)
+    trace = explorer.decode(gen, "It is a truth", strategy="beam", num_beams=4)   # = generate(), recorded
+    dist = explorer.next_token_distribution(gen, "It is a truth", temperature=0.7, top_p=0.9)
+
 Importing ``explorer`` never imports Streamlit; only ``explorer.ui`` and the app's pages do.
 """
 
-from explorer.data import AttentionCapture, AttentionStack
+from explorer.data import AttentionCapture, AttentionStack, DecodeTrace, NextTokenLogits, TokenDistribution
 from explorer.errors import InputError, ModelLoadError
 from explorer.models.capture import capture
+from explorer.models.decoding import decode
+from explorer.models.distribution import next_token_distribution, next_token_logits
 from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, LoadedModel, load_model
 
 __all__ = [
@@ -22,9 +28,15 @@ __all__ = [
     "DEFAULT_ENCODER",
     "AttentionCapture",
     "AttentionStack",
+    "DecodeTrace",
     "InputError",
     "LoadedModel",
     "ModelLoadError",
+    "NextTokenLogits",
+    "TokenDistribution",
     "capture",
+    "decode",
     "load_model",
+    "next_token_distribution",
+    "next_token_logits",
 ]

@@ -5,6 +5,8 @@ by every session. Axis names are stated once, in each module's docstring, and us
 
 - ``attention``: ``AttentionCapture`` and ``AttentionStack`` (axes ``layer``, ``head``, ``query``,
   ``key``, ``head_dim``).
+- ``decoding``: ``DecodeTrace`` (steps, candidates, beam trees), ``TokenDistribution`` and
+  ``NextTokenLogits`` (axes ``step``, ``row``, ``candidate``, ``vocab``, ``sequence``).
 """
 
 from explorer.data.attention import (
@@ -14,5 +16,27 @@ from explorer.data.attention import (
     AttentionCapture,
     AttentionStack,
 )
+from explorer.data.decoding import (
+    BeamNode,
+    DecodeSettings,
+    DecodeStep,
+    DecodeTrace,
+    NextTokenLogits,
+    NgramBan,
+    TokenDistribution,
+)
 
-__all__ = ["STACK_CROSS", "STACK_DECODER", "STACK_ENCODER", "AttentionCapture", "AttentionStack"]
+__all__ = [
+    "STACK_CROSS",
+    "STACK_DECODER",
+    "STACK_ENCODER",
+    "AttentionCapture",
+    "AttentionStack",
+    "BeamNode",
+    "DecodeSettings",
+    "DecodeStep",
+    "DecodeTrace",
+    "NextTokenLogits",
+    "NgramBan",
+    "TokenDistribution",
+]

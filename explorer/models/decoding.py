@@ -1,0 +1,619 @@
+"""``decode``: greedy search, beam search and sampling, step by step, exactly as ``generate()`` does them.
+
+How it works: the loop mirrors transformers 5's ``_sample`` and ``_beam_search`` (same logits
+processors, built from transformers' own classes in transformers' order; same ``topk``, finished
+pool, length penalty and early-stopping heuristic), and records what ``generate()`` throws away: every
+step's top candidates with their raw and processed probabilities, every candidate a beam search
+considered (the pruned ones too), and the tokens a no-repeat n-gram ban removed. The prompt is run
+once and its KV cache reused (for beams, repeated ``num_beams`` times and reordered every step).
+
+What it takes from the model's own generation config: only its token ids (end of sequence, padding,
+decoder start). Every other setting is an explicit argument, so ``generate()`` given the same explicit
+settings (see ``generation_config_for``) produces the same sequences and scores.
+
+Sampling draws from its own ``torch.Generator`` seeded with ``seed``, never the global random state,
+so many visitors can sample at once; a generator seeded with ``s`` draws what ``torch.manual_seed(s)``
+would, so results match ``generate()`` after ``torch.manual_seed(s)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+from transformers import (
+    GenerationConfig,
+    LogitsProcessorList,
+    MinPLogitsWarper,
+    NoRepeatNGramLogitsProcessor,
+    RepetitionPenaltyLogitsProcessor,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+from explorer.compute.sampling import check_sampling_settings
+from explorer.data.decoding import (
+    FINISHED,
+    PRUNED,
+    RETURNED,
+    RUNNING,
+    STRATEGIES,
+    BeamNode,
+    DecodeSettings,
+    DecodeStep,
+    DecodeTrace,
+    NgramBan,
+)
+from explorer.errors import InputError
+from explorer.models import recorder
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
+from explorer.models.tokens import token_labels
+
+# Bounds a class cannot exceed (a shared server must stay responsive); pages show them on their sliders.
+MAX_NEW_TOKENS = 64
+MAX_BEAMS = 16
+MAX_TOP_N = 20
+MAX_RETURN_SEQUENCES = 16
+LOST = -1.0e9  # the score generate() gives candidates that can no longer win
+
+
+def decode(
+    lm,
+    prompt: str,
+    *,
+    strategy: str,
+    max_new_tokens: int = 8,
+    num_beams: int = 1,
+    length_penalty: float = 1.0,
+    early_stopping: bool | str = False,
+    no_repeat_ngram_size: int = 0,
+    num_return_sequences: int = 1,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    repetition_penalty: float = 1.0,
+    seed: int | None = None,
+    top_n: int = 5,
+    record_attention: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> DecodeTrace:
+    """Generate from ``prompt`` with ``strategy`` ("greedy", "beam" or "sample") and record every step.
+
+    Every parameter has transformers' meaning; ``top_k=0`` and ``min_p=0`` mean off. ``top_n`` candidates
+    are kept per row and step. ``record_attention`` (greedy, or sampling one sequence) stitches the
+    decoder's attention of every step into one causal matrix. ``progress(done, total)`` is called after
+    each generated token. Raises ``InputError`` for settings that cannot be decoded.
+    """
+    settings = DecodeSettings(
+        strategy=strategy,
+        max_new_tokens=max_new_tokens,
+        num_beams=num_beams if strategy == "beam" else 1,
+        length_penalty=length_penalty,
+        early_stopping=early_stopping,
+        no_repeat_ngram_size=no_repeat_ngram_size,
+        num_return_sequences=num_return_sequences,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        min_p=min_p,
+        repetition_penalty=repetition_penalty,
+        seed=(random.randrange(2**31) if seed is None else int(seed)) if strategy == "sample" else None,
+        top_n=top_n,
+    )
+    _check(lm, prompt, settings, record_attention)
+    run = _Run(lm, prompt, settings, progress)
+    with torch.inference_mode(), (recorder.recording() if record_attention else nullcontext()) as calls:
+        result = run.beam_search() if strategy == "beam" else run.sample_or_greedy()
+        if record_attention:
+            run.feed_last_token(result)
+    attention = _stitched_attention(lm, run, calls, result) if record_attention else None
+    return run.trace(result, attention)
+
+
+def generation_config_for(lm, settings: DecodeSettings) -> GenerationConfig:
+    """The ``GenerationConfig`` with which ``generate()`` decodes exactly as ``decode`` did with ``settings``."""
+    ids = special_token_ids(lm)
+    sample = settings.strategy == "sample"
+    return GenerationConfig(
+        max_new_tokens=settings.max_new_tokens,
+        do_sample=sample,
+        num_beams=settings.num_beams,
+        length_penalty=settings.length_penalty,
+        early_stopping=settings.early_stopping,
+        no_repeat_ngram_size=settings.no_repeat_ngram_size or None,
+        num_return_sequences=settings.num_return_sequences,
+        temperature=settings.temperature if sample else None,
+        top_k=settings.top_k if sample else None,
+        top_p=settings.top_p if sample else None,
+        min_p=settings.min_p if sample and settings.min_p > 0 else None,
+        repetition_penalty=settings.repetition_penalty,
+        eos_token_id=ids["eos"],
+        pad_token_id=ids["pad"],
+        bos_token_id=ids["bos"],
+        decoder_start_token_id=ids["decoder_start"],
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+
+
+def special_token_ids(lm) -> dict:
+    """End-of-sequence (a list), padding, beginning and decoder-start ids, from the model's own configs."""
+    generation, config = lm.model.generation_config, lm.model.config
+    eos = generation.eos_token_id if generation.eos_token_id is not None else config.eos_token_id
+    eos = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
+    pad = generation.pad_token_id if generation.pad_token_id is not None else config.pad_token_id
+    if pad is None:
+        pad = eos[0] if eos else None
+    start = generation.decoder_start_token_id
+    if start is None:
+        start = getattr(config, "decoder_start_token_id", None)
+    bos = generation.bos_token_id if generation.bos_token_id is not None else config.bos_token_id
+    return {"eos": eos, "pad": pad, "bos": bos, "decoder_start": start}
+
+
+def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) -> None:
+    if lm.kind not in (KIND_DECODER, KIND_ENCODER_DECODER):
+        raise InputError(
+            f"{lm.name} is an encoder: it has no language-model head, so it cannot generate text. "
+            "Load a causal language model (the bundled prose-gpt2, gpt2, ...) or a seq2seq model (t5-small)."
+        )
+    if not prompt or not prompt.strip():
+        raise InputError("Type a prompt to generate from.")
+    s = settings
+    if s.strategy not in STRATEGIES:
+        raise InputError(f"Unknown strategy {s.strategy!r}: choose greedy, beam or sample.")
+    _bounded("max_new_tokens", s.max_new_tokens, 1, MAX_NEW_TOKENS)
+    _bounded("top_n", s.top_n, 1, MAX_TOP_N)
+    _bounded("num_return_sequences", s.num_return_sequences, 1, MAX_RETURN_SEQUENCES)
+    _bounded("no_repeat_ngram_size", s.no_repeat_ngram_size, 0, 16)
+    if s.strategy == "beam":
+        _bounded("num_beams", s.num_beams, 1, MAX_BEAMS)
+        if s.num_return_sequences > s.num_beams:
+            raise InputError(
+                f"Beam search can return at most num_beams sequences ({s.num_beams}), "
+                f"not {s.num_return_sequences}."
+            )
+        if s.early_stopping not in (True, False, "never"):
+            raise InputError('early_stopping must be True, False or "never".')
+        if not np.isfinite(s.length_penalty):
+            raise InputError("length_penalty must be a finite number.")
+    if s.strategy == "greedy" and s.num_return_sequences != 1:
+        raise InputError("Greedy search returns one sequence; use sampling or beam search for several.")
+    if s.strategy == "sample":
+        check_sampling_settings(temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p)
+    if not (np.isfinite(s.repetition_penalty) and s.repetition_penalty > 0):
+        raise InputError("repetition_penalty must be above 0 (1 means none).")
+    if record_attention and (s.strategy == "beam" or s.num_return_sequences != 1):
+        raise InputError("Attention is recorded for one sequence: greedy search or sampling one sequence.")
+
+
+def _bounded(name: str, value, low: int, high: int) -> None:
+    if not isinstance(value, int | np.integer) or isinstance(value, bool) or not low <= value <= high:
+        raise InputError(f"{name} must be a whole number from {low} to {high} (got {value!r}).")
+
+
+@dataclasses.dataclass
+class _Result:
+    """What a search produced, before it is turned into a ``DecodeTrace``."""
+
+    sequences: list[list[int]]
+    scores: list[float] | None
+    logprobs: list[float]
+    steps: list[DecodeStep]
+    tree: list[BeamNode] = dataclasses.field(default_factory=list)
+    bans: list[NgramBan] = dataclasses.field(default_factory=list)
+    pool_history: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
+    cache: object = None
+    last_tokens: torch.Tensor | None = None
+
+
+class _Run:
+    """One decoding: the model inputs, the processors, the generator, and the forward passes."""
+
+    def __init__(self, lm, prompt: str, settings: DecodeSettings, progress):
+        self.lm, self.model, self.settings, self.prompt = lm, lm.model, settings, prompt
+        self.progress = progress or (lambda done, total: None)
+        self.ids = special_token_ids(lm)
+        self.eos = torch.tensor(self.ids["eos"], dtype=torch.long, device=lm.device)
+        self.seq2seq = lm.kind == KIND_ENCODER_DECODER
+        self.notes: list[str] = []
+        self.prompt_ids = self._prompt_ids()
+        self.generator = None
+        if settings.strategy == "sample":
+            self.generator = torch.Generator(device=lm.device).manual_seed(settings.seed)
+        self.processors = _processors(settings)
+        self.labels = _LabelCache(lm.tokenizer)
+
+    # -- inputs ---------------------------------------------------------------------------------------------
+
+    def _prompt_ids(self) -> torch.Tensor:
+        """[1, prompt] ids; a decoder-only prompt is cut from the left so that prompt + new tokens fit."""
+        ids = self.lm.tokenizer(self.prompt, return_tensors="pt")["input_ids"]
+        if ids.shape[1] == 0:
+            raise InputError("The prompt produced no tokens for this model.")
+        room = self.lm.max_tokens - (0 if self.seq2seq else self.settings.max_new_tokens)
+        if ids.shape[1] > room:
+            self.notes.append(
+                f"The prompt was longer than the model accepts with {self.settings.max_new_tokens} new tokens: "
+                f"its first {ids.shape[1] - room} tokens were left out."
+            )
+            ids = ids[:, -room:] if not self.seq2seq else ids[:, :room]
+        return ids.to(self.lm.device)
+
+    def _start(self, rows: int):
+        """(decoder ids [rows, length], logits [rows, vocab] float32, cache, extra model kwargs) after the prompt."""
+        if self.seq2seq:
+            mask = torch.ones_like(self.prompt_ids)
+            encoder = self.model.get_encoder()(input_ids=self.prompt_ids, attention_mask=mask, return_dict=True)
+            hidden = encoder.last_hidden_state.repeat_interleave(rows, dim=0)
+            extra = {"encoder_outputs": (hidden,), "attention_mask": mask.repeat_interleave(rows, dim=0)}
+            start = self.ids["decoder_start"]
+            if start is None:
+                raise InputError(f"{self.lm.name} names no decoder start token, so it cannot generate.")
+            ids = torch.full((rows, 1), start, dtype=torch.long, device=self.lm.device)
+            outputs = self.model(decoder_input_ids=ids, use_cache=True, return_dict=True, **extra)
+            return ids, _last_logits(outputs), outputs.past_key_values, extra
+        # The prompt runs once; its cache is then repeated for every row (generate() runs it once per row).
+        mask = torch.ones_like(self.prompt_ids)
+        outputs = self.model(input_ids=self.prompt_ids, attention_mask=mask, use_cache=True, return_dict=True)
+        cache = outputs.past_key_values
+        logits = _last_logits(outputs)
+        if rows > 1:
+            cache.batch_repeat_interleave(rows)
+            logits = logits.repeat_interleave(rows, dim=0)
+        return self.prompt_ids.repeat_interleave(rows, dim=0), logits, cache, {}
+
+    def _step(self, ids: torch.Tensor, cache, extra: dict) -> torch.Tensor:
+        """Logits [rows, vocab] for the next token of every row, feeding only each row's last token."""
+        last = ids[:, -1:]
+        if self.seq2seq:
+            outputs = self.model(
+                decoder_input_ids=last, past_key_values=cache, use_cache=True, return_dict=True, **extra
+            )
+        else:
+            mask = torch.ones_like(ids)
+            outputs = self.model(
+                input_ids=last, attention_mask=mask, past_key_values=cache, use_cache=True, return_dict=True
+            )
+        return _last_logits(outputs)
+
+    @property
+    def max_length(self) -> int:
+        """generate()'s max_length: the decoder's length at which every row stops."""
+        start = 1 if self.seq2seq else self.prompt_ids.shape[1]
+        return start + self.settings.max_new_tokens
+
+    # -- greedy search and sampling ---------------------------------------------------------------------------
+
+    def sample_or_greedy(self) -> _Result:
+        """Mirrors generate()'s ``_sample``: argmax (greedy) or a multinomial draw (sampling) per row."""
+        rows = self.settings.num_return_sequences if self.settings.strategy == "sample" else 1
+        ids, logits, cache, extra = self._start(rows)
+        prompt_length = ids.shape[1]
+        unfinished = torch.ones(rows, dtype=torch.long, device=ids.device)
+        logprobs = torch.zeros(rows, dtype=torch.float64)
+        steps, bans = [], []
+        pad = self.ids["pad"] if self.ids["pad"] is not None else 0
+        total = self.settings.max_new_tokens
+        for step in range(total):
+            raw = torch.log_softmax(logits, dim=-1)
+            scores = self.processors(ids, logits)
+            if self.generator is not None:
+                chosen = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=self.generator)
+                chosen = chosen.squeeze(1)
+            else:
+                chosen = torch.argmax(scores, dim=-1)
+            if len(self.eos):
+                chosen = chosen * unfinished + pad * (1 - unfinished)
+            steps.append(self._record_step(step, ids, raw, torch.log_softmax(scores, dim=-1), chosen))
+            bans += self._bans(step, ids, raw)
+            picked = raw.gather(1, chosen[:, None]).squeeze(1).double().cpu()
+            logprobs += torch.where(unfinished.bool().cpu(), picked, torch.zeros_like(picked))
+            ids = torch.cat([ids, chosen[:, None]], dim=-1)
+            if len(self.eos):
+                unfinished = unfinished & ~torch.isin(chosen, self.eos)
+            self.progress(step + 1, total)
+            if not unfinished.any() or ids.shape[1] >= self.max_length:
+                break
+            logits = self._step(ids, cache, extra)
+        sequences = [_trim(row.tolist(), prompt_length, self.ids["eos"]) for row in ids]
+        return _Result(
+            sequences=sequences,
+            scores=None,
+            logprobs=logprobs.tolist(),
+            steps=steps,
+            bans=bans,
+            cache=(cache, extra, ids),
+        )
+
+    def feed_last_token(self, result: _Result) -> None:
+        """One more forward pass with the last generated token, so recorded attention covers every position."""
+        cache, extra, ids = result.cache
+        self._step(ids, cache, extra)
+
+    # -- beam search ----------------------------------------------------------------------------------------------
+
+    def beam_search(self) -> _Result:
+        """Mirrors generate()'s ``_beam_search`` (batch of one), recording every candidate as a tree node."""
+        s = self.settings
+        beams = s.num_beams
+        ids, logits, cache, extra = self._start(beams)
+        device = ids.device
+        prompt_length = cur = ids.shape[1]
+        max_length = self.max_length
+        keep = max(2, 1 + len(self.ids["eos"])) * beams
+        top_beams = torch.cat([torch.ones(beams, dtype=torch.bool), torch.zeros(keep - beams, dtype=torch.bool)])
+        top_beams = top_beams.to(device)
+        fill = self.ids["pad"] if self.ids["pad"] is not None else (self.ids["eos"][0] if self.ids["eos"] else -1)
+        running = torch.full((1, beams, max_length), fill, dtype=torch.long, device=device)
+        running[:, :, :cur] = ids[None]
+        pool_sequences = running.clone()
+        running_scores = torch.zeros((1, beams), dtype=torch.float, device=device)
+        running_scores[:, 1:] = LOST  # only the first beam is expanded at the first step
+        pool_scores = torch.full((1, beams), LOST, dtype=torch.float, device=device)
+        finished = torch.zeros((1, beams), dtype=torch.bool, device=device)
+        improvable = torch.ones((1, 1), dtype=torch.bool, device=device)
+        tree = [BeamNode(0, None, -1, -1, "", 0.0, 0.0, RUNNING)]
+        running_nodes = [0] * beams
+        pool_nodes: list[int | None] = [None] * beams
+        pool_normalized: dict[int, float] = {}
+        steps, bans, pool_history = [], [], []
+        vocab = logits.shape[-1]
+        for step in range(s.max_new_tokens):
+            flat = running[0, :, :cur]
+            raw = torch.log_softmax(logits, dim=-1)
+            processed = self.processors(flat, raw)
+            steps.append(self._record_step(step, flat, raw, processed, None, running_scores[0], running_nodes))
+            bans += self._bans(step, flat, raw, live=running_scores[0] > LOST / 2)
+            accumulated = (processed[None] + running_scores[:, :, None]).reshape(1, -1)
+            top_scores, top_indices = torch.topk(accumulated, k=keep)
+            parents, tokens = top_indices // vocab, top_indices % vocab
+            candidates = torch.take_along_dim(running, parents[:, :, None], dim=1)
+            candidates[:, :, cur] = tokens
+            hits = torch.isin(tokens, self.eos) if len(self.ids["eos"]) else torch.zeros_like(tokens, dtype=torch.bool)
+            hits = hits | (cur + 1 >= max_length)
+            # e. the best unfinished candidates run on
+            alive_scores = top_scores + hits.to(torch.float32) * LOST
+            chosen = torch.topk(alive_scores, k=beams)[1]
+            running = torch.take_along_dim(candidates, chosen[:, :, None], dim=1)
+            running_scores = torch.take_along_dim(alive_scores, chosen, dim=1)
+            # f. finished candidates among the first num_beams may enter the pool
+            just_finished = hits & top_beams[None, :]
+            pool_candidates = top_scores / ((cur + 1 - prompt_length) ** s.length_penalty)
+            full = torch.all(finished, dim=-1, keepdim=True) & (s.early_stopping is True)
+            pool_candidates = pool_candidates + full.to(torch.float32) * LOST
+            pool_candidates = pool_candidates + (~improvable).to(torch.float32) * LOST
+            pool_candidates = pool_candidates + (~just_finished) * LOST
+            merged_sequences = torch.cat([pool_sequences, candidates], dim=1)
+            merged_scores = torch.cat([pool_scores, pool_candidates], dim=1)
+            merged_finished = torch.cat([finished, just_finished], dim=1)
+            best = torch.topk(merged_scores, k=beams)[1]
+            pool_sequences = torch.take_along_dim(merged_sequences, best[:, :, None], dim=1)
+            pool_scores = torch.take_along_dim(merged_scores, best, dim=1)
+            finished = torch.take_along_dim(merged_finished, best, dim=1)
+            # The tree: one node per candidate, with what became of it.
+            first_node = len(tree)
+            kept_running = {int(k) for k in chosen[0].tolist() if not bool(hits[0, k])}
+            new_pool = [
+                pool_nodes[i] if i < beams else first_node + (i - beams) for i in best[0].tolist()
+            ]
+            entered = set(new_pool) - set(pool_nodes) - {None}
+            for k in range(keep):
+                parent_row, token = int(parents[0, k]), int(tokens[0, k])
+                node_id = first_node + k
+                status = RUNNING if k in kept_running else FINISHED if node_id in entered else PRUNED
+                if node_id in entered:
+                    pool_normalized[node_id] = float(pool_candidates[0, k])
+                tree.append(
+                    BeamNode(
+                        id=node_id,
+                        parent=running_nodes[parent_row],
+                        step=step,
+                        token_id=token,
+                        token=self.labels(token),
+                        token_logprob=float(raw[parent_row, token]),
+                        score=float(top_scores[0, k]),
+                        status=status,
+                        normalized_score=pool_normalized.get(node_id),
+                        pool_step=step if node_id in entered else None,
+                        rank=k,
+                    )
+                )
+            pool_nodes = [node if float(pool_scores[0, i]) > LOST / 2 else None for i, node in enumerate(new_pool)]
+            pool_history.append(tuple(node for node in pool_nodes if node is not None))
+            running_nodes = [first_node + int(k) for k in chosen[0].tolist()]
+            # g. reorder the cache to follow the surviving beams, then check whether to stop
+            cache.reorder_cache(torch.take_along_dim(parents, chosen, dim=1)[0])
+            cur += 1
+            improvable = _improvable(improvable, running_scores, pool_scores, finished, cur, max_length,
+                                     prompt_length, s.early_stopping, s.length_penalty)  # fmt: skip
+            self.progress(step + 1, s.max_new_tokens)
+            all_done = bool(torch.all(finished)) and s.early_stopping is True
+            if not bool(torch.any(improvable)) or all_done or bool(torch.all(hits)):
+                break
+            logits = self._step(running[0, :, :cur], cache, extra)
+        return self._beam_result(tree, pool_nodes, pool_scores, steps, bans, pool_history)
+
+    def _beam_result(self, tree, pool_nodes, pool_scores, steps, bans, pool_history) -> _Result:
+        count = self.settings.num_return_sequences
+        returned = [node for node in pool_nodes[:count] if node is not None]
+        nodes = list(tree)
+        sequences, logprobs = [], []
+        prefix = self.prompt_ids[0].tolist() if not self.seq2seq else [self.ids["decoder_start"]]
+        for node_id in returned:
+            path = _path(nodes, node_id)
+            for index in path:
+                nodes[index] = dataclasses.replace(nodes[index], status=RETURNED)
+            sequences.append(prefix + [nodes[i].token_id for i in path])
+            logprobs.append(sum(nodes[i].token_logprob for i in path))
+        return _Result(
+            sequences=sequences,
+            scores=[float(pool_scores[0, i]) for i in range(len(returned))],
+            logprobs=logprobs,
+            steps=steps,
+            tree=nodes,
+            bans=bans,
+            pool_history=pool_history,
+        )
+
+    # -- recording --------------------------------------------------------------------------------------------
+
+    def _record_step(self, step, ids, raw, processed_logprobs, chosen, row_scores=None, row_nodes=None) -> DecodeStep:
+        """The top candidates of every row by processed probability, with raw log-probabilities and entropies."""
+        n = self.settings.top_n
+        top_values, top_ids = torch.topk(processed_logprobs, k=min(n, processed_logprobs.shape[-1]), dim=-1)
+        renormalised = torch.softmax(processed_logprobs, dim=-1)
+        candidate_ids = top_ids.cpu().numpy()
+        return DecodeStep(
+            step=step,
+            prefix_ids=tuple(row.cpu().numpy().copy() for row in ids),
+            candidate_ids=candidate_ids,
+            candidate_tokens=tuple(tuple(self.labels(t) for t in row) for row in candidate_ids.tolist()),
+            candidate_logprobs=raw.gather(1, top_ids).float().cpu().numpy(),
+            candidate_probs=top_values.exp().float().cpu().numpy(),
+            chosen_ids=(np.full(ids.shape[0], -1) if chosen is None else chosen.cpu().numpy()),
+            entropy=_entropy(renormalised),
+            raw_entropy=_entropy(raw.exp()),
+            row_scores=None if row_scores is None else row_scores.float().cpu().numpy(),
+            row_nodes=None if row_nodes is None else np.array(row_nodes),
+        )
+
+    def _bans(self, step: int, ids: torch.Tensor, raw: torch.Tensor, live=None) -> list[NgramBan]:
+        """Tokens the no-repeat n-gram rule removes from each row now, with the n-gram each would repeat."""
+        size = self.settings.no_repeat_ngram_size
+        if size <= 0 or ids.shape[1] < size:
+            return []
+        found = []
+        for row, sequence in enumerate(ids.tolist()):
+            if live is not None and not bool(live[row]):
+                continue
+            prefix = tuple(sequence[len(sequence) - size + 1 :])
+            banned = {
+                sequence[i + size - 1]
+                for i in range(len(sequence) - size + 1)
+                if tuple(sequence[i : i + size - 1]) == prefix
+            }
+            for token in sorted(banned):
+                found.append(
+                    NgramBan(
+                        step=step,
+                        row=row,
+                        token_id=token,
+                        token=self.labels(token),
+                        ngram=tuple(self.labels(t) for t in (*prefix, token)),
+                        logprob=float(raw[row, token]),
+                        would_rank=int((raw[row] > raw[row, token]).sum()),
+                    )
+                )
+        return found
+
+    def trace(self, result: _Result, attention) -> DecodeTrace:
+        tokenizer = self.lm.tokenizer
+        start = 1 if self.seq2seq else self.prompt_ids.shape[1]
+        sequences = tuple(np.array(sequence, dtype=np.int64) for sequence in result.sequences)
+        return DecodeTrace(
+            model_name=self.lm.name,
+            prompt=self.prompt,
+            settings=self.settings,
+            prompt_ids=self.prompt_ids[0].cpu().numpy(),
+            prompt_tokens=token_labels(tokenizer, self.prompt_ids[0]),
+            sequences=sequences,
+            texts=tuple(tokenizer.decode(sequence, skip_special_tokens=True) for sequence in result.sequences),
+            continuations=tuple(
+                tokenizer.decode(sequence[start:], skip_special_tokens=True) for sequence in result.sequences
+            ),
+            generated_tokens=tuple(tuple(self.labels(t) for t in sequence[start:]) for sequence in result.sequences),
+            sequence_scores=None if result.scores is None else np.array(result.scores, dtype=np.float32),
+            sequence_logprobs=np.array(result.logprobs, dtype=np.float32),
+            steps=tuple(result.steps),
+            tree=tuple(result.tree),
+            bans=tuple(result.bans),
+            pool_history=tuple(result.pool_history),
+            attention=attention,
+            prompt_length=start,
+            is_seq2seq=self.seq2seq,
+            notes=tuple(self.notes),
+        )
+
+
+def _processors(settings: DecodeSettings) -> LogitsProcessorList:
+    """transformers' own processors, in the order generate() builds them (``_get_logits_processor``)."""
+    processors = LogitsProcessorList()
+    if settings.repetition_penalty != 1.0:
+        processors.append(RepetitionPenaltyLogitsProcessor(settings.repetition_penalty))
+    if settings.no_repeat_ngram_size > 0:
+        processors.append(NoRepeatNGramLogitsProcessor(settings.no_repeat_ngram_size))
+    if settings.strategy == "sample":
+        if settings.temperature != 1.0:
+            processors.append(TemperatureLogitsWarper(settings.temperature))
+        if settings.top_k > 0:
+            processors.append(TopKLogitsWarper(top_k=settings.top_k, min_tokens_to_keep=1))
+        if settings.top_p < 1.0:
+            processors.append(TopPLogitsWarper(top_p=settings.top_p, min_tokens_to_keep=1))
+        if settings.min_p > 0.0:
+            processors.append(MinPLogitsWarper(min_p=settings.min_p, min_tokens_to_keep=1))
+    return processors
+
+
+def _improvable(improvable, running_scores, pool_scores, finished, cur, max_length, prompt_length, early_stopping,
+                length_penalty):  # fmt: skip
+    """generate()'s ``_check_early_stop_heuristic``: can a running beam still beat the worst finished one?"""
+    if early_stopping == "never" and length_penalty > 0.0:
+        best_length = max_length - prompt_length
+    else:
+        best_length = cur - prompt_length
+    best_running = running_scores[:, :1] / (best_length**length_penalty)
+    worst_finished = torch.where(finished, torch.min(pool_scores, dim=1, keepdim=True)[0], LOST)
+    return improvable & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
+
+
+def _last_logits(outputs) -> torch.Tensor:
+    return outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)
+
+
+def _entropy(probabilities: torch.Tensor) -> np.ndarray:
+    p = probabilities.double()
+    return (-(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(dim=-1)).float().cpu().numpy()
+
+
+def _trim(sequence: list[int], prompt_length: int, eos: list[int]) -> list[int]:
+    """A greedy/sampled row up to and including its first end-of-sequence token (the rest is padding)."""
+    for index in range(prompt_length, len(sequence)):
+        if sequence[index] in eos:
+            return sequence[: index + 1]
+    return sequence
+
+
+def _path(nodes: list[BeamNode], node_id: int) -> list[int]:
+    """Node ids from the first generated token down to ``node_id``."""
+    path = []
+    while node_id is not None and node_id != 0:
+        path.append(node_id)
+        node_id = nodes[node_id].parent
+    return path[::-1]
+
+
+class _LabelCache:
+    """Readable token labels, computed once per token id."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.cache = tokenizer, {}
+
+    def __call__(self, token_id: int) -> str:
+        token_id = int(token_id)
+        if token_id not in self.cache:
+            self.cache[token_id] = token_labels(self.tokenizer, [token_id])[0]
+        return self.cache[token_id]
+
+
+def _stitched_attention(lm, run: _Run, calls, result: _Result) -> dict:
+    """The decoder's attention of every forward pass, stitched into one matrix per layer and head."""
+    from explorer.models.generation_attention import stitch
+
+    return stitch(lm, calls, result.sequences[0], run.prompt_ids[0].tolist(), run.seq2seq)

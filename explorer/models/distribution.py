@@ -1,0 +1,64 @@
+"""The next token after a prompt: the model's raw logits, run once, and the sampling pipeline on them."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from explorer.compute.sampling import distribution_from_logits
+from explorer.data.decoding import NextTokenLogits, TokenDistribution
+from explorer.errors import InputError
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
+from explorer.models.decoding import special_token_ids
+from explorer.models.tokens import token_labels
+
+
+def next_token_logits(lm, prompt: str) -> NextTokenLogits:
+    """One forward pass: the raw logits [vocab] of the token after ``prompt`` (for seq2seq models, the first
+    token the decoder writes for the prompt), with every token's readable label."""
+    if lm.kind not in (KIND_DECODER, KIND_ENCODER_DECODER):
+        raise InputError(
+            f"{lm.name} is an encoder: it has no language-model head, so it predicts no next token. "
+            "Load a causal language model (the bundled prose-gpt2, gpt2, ...)."
+        )
+    if not prompt or not prompt.strip():
+        raise InputError("Type a prompt to see the distribution of the next token.")
+    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
+    if ids.shape[1] == 0:
+        raise InputError("The prompt produced no tokens for this model.")
+    ids = ids[:, -lm.max_tokens :].to(lm.device)  # the end of an overlong prompt is what predicts the next token
+    with torch.inference_mode():
+        if lm.kind == KIND_ENCODER_DECODER:
+            start = torch.tensor([[special_token_ids(lm)["decoder_start"]]], device=lm.device)
+            logits = lm.model(input_ids=ids, decoder_input_ids=start, use_cache=False).logits
+        else:
+            logits = lm.model(input_ids=ids, use_cache=False).logits
+    vocab_logits = logits[0, -1].to(device="cpu", dtype=torch.float32).numpy().copy()
+    return NextTokenLogits(
+        model_name=lm.name,
+        prompt=prompt,
+        prompt_tokens=token_labels(lm.tokenizer, ids[0]),
+        logits=vocab_logits,
+        tokens=vocabulary_labels(lm.tokenizer, vocab_logits.shape[0]),
+    )
+
+
+def next_token_distribution(
+    lm, prompt: str, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0
+) -> TokenDistribution:
+    """The next-token distribution at each stage of transformers' sampling pipeline (see ``TokenDistribution``)."""
+    cached = next_token_logits(lm, prompt)
+    return distribution_from_logits(
+        cached.logits, cached.tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p
+    )
+
+
+@lru_cache(maxsize=8)
+def vocabulary_labels(tokenizer, size: int) -> tuple[str, ...]:
+    """Readable labels of token ids 0..size-1, computed once per tokenizer (ids past the tokenizer's own
+    vocabulary, padding rows of some models' output layer, are labelled by number)."""
+    known = min(size, len(tokenizer))
+    labels = token_labels(tokenizer, np.arange(known))
+    return labels + tuple(f"<id {i}>" for i in range(known, size))

@@ -1,0 +1,306 @@
+"""``explorer.decode`` gives exactly what ``model.generate()`` gives, and records what generate() throws away.
+
+References nobody here wrote: transformers' ``generate()`` with the same explicit settings (a
+``GenerationConfig`` built here by hand from the settings), on tiny random GPT-2, Llama (grouped KV heads)
+and T5 models, and on the bundled decoder.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from transformers import GenerationConfig
+
+import explorer
+from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING
+from explorer.models.decoding import generation_config_for, special_token_ids
+
+PROMPTS = {
+    "gpt2": "the cat sat on the mat and",
+    "llama": "time flies like an arrow",
+    "t5": "the dog ran to the park",
+    "prose": "It is a truth universally acknowledged",
+}
+
+CASES = {
+    "greedy": dict(strategy="greedy", max_new_tokens=12),
+    "greedy-penalties": dict(strategy="greedy", max_new_tokens=12, repetition_penalty=1.3, no_repeat_ngram_size=2),
+    "beam-3": dict(strategy="beam", num_beams=3, max_new_tokens=10),
+    "beam-4-lp-early": dict(
+        strategy="beam", num_beams=4, max_new_tokens=10, length_penalty=0.5, early_stopping=True,
+        num_return_sequences=2,
+    ),
+    "beam-3-never": dict(strategy="beam", num_beams=3, max_new_tokens=10, length_penalty=2.0, early_stopping="never"),
+    "beam-ngram": dict(
+        strategy="beam", num_beams=4, max_new_tokens=12, no_repeat_ngram_size=2, num_return_sequences=4,
+        repetition_penalty=1.2,
+    ),
+    "beam-8": dict(strategy="beam", num_beams=8, max_new_tokens=8, num_return_sequences=3),
+    "sample-all-warpers": dict(
+        strategy="sample", max_new_tokens=12, temperature=0.7, top_k=12, top_p=0.9, min_p=0.05, seed=7,
+        num_return_sequences=3,
+    ),
+    "sample-penalty": dict(strategy="sample", max_new_tokens=12, repetition_penalty=1.5, temperature=1.3, seed=11),
+}
+
+
+def reference_config(lm, case: dict) -> GenerationConfig:
+    """generate()'s settings, written out from the case (top_k=0 and min_p=0 mean off, as in decode)."""
+    ids = special_token_ids(lm)
+    sample = case["strategy"] == "sample"
+    return GenerationConfig(
+        max_new_tokens=case["max_new_tokens"],
+        do_sample=sample,
+        num_beams=case.get("num_beams", 1),
+        length_penalty=case.get("length_penalty", 1.0),
+        early_stopping=case.get("early_stopping", False),
+        no_repeat_ngram_size=case.get("no_repeat_ngram_size") or None,
+        num_return_sequences=case.get("num_return_sequences", 1),
+        repetition_penalty=case.get("repetition_penalty", 1.0),
+        temperature=case.get("temperature", 1.0) if sample else None,
+        top_k=case.get("top_k", 0) if sample else None,
+        top_p=case.get("top_p", 1.0) if sample else None,
+        min_p=case.get("min_p") if sample and case.get("min_p") else None,
+        eos_token_id=ids["eos"],
+        pad_token_id=ids["pad"],
+        bos_token_id=ids["bos"],
+        decoder_start_token_id=ids["decoder_start"],
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+
+
+def generate(lm, prompt: str, case: dict):
+    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
+    if case["strategy"] == "sample":
+        torch.manual_seed(case["seed"])
+    with torch.inference_mode():
+        return lm.model.generate(ids, generation_config=reference_config(lm, case))
+
+
+def assert_same_as_generate(trace, reference, fill: set[int]) -> None:
+    assert len(trace.sequences) == reference.sequences.shape[0]
+    for ours, theirs in zip(trace.sequences, reference.sequences.tolist(), strict=True):
+        assert ours.tolist() == theirs[: len(ours)]
+        assert set(theirs[len(ours) :]) <= fill  # generate() pads the shorter sequences
+    if trace.settings.strategy == "beam":
+        np.testing.assert_allclose(trace.sequence_scores, reference.sequences_scores.numpy(), atol=1e-5)
+
+
+def fill_tokens(lm) -> set[int]:
+    """What generate() pads finished sequences with: the padding token, or (beam search) the end of sequence."""
+    ids = special_token_ids(lm)
+    return {ids["pad"], *ids["eos"]}
+
+
+@pytest.fixture(scope="module")
+def models(tiny_models):
+    """Fresh loads (tests change generation settings on them); end of sequence made likely on the tiny ones."""
+    loaded = {name: explorer.load_model(tiny_models[name], device="cpu") for name in ("gpt2", "llama", "t5")}
+    loaded["prose"] = explorer.load_model(explorer.DEFAULT_DECODER, device="cpu")
+    for name in ("gpt2", "llama", "t5"):
+        _make_end_of_sequence_likely(loaded[name], PROMPTS[name])
+    return loaded
+
+
+def _make_end_of_sequence_likely(lm, prompt: str) -> None:
+    """Random tiny models rarely pick their end-of-sequence token: name the token greedy search picks third
+    as the end of sequence, so that early stops (and finished beams) happen in every case."""
+    trace = explorer.decode(lm, prompt, strategy="greedy", max_new_tokens=4)
+    third = int(trace.steps[2].chosen_ids[0])
+    lm.model.generation_config.eos_token_id = third
+    lm.model.generation_config.pad_token_id = 0
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("name", ["gpt2", "llama", "t5"])
+def test_decode_equals_generate_on_tiny_models(models, name, case):
+    lm = models[name]
+    trace = explorer.decode(lm, PROMPTS[name], **CASES[case])
+    assert_same_as_generate(trace, generate(lm, PROMPTS[name], CASES[case]), fill_tokens(lm))
+
+
+@pytest.mark.parametrize("case", ["greedy", "beam-4-lp-early", "beam-ngram", "sample-all-warpers"])
+def test_decode_equals_generate_on_the_bundled_decoder(models, case):
+    lm = models["prose"]
+    trace = explorer.decode(lm, PROMPTS["prose"], **CASES[case])
+    assert_same_as_generate(trace, generate(lm, PROMPTS["prose"], CASES[case]), fill_tokens(lm))
+
+
+def test_end_of_sequence_stops_early(models):
+    lm = models["gpt2"]
+    greedy = explorer.decode(lm, PROMPTS["gpt2"], strategy="greedy", max_new_tokens=12)
+    eos = special_token_ids(lm)["eos"]
+    assert greedy.sequences[0][-1] in eos and greedy.num_steps <= 3  # stopped at the end-of-sequence token
+    beam = explorer.decode(lm, PROMPTS["gpt2"], strategy="beam", num_beams=3, max_new_tokens=12)
+    assert any(node.status in (FINISHED, RETURNED) and node.token_id in eos for node in beam.tree)
+
+
+def test_the_settings_map_onto_generate(models):
+    lm = models["llama"]
+    for case in CASES.values():
+        trace = explorer.decode(lm, PROMPTS["llama"], **case)
+        ours, theirs = generation_config_for(lm, trace.settings), reference_config(lm, case)
+        assert ours.to_diff_dict() == theirs.to_diff_dict()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "t5"])
+def test_the_beam_tree_is_complete_and_consistent(models, name):
+    lm = models[name]
+    case = CASES["beam-4-lp-early"]
+    trace = explorer.decode(lm, PROMPTS[name], **case)
+    nodes = {node.id: node for node in trace.tree}
+    keep = max(2, 1 + len(special_token_ids(lm)["eos"])) * case["num_beams"]
+    for step in range(trace.num_steps):
+        assert sum(node.step == step for node in trace.tree) == keep  # every top-K candidate, pruned ones too
+    assert {node.status for node in trace.tree[1:]} <= {RUNNING, PRUNED, FINISHED, RETURNED}
+    for node in trace.tree[1:]:
+        parent = nodes[node.parent]
+        assert parent.step == node.step - 1 and parent.status in (RUNNING, RETURNED)
+        # no processors here: a candidate's score is its parent's plus the model's log-probability of it
+        assert node.score == pytest.approx(parent.score + node.token_logprob, abs=1e-4)
+    start = trace.prompt_length
+    for sequence, score, logprob in zip(trace.sequences, trace.sequence_scores, trace.sequence_logprobs, strict=True):
+        path = [n for n in trace.tree if n.status == RETURNED and n.step == len(sequence) - start - 1]
+        leaf = next(n for n in path if _tokens_to(nodes, n) == sequence[start:].tolist())
+        assert leaf.normalized_score == pytest.approx(float(score), abs=1e-5)
+        assert leaf.score / (len(sequence) - start) ** case["length_penalty"] == pytest.approx(float(score), abs=1e-5)
+        assert logprob == pytest.approx(sum(nodes[i].token_logprob for i in _path_ids(nodes, leaf)), abs=1e-4)
+    assert trace.pool_history and all(len(pool) <= case["num_beams"] for pool in trace.pool_history)
+
+
+def _path_ids(nodes, leaf) -> list[int]:
+    ids, node = [], leaf
+    while node.parent is not None:
+        ids.append(node.id)
+        node = nodes[node.parent]
+    return ids[::-1]
+
+
+def _tokens_to(nodes, leaf) -> list[int]:
+    return [nodes[i].token_id for i in _path_ids(nodes, leaf)]
+
+
+def test_ngram_bans_are_recorded_with_their_ngram(models):
+    lm = models["prose"]
+    trace = explorer.decode(lm, PROMPTS["prose"], strategy="beam", num_beams=4, max_new_tokens=16,
+                            no_repeat_ngram_size=2)  # fmt: skip
+    assert trace.bans, "the bundled decoder repeats itself: bans must occur"
+    for ban in trace.bans:
+        assert len(ban.ngram) == 2 and ban.ngram[-1] == ban.token
+        step = trace.steps[ban.step]
+        assert ban.token_id not in step.candidate_ids[ban.row][np.isfinite(np.log(step.candidate_probs[ban.row]))]
+
+
+def test_greedy_and_sampling_steps_record_the_candidates(models):
+    lm = models["prose"]
+    trace = explorer.decode(lm, PROMPTS["prose"], strategy="greedy", max_new_tokens=6, top_n=5)
+    for step in trace.steps:
+        assert step.candidate_ids.shape == (1, 5)
+        assert step.chosen_ids[0] == step.candidate_ids[0, 0]  # greedy picks the most likely
+        assert np.all(np.diff(step.candidate_probs[0]) <= 0)
+        np.testing.assert_allclose(np.exp(step.candidate_logprobs), step.candidate_probs, rtol=1e-5)
+        assert 0 < step.entropy[0] <= np.log(len(lm.tokenizer))
+    np.testing.assert_allclose(
+        trace.sequence_logprobs[0], sum(float(s.candidate_logprobs[0, 0]) for s in trace.steps), rtol=1e-5
+    )
+
+
+def test_sampling_leaves_the_global_random_state_alone_and_is_thread_safe(models):
+    lm = models["prose"]
+    before = torch.random.get_rng_state()
+    alone = {seed: explorer.decode(lm, PROMPTS["prose"], strategy="sample", seed=seed).sequences[0] for seed in (1, 2)}
+    assert torch.equal(before, torch.random.get_rng_state())
+    results = {}
+
+    def sample(seed):
+        results[seed] = explorer.decode(lm, PROMPTS["prose"], strategy="sample", seed=seed).sequences[0]
+
+    threads = [threading.Thread(target=sample, args=(seed,)) for seed in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(np.array_equal(results[seed], alone[seed]) for seed in (1, 2))
+    unseeded = explorer.decode(lm, PROMPTS["prose"], strategy="sample")
+    again = explorer.decode(lm, PROMPTS["prose"], strategy="sample", seed=unseeded.settings.seed)
+    assert np.array_equal(unseeded.sequences[0], again.sequences[0])  # the drawn seed reproduces the trace
+
+
+def test_the_prompt_runs_once_and_each_step_feeds_one_token(models, monkeypatch):
+    lm = models["gpt2"]
+    shapes = []
+    real_forward = lm.model.forward
+
+    def counting(*args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(lm.model, "forward", counting)
+    trace = explorer.decode(lm, PROMPTS["gpt2"], strategy="beam", num_beams=4, max_new_tokens=6)
+    prompt_length = len(trace.prompt_ids)
+    assert shapes[0] == (1, prompt_length)  # the prompt once, not once per beam
+    assert all(shape == (4, 1) for shape in shapes[1:]) and len(shapes) == trace.num_steps
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "prose"])
+def test_attention_while_generating_equals_one_pass_over_the_result(models, name):
+    lm = models[name]
+    trace = explorer.decode(lm, PROMPTS[name], strategy="greedy", max_new_tokens=6, record_attention=True)
+    stack = trace.attention["decoder"]
+    sequence = torch.tensor(trace.sequences[0])[None]
+    with torch.inference_mode():
+        reference = lm.model(input_ids=sequence, output_attentions=True, use_cache=False).attentions
+    expected = torch.stack([layer[0] for layer in reference]).numpy()
+    assert stack.attentions.shape == expected.shape
+    np.testing.assert_allclose(stack.attentions, expected, atol=1e-5)
+    assert stack.verify() <= 1e-5 and stack.is_causal
+    assert trace.prompt_length == len(trace.prompt_ids)
+
+
+def test_attention_while_generating_a_seq2seq_model(models):
+    lm = models["t5"]
+    trace = explorer.decode(lm, PROMPTS["t5"], strategy="greedy", max_new_tokens=5, record_attention=True)
+    assert set(trace.attention) == {"encoder", "decoder", "cross"}
+    with torch.inference_mode():
+        out = lm.model(
+            input_ids=torch.tensor(trace.prompt_ids)[None],
+            decoder_input_ids=torch.tensor(trace.sequences[0])[None],
+            output_attentions=True,
+            use_cache=False,
+        )
+    for name, layers in (("decoder", out.decoder_attentions), ("cross", out.cross_attentions)):
+        np.testing.assert_allclose(
+            trace.attention[name].attentions, torch.stack([a[0] for a in layers]).numpy(), atol=1e-5
+        )
+        assert trace.attention[name].verify() <= 1e-5
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (dict(strategy="nucleus"), "Unknown strategy"),
+        (dict(strategy="sample", temperature=0), "above 0"),
+        (dict(strategy="sample", top_p=1.5), "top-p"),
+        (dict(strategy="sample", min_p=-0.1), "min-p"),
+        (dict(strategy="sample", top_k=-3), "top-k"),
+        (dict(strategy="beam", num_beams=2, num_return_sequences=3), "at most num_beams"),
+        (dict(strategy="beam", num_beams=999), "num_beams"),
+        (dict(strategy="greedy", max_new_tokens=0), "max_new_tokens"),
+        (dict(strategy="greedy", max_new_tokens=10_000), "max_new_tokens"),
+        (dict(strategy="beam", num_beams=3, record_attention=True), "one sequence"),
+    ],
+)
+def test_bad_settings_get_a_clear_message(models, settings, message):
+    with pytest.raises(explorer.InputError, match=message):
+        explorer.decode(models["gpt2"], PROMPTS["gpt2"], **settings)
+
+
+def test_an_encoder_cannot_generate_and_says_so(minilm):
+    with pytest.raises(explorer.InputError, match="cannot generate"):
+        explorer.decode(minilm, "hello", strategy="greedy")
+    with pytest.raises(explorer.InputError, match="Type a prompt"):
+        explorer.decode(explorer.load_model(explorer.DEFAULT_DECODER, device="cpu"), "  ", strategy="greedy")
