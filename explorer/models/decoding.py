@@ -19,6 +19,7 @@ would, so results match ``generate()`` after ``torch.manual_seed(s)``.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import random
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -229,6 +230,10 @@ class _Run:
             self.generator = torch.Generator(device=lm.device).manual_seed(settings.seed)
         self.processors = _processors(settings)
         self.labels = _LabelCache(lm.tokenizer)
+        # As generate() does: only the last position's logits (the prompt's others would cost a vocabulary-wide
+        # matrix product per prompt token).
+        accepts = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        self.last_only = {"logits_to_keep": 1} if accepts else {}
 
     # -- inputs ---------------------------------------------------------------------------------------------
 
@@ -261,7 +266,9 @@ class _Run:
             return ids, _last_logits(outputs), outputs.past_key_values, extra
         # The prompt runs once; its cache is then repeated for every row (generate() runs it once per row).
         mask = torch.ones_like(self.prompt_ids)
-        outputs = self.model(input_ids=self.prompt_ids, attention_mask=mask, use_cache=True, return_dict=True)
+        outputs = self.model(
+            input_ids=self.prompt_ids, attention_mask=mask, use_cache=True, return_dict=True, **self.last_only
+        )
         cache = outputs.past_key_values
         logits = _last_logits(outputs)
         if rows > 1:
@@ -279,7 +286,8 @@ class _Run:
         else:
             mask = torch.ones_like(ids)
             outputs = self.model(
-                input_ids=last, attention_mask=mask, past_key_values=cache, use_cache=True, return_dict=True
+                input_ids=last, attention_mask=mask, past_key_values=cache, use_cache=True, return_dict=True,
+                **self.last_only,
             )
         return _last_logits(outputs)
 

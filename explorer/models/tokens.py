@@ -26,6 +26,10 @@ def token_label(tokenizer, raw: str, specials: frozenset[str] = frozenset()) -> 
 
 
 def token_labels(tokenizer, ids) -> tuple[str, ...]:
-    raws = tokenizer.convert_ids_to_tokens([int(i) for i in ids])
+    ids = [int(i) for i in ids]
+    raws = tokenizer.convert_ids_to_tokens(ids)
     specials = frozenset(tokenizer.all_special_tokens)
-    return tuple(token_label(tokenizer, raw, specials) for raw in raws)
+    # Some models' output layers are wider than their tokenizer's vocabulary: those ids have no token.
+    return tuple(
+        f"<id {i}>" if raw is None else token_label(tokenizer, raw, specials) for i, raw in zip(ids, raws, strict=True)
+    )
