@@ -170,6 +170,10 @@ def test_the_beam_tree_is_complete_and_consistent(models, name):
         assert leaf.score / (len(sequence) - start) ** case["length_penalty"] == pytest.approx(float(score), abs=1e-5)
         assert logprob == pytest.approx(sum(nodes[i].token_logprob for i in _path_ids(nodes, leaf)), abs=1e-4)
     assert trace.pool_history and all(len(pool) <= case["num_beams"] for pool in trace.pool_history)
+    assert all(nodes[i].status in (FINISHED, RETURNED) for pool in trace.pool_history for i in pool)
+    for node in trace.tree:
+        if node.normalized_score is not None:  # only candidates that really entered the finished pool
+            assert node.normalized_score > -1e8 and node.pool_step == node.step
 
 
 def _path_ids(nodes, leaf) -> list[int]:

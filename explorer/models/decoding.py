@@ -411,7 +411,8 @@ class _Run:
             new_pool = [
                 pool_nodes[i] if i < beams else first_node + (i - beams) for i in best[0].tolist()
             ]
-            entered = set(new_pool) - set(pool_nodes) - {None}
+            live = [node for node, score in zip(new_pool, pool_scores[0].tolist(), strict=True) if score > LOST / 2]
+            entered = set(live) - set(pool_nodes) - {None}
             for k in range(keep):
                 parent_row, token = int(parents[0, k]), int(tokens[0, k])
                 node_id = first_node + k
