@@ -1,0 +1,251 @@
+"""Figures of decoding: the candidates of each step, the whole beam search tree, sequence log-probabilities.
+
+Every function takes a ``DecodeTrace`` (or values computed from one) plus ``info`` and ``look`` and follows
+the figure conventions of ``explorer.render.style``. Tokens are escaped: they are model output, and the
+prompt is user text.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.compute.decoding import tree_layout
+from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, DecodeTrace
+from explorer.render.style import (
+    CATEGORICAL,
+    GRID,
+    INK,
+    MUTED,
+    SCREEN,
+    SEQUENTIAL,
+    FigureInfo,
+    Look,
+    abbreviate,
+    escape,
+    finish,
+)
+
+STATUS_STYLE = {
+    # status: (label, colour, marker symbol, size factor); colour-blind-safe Okabe–Ito colours, and shapes
+    # that differ too, so that statuses survive greyscale printing.
+    RETURNED: ("returned", CATEGORICAL[5], "star", 1.5),
+    FINISHED: ("finished (in the pool)", CATEGORICAL[1], "diamond", 1.2),
+    RUNNING: ("running beam", CATEGORICAL[0], "circle", 1.0),
+    PRUNED: ("pruned", "#9aa0aa", "circle-open", 0.8),
+}
+
+
+def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCREEN, row: int = 0) -> go.Figure:
+    """Each step's top candidates (columns: steps; rows: rank) coloured by probability, the chosen token
+    outlined, and the entropy of each step's distribution underneath."""
+    steps = trace.steps
+    n = steps[0].candidate_ids.shape[1] if steps else 0
+    probs = np.array([step.candidate_probs[row] for step in steps], dtype=np.float32).T  # [candidate, step]
+    tokens = [[escape(abbreviate(step.candidate_tokens[row][rank], 10)) for step in steps] for rank in range(n)]
+    figure = make_subplots(rows=2, cols=1, row_heights=[0.78, 0.22], shared_xaxes=True, vertical_spacing=0.06)
+    x = [str(step.step + 1) for step in steps]
+    y = [f"#{rank + 1}" for rank in range(n)]
+    cell_text = [[f"{tokens[r][c]}<br>{100 * probs[r, c]:.1f}%" for c in range(len(steps))] for r in range(n)]
+    figure.add_trace(
+        go.Heatmap(
+            z=probs,
+            x=x,
+            y=y,
+            zmin=0,
+            zmax=1,
+            colorscale=SEQUENTIAL,
+            text=cell_text,
+            texttemplate="%{text}",
+            textfont={"size": max(look.tick_size - 3, 10)},
+            xgap=2,
+            ygap=2,
+            hovertemplate="step %{x}, choice %{y}<br>%{text}<extra></extra>",
+            colorbar={
+                "title": {"text": "probability<br>darkest = 1", "side": "top"},
+                "thickness": 14,
+                "len": 0.75,
+                "y": 1,
+                "yanchor": "top",
+                "tickfont": {"size": look.tick_size},
+            },
+        ),
+        row=1,
+        col=1,
+    )
+    chosen = [_chosen_rank(step, row) for step in steps]
+    for i, r in enumerate(chosen):
+        if r is not None:  # a box around the token each step took
+            figure.add_shape(
+                type="rect",
+                x0=i - 0.5,
+                x1=i + 0.5,
+                y0=r - 0.5,
+                y1=r + 0.5,
+                xref="x",
+                yref="y",
+                line={"color": CATEGORICAL[5], "width": 3},
+            )
+    figure.add_trace(
+        go.Scatter(
+            x=x,
+            y=[float(step.entropy[row]) for step in steps],
+            mode="lines+markers",
+            name="entropy",
+            line={"color": INK},
+            hovertemplate="step %{x}: entropy %{y:.3f} nats<extra></extra>",
+            showlegend=False,
+        ),
+        row=2,
+        col=1,
+    )
+    finish(figure, info, look)
+    figure.update_layout(margin={"l": 70, "r": 20, "t": look.title_band, "b": 50})
+    figure.update_yaxes(autorange="reversed", tickfont={"size": look.tick_size}, row=1, col=1, title="choice")
+    figure.update_yaxes(
+        title={"text": "entropy<br>(nats)", "font": {"size": look.font_size - 2}},
+        tickfont={"size": look.tick_size - 2},
+        gridcolor=GRID,
+        row=2,
+        col=1,
+        rangemode="tozero",
+    )
+    figure.update_xaxes(title="step", tickfont={"size": look.tick_size}, row=2, col=1)
+    return figure
+
+
+def _chosen_rank(step, row: int) -> int | None:
+    chosen = int(step.chosen_ids[row])
+    ids = step.candidate_ids[row].tolist()
+    return ids.index(chosen) if chosen in ids else None
+
+
+def beam_tree_figure(
+    trace: DecodeTrace, *, info: FigureInfo, look: Look = SCREEN, upto_step: int | None = None
+) -> go.Figure:
+    """The whole search: every candidate as a node (token), linked to the beam it extends; running, pruned,
+    finished and returned candidates drawn distinctly, the returned paths highlighted. Hover gives the
+    cumulative and length-normalised scores. ``upto_step`` shows the search as it stood after that step."""
+    positions = tree_layout(trace.tree, upto_step)
+    nodes = {node.id: node for node in trace.tree if node.id in positions}
+    figure = go.Figure()
+    for status in (PRUNED, RUNNING, FINISHED, RETURNED):  # edges, drawn under the nodes, returned on top
+        xs, ys = [], []
+        for node in nodes.values():
+            if node.parent is not None and node.status == status:
+                (x0, y0), (x1, y1) = positions[node.parent], positions[node.id]
+                xs += [x0, x1, None]
+                ys += [y0, y1, None]
+        width = {RETURNED: 4, FINISHED: 1.5, RUNNING: 1.5, PRUNED: 0.8}[status]
+        colour = STATUS_STYLE[status][1] if status != PRUNED else "#c5c9d0"
+        figure.add_trace(
+            go.Scatter(
+                x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, hoverinfo="skip", showlegend=False
+            )
+        )
+    crowded = len(nodes) > 160
+    base = max(look.tick_size * 0.75, 8)
+    for status, (label, colour, symbol, size) in STATUS_STYLE.items():
+        chosen = [node for node in nodes.values() if node.status == status and node.parent is not None]
+        if not chosen:
+            continue
+        figure.add_trace(
+            go.Scatter(
+                x=[positions[node.id][0] for node in chosen],
+                y=[positions[node.id][1] for node in chosen],
+                mode="markers" if crowded and status == PRUNED else "markers+text",
+                text=[escape(abbreviate(node.token, 10)) for node in chosen],
+                textposition="top center",
+                textfont={"size": max(look.tick_size - 3, 9), "color": INK if status != PRUNED else MUTED},
+                marker={"symbol": symbol, "size": base * size, "color": colour, "line": {"width": 1, "color": colour}},
+                name=label,
+                customdata=[_node_hover(node, trace) for node in chosen],
+                hovertemplate="%{customdata}<extra></extra>",
+            )
+        )
+    figure.add_trace(
+        go.Scatter(
+            x=[-1],
+            y=[0],
+            mode="markers+text",
+            text=["prompt"],
+            textposition="middle left",
+            marker={"symbol": "square", "size": base * 1.2, "color": INK},
+            showlegend=False,
+            hovertemplate=escape(_prompt_hover(trace)) + "<extra></extra>",
+        )
+    )
+    finish(figure, info, look)
+    last = max((node.step for node in nodes.values()), default=0)
+    figure.update_layout(
+        margin={"l": 90, "r": 20, "t": look.title_band + 10, "b": 60},
+        legend={
+            "orientation": "h",
+            "y": 1.0,
+            "yanchor": "bottom",
+            "x": 1,
+            "xanchor": "right",
+            "font": {"size": look.tick_size - 1},
+        },
+    )
+    figure.update_xaxes(
+        title="step",
+        dtick=1,
+        range=[-1.6, last + 0.6],
+        tickfont={"size": look.tick_size},
+        showgrid=True,
+        gridcolor=GRID,
+        zeroline=False,
+    )
+    figure.update_yaxes(visible=False)
+    return figure
+
+
+def _node_hover(node, trace: DecodeTrace) -> str:
+    parts = [
+        f"<b>{escape(node.token)}</b> (step {node.step + 1}, candidate #{node.rank + 1})",
+        f"token log-prob {node.token_logprob:.3f} (p = {np.exp(node.token_logprob):.3f})",
+        f"cumulative score {node.score:.3f}",
+    ]
+    if node.normalized_score is not None:
+        parts.append(
+            f"length-normalised {node.normalized_score:.3f} (÷ {node.step + 1}^{trace.settings.length_penalty:g})"
+        )
+    parts.append(STATUS_STYLE[node.status][0])
+    return "<br>".join(parts)
+
+
+def _prompt_hover(trace: DecodeTrace) -> str:
+    text = trace.prompt if len(trace.prompt) <= 80 else trace.prompt[:79] + "…"
+    return f"prompt: {text}"
+
+
+def logprob_figure(
+    labels: list[str], logprobs: list[float], texts: list[str], *, info: FigureInfo, look: Look = SCREEN
+) -> go.Figure:
+    """Sequence log-probabilities side by side (higher, nearer 0, means the model finds the text likelier)."""
+    figure = go.Figure(
+        go.Bar(
+            x=[float(v) for v in logprobs],
+            y=[escape(label) for label in labels],
+            orientation="h",
+            marker={"color": [CATEGORICAL[i % len(CATEGORICAL)] for i in range(len(labels))]},
+            text=[f"{v:.2f}" for v in logprobs],
+            textposition="outside",
+            customdata=[escape(t if len(t) <= 120 else t[:119] + "…") for t in texts],
+            hovertemplate="%{y}: log p = %{x:.3f}<br>%{customdata}<extra></extra>",
+        )
+    )
+    finish(figure, info, look)
+    low = min(min(logprobs, default=0.0), 0.0)
+    figure.update_layout(margin={"l": 160, "r": 40, "t": look.title_band, "b": 60}, bargap=0.35)
+    figure.update_xaxes(
+        title="log-probability of the continuation (sum over its tokens)",
+        range=[low * 1.15, 0],
+        tickfont={"size": look.tick_size},
+        gridcolor=GRID,
+        zeroline=True,
+    )
+    figure.update_yaxes(tickfont={"size": look.tick_size}, autorange="reversed")
+    return figure

@@ -1,0 +1,272 @@
+"""Figures of the next-token distribution: the chapter's two panels, temperature side by side, the pipeline.
+
+- ``distribution_panels`` (Altair, two linked panels): how many tokens have each probability (a histogram
+  on a log axis) and the cumulative probability of the tokens sorted from most to least likely, with the
+  top-k cut and the top-p line. Dragging across the histogram selects a probability band and highlights
+  those tokens on the curve: one selection shared by both panels.
+- ``temperature_figure`` (Plotly): the most likely tokens at several temperatures, as in the chapter's
+  T = 0.5 / 1 / 2 comparison, on the same scale.
+- ``stages_figure`` (Plotly): the most likely tokens at every stage of the sampling pipeline.
+
+Only what is drawn is sent: the histogram is binned here, and the curve keeps every one of the first
+ranks then log-spaced ranks of the tail (a 50,000-token vocabulary becomes a few hundred points).
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.compute.sampling import softmax
+from explorer.data.decoding import TokenDistribution
+from explorer.render.style import (
+    CATEGORICAL,
+    FONT,
+    GRID,
+    INK,
+    SCREEN,
+    SEQUENTIAL,
+    FigureInfo,
+    Look,
+    abbreviate,
+    escape,
+    finish,
+    finish_altair,
+)
+
+BLUE, ORANGE, GREEN = CATEGORICAL[0], CATEGORICAL[1], CATEGORICAL[2]
+DENSE_RANKS = 200  # every rank up to this is drawn on the cumulative curve; beyond, log-spaced samples
+
+
+def histogram_rows(probabilities: np.ndarray, kept: np.ndarray | None = None, bins: int = 40) -> list[dict]:
+    """Tokens per probability band, the bands equal on a log scale, split into tokens the sampler may still
+    draw (``kept``) and tokens the pipeline removed (zero-probability tokens left out)."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    kept = np.ones(probabilities.shape, dtype=bool) if kept is None else kept
+    positive = probabilities > 0
+    if not positive.any():
+        return []
+    low = max(np.log10(probabilities[positive].min()), -12.0)
+    edges = np.linspace(low, 0.0, bins + 1)
+    logs = np.clip(np.log10(np.where(positive, probabilities, 1.0)), low, 0.0)
+    rows = []
+    for label, selected in (("kept", positive & kept), ("removed", positive & ~kept)):
+        counts, _ = np.histogram(logs[selected], bins=edges)
+        rows += [
+            {
+                "log_low": float(a),
+                "log_high": float(b),
+                "tokens": int(c),
+                "p_low": 10**a,
+                "p_high": 10**b,
+                "tokens_are": label,
+            }
+            for a, b, c in zip(edges[:-1], edges[1:], counts, strict=True)
+            if c > 0
+        ]
+    return rows
+
+
+def curve_rows(probabilities: np.ndarray, tokens: tuple[str, ...]) -> list[dict]:
+    """The cumulative curve of sorted probabilities: dense at the top ranks, log-spaced in the tail."""
+    order = np.argsort(-probabilities, kind="stable")
+    cumulative = np.cumsum(probabilities[order].astype(np.float64))
+    count = int((probabilities > 0).sum())
+    dense = np.arange(min(DENSE_RANKS, count))
+    tail = np.unique(np.geomspace(DENSE_RANKS, max(count, DENSE_RANKS + 1), 200).astype(int) - 1)
+    ranks = np.unique(np.concatenate([dense, tail[tail < count]]))
+    return [
+        {
+            "rank": int(rank) + 1,
+            "cumulative": float(cumulative[rank]),
+            "p": float(probabilities[order[rank]]),
+            # Named like the histogram's field, so the band selected there tests this point's probability.
+            "log_low": float(np.log10(max(probabilities[order[rank]], 1e-30))),
+            "token": tokens[order[rank]] if tokens else str(order[rank]),
+        }
+        for rank in ranks
+    ]
+
+
+def distribution_panels(distribution: TokenDistribution, *, info: FigureInfo, look: Look = SCREEN):
+    """The chapter's two panels, linked, for the distribution after temperature (the one the cuts act on):
+    the histogram splits tokens still possible from tokens top-k/top-p/min-p removed; the cumulative curve
+    shows the top-k rank and the top-p level."""
+    scaled = distribution.stage("temperature")
+    kept = distribution.kept[distribution.stages[-1][0]]
+    band = alt.selection_interval(encodings=["x"], name="band")
+    width = max(int((look.width - 2 * 100 - 40) / 2), 200)
+    height = max(look.height - look.title_band - 120, 160)
+    panel_title = {"fontSize": look.font_size, "color": INK, "anchor": "start", "font": FONT}
+    histogram = (
+        alt.Chart(alt.Data(values=histogram_rows(scaled, kept)))
+        .mark_bar(binSpacing=1)
+        .encode(
+            x=alt.X("log_low:Q", bin="binned", title="probability (log₁₀)"),
+            x2="log_high:Q",
+            # symlog: counts from 1 to tens of thousands stay readable, and stacking from 0 still works.
+            y=alt.Y(
+                "sum(tokens):Q",
+                title="number of tokens",
+                scale=alt.Scale(type="symlog"),
+                axis=alt.Axis(values=_powers_of_ten(len(scaled)), format="~s"),
+            ),
+            color=alt.Color(
+                "tokens_are:N",
+                scale=alt.Scale(domain=["kept", "removed"], range=[BLUE, "#b9bec7"]),
+                legend=alt.Legend(title="tokens", orient="top-left"),
+            ),
+            opacity=alt.condition(band, alt.value(1.0), alt.value(0.45)),
+            tooltip=[
+                alt.Tooltip("tokens_are:N", title="tokens"),
+                alt.Tooltip("tokens:Q", title="how many"),
+                alt.Tooltip("p_low:Q", title="p from", format=".2e"),
+                alt.Tooltip("p_high:Q", title="p to", format=".2e"),
+            ],
+        )
+        .add_params(band)
+        .properties(
+            width=width, height=height, title=alt.TitleParams("How many tokens have each probability", **panel_title)
+        )
+    )
+    base = alt.Chart(alt.Data(values=curve_rows(scaled, distribution.tokens))).encode(
+        x=alt.X("rank:Q", scale=alt.Scale(type="log"), title="tokens, most likely first (rank, log scale)"),
+        y=alt.Y("cumulative:Q", title="cumulative probability", scale=alt.Scale(domain=[0, 1])),
+    )
+    curve = base.mark_line(color=INK, strokeWidth=2)
+    points = base.mark_circle(size=40, color=ORANGE).encode(
+        tooltip=[
+            alt.Tooltip("rank:Q"),
+            alt.Tooltip("token:N"),
+            alt.Tooltip("p:Q", title="probability", format=".4f"),
+            alt.Tooltip("cumulative:Q", format=".4f"),
+        ],
+        opacity=alt.condition(band, alt.value(1.0), alt.value(0.0), empty=False),
+    )
+    cumulative = alt.layer(curve, points, *_cut_marks(distribution)).properties(
+        width=width,
+        height=height,
+        title=alt.TitleParams("Cumulative probability of the most likely tokens", **panel_title),
+    )
+    chart = alt.hconcat(histogram, cumulative, spacing=40).resolve_scale(color="independent")
+    return finish_altair(chart, info, look)
+
+
+def _powers_of_ten(limit: int) -> list[int]:
+    return [10**i for i in range(int(np.log10(max(limit, 1))) + 1)]
+
+
+def _cut_marks(distribution: TokenDistribution) -> list:
+    """The top-k rank (a vertical rule) and the top-p level (a horizontal rule), labelled, when they are set."""
+    marks = []
+    if distribution.top_k:
+        data = alt.Data(values=[{"k": distribution.top_k, "label": f" top-k = {distribution.top_k}", "y": 0.04}])
+        rule = alt.Chart(data).encode(x="k:Q")
+        marks += [
+            rule.mark_rule(color=GREEN, strokeWidth=2, strokeDash=[6, 3]),
+            rule.mark_text(align="left", color=GREEN, fontWeight="bold").encode(y="y:Q", text="label:N"),
+        ]
+    if distribution.top_p < 1.0:
+        data = alt.Data(values=[{"p": distribution.top_p, "label": f"top-p = {distribution.top_p:g}", "x": 1}])
+        rule = alt.Chart(data).encode(y="p:Q")
+        marks += [
+            rule.mark_rule(color=CATEGORICAL[5], strokeWidth=2, strokeDash=[6, 3]),
+            rule.mark_text(align="left", baseline="bottom", dy=-4, color=CATEGORICAL[5], fontWeight="bold").encode(
+                x="x:Q", text="label:N"
+            ),
+        ]
+    return marks
+
+
+def temperature_figure(
+    logits: np.ndarray,
+    tokens: tuple[str, ...],
+    *,
+    temperatures=(0.5, 1.0, 2.0),
+    current: float | None = None,
+    count: int = 15,
+    info: FigureInfo,
+    look: Look = SCREEN,
+) -> go.Figure:
+    """The ``count`` most likely tokens (at T = 1) and their probabilities at each temperature, same scale."""
+    shown = sorted({*temperatures, *([current] if current else [])})
+    order = np.argsort(-logits, kind="stable")[:count]
+    labels = [escape(abbreviate(tokens[i], 12)) if tokens else str(i) for i in order]
+    figure = make_subplots(
+        rows=1,
+        cols=len(shown),
+        shared_yaxes=True,
+        horizontal_spacing=0.03,
+        subplot_titles=[f"T = {t:g}{' (yours)' if t == current else ''}" for t in shown],
+    )
+    for column, temperature in enumerate(shown, start=1):
+        probabilities = softmax(logits / np.float32(temperature))[order]
+        figure.add_trace(
+            go.Bar(
+                x=probabilities,
+                y=labels,
+                orientation="h",
+                marker={"color": ORANGE if temperature == current else BLUE},
+                hovertemplate="%{y}: %{x:.4f}<extra>T = " + f"{temperature:g}" + "</extra>",
+            ),
+            row=1,
+            col=column,
+        )
+    finish(figure, info, look)
+    figure.update_layout(showlegend=False, margin={"l": 110, "r": 20, "t": look.title_band + 20, "b": 60})
+    figure.update_yaxes(autorange="reversed", tickfont={"size": look.tick_size - 1})
+    figure.update_xaxes(range=[0, 1], tickformat=".0%", gridcolor=GRID, tickfont={"size": look.tick_size - 2})
+    for annotation in figure.layout.annotations:
+        annotation.font = {"size": look.font_size, "color": INK}
+    return figure
+
+
+def stages_figure(
+    distribution: TokenDistribution, *, count: int = 12, info: FigureInfo, look: Look = SCREEN
+) -> go.Figure:
+    """The most likely tokens (raw) and their probability after each stage; removed tokens drop to 0."""
+    raw = distribution.stages[0][1]
+    order = np.argsort(-raw, kind="stable")[:count]
+    labels = [escape(abbreviate(distribution.tokens[i], 12)) if distribution.tokens else str(i) for i in order]
+    figure = go.Figure()
+    colours = [SEQUENTIAL[i][1] for i in (3, 4, 5, 7, 8)]
+    for (name, probabilities), colour in zip(distribution.stages, colours, strict=False):
+        removed = distribution.removed_mass[name]
+        figure.add_trace(
+            go.Bar(
+                x=labels,
+                y=probabilities[order],
+                name=f"{name} (removed {100 * removed:.1f}%)",
+                marker={"color": colour},
+                hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>",
+            )
+        )
+    finish(figure, info, look)
+    figure.update_layout(
+        barmode="group",
+        bargap=0.25,
+        margin={"l": 70, "r": 20, "t": look.title_band + 30, "b": 90},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": look.tick_size - 2}},
+    )
+    figure.update_yaxes(title="probability", gridcolor=GRID, tickfont={"size": look.tick_size - 1})
+    figure.update_xaxes(tickangle=-45 if count > 8 else 0, tickfont={"size": look.tick_size - 1})
+    return figure
+
+
+def stages_rows(distribution: TokenDistribution) -> list[dict]:
+    """One row per stage: tokens still possible, mass removed, the most likely token and its probability."""
+    rows = []
+    for name, probabilities in distribution.stages:
+        top = int(np.argmax(probabilities))
+        rows.append(
+            {
+                "stage": name,
+                "tokens kept": int(distribution.kept[name].sum()),
+                "mass removed": float(distribution.removed_mass[name]),
+                "most likely": distribution.tokens[top] if distribution.tokens else str(top),
+                "its probability": float(probabilities[top]),
+            }
+        )
+    return rows
