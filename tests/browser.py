@@ -126,9 +126,18 @@ def _local_only(route, external: list) -> None:
         route.abort()
 
 
+# Opened at a page's own path (/greedy_search), Streamlit's frontend first looks for its server under that
+# path, gets a 404, then finds it at the root: an expected probe, not an error of the page.
+_BASE_URL_PROBES = ("/_stcore/health", "/_stcore/host-config")
+
+
 def _record_console_error(message, errors: list) -> None:
-    if message.type == "error":
-        errors.append(f"console: {message.text}")
+    if message.type != "error":
+        return
+    url = (message.location or {}).get("url", "")
+    if "404" in message.text and url.endswith(_BASE_URL_PROBES) and urlparse(url).path.count("/") > 2:
+        return
+    errors.append(f"console: {message.text} ({url})")
 
 
 def wait_until_idle(page) -> None:

@@ -44,9 +44,10 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
     n = steps[0].candidate_ids.shape[1] if steps else 0
     probs = np.array([step.candidate_probs[row] for step in steps], dtype=np.float32).T  # [candidate, step]
     tokens = [[escape(abbreviate(step.candidate_tokens[row][rank], 10)) for step in steps] for rank in range(n)]
+    top = float(probs.max()) if probs.size else 1.0  # small models are unsure: a 0-1 scale would be all pale
     figure = make_subplots(rows=2, cols=1, row_heights=[0.78, 0.22], shared_xaxes=True, vertical_spacing=0.06)
-    x = [str(step.step + 1) for step in steps]
-    y = [f"#{rank + 1}" for rank in range(n)]
+    x = [step.step + 1 for step in steps]
+    y = list(range(1, n + 1))
     cell_text = [[f"{tokens[r][c]}<br>{100 * probs[r, c]:.1f}%" for c in range(len(steps))] for r in range(n)]
     figure.add_trace(
         go.Heatmap(
@@ -54,7 +55,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             x=x,
             y=y,
             zmin=0,
-            zmax=1,
+            zmax=top,
             colorscale=SEQUENTIAL,
             text=cell_text,
             texttemplate="%{text}",
@@ -63,7 +64,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             ygap=2,
             hovertemplate="step %{x}, choice %{y}<br>%{text}<extra></extra>",
             colorbar={
-                "title": {"text": "probability<br>darkest = 1", "side": "top"},
+                "title": {"text": f"probability<br>darkest = {top:.2g}<br>(the highest shown)", "side": "top"},
                 "thickness": 14,
                 "len": 0.75,
                 "y": 1,
@@ -79,10 +80,10 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
         if r is not None:  # a box around the token each step took
             figure.add_shape(
                 type="rect",
-                x0=i - 0.5,
-                x1=i + 0.5,
-                y0=r - 0.5,
-                y1=r + 0.5,
+                x0=x[i] - 0.5,
+                x1=x[i] + 0.5,
+                y0=r + 0.5,
+                y1=r + 1.5,
                 xref="x",
                 yref="y",
                 line={"color": CATEGORICAL[5], "width": 3},
@@ -102,7 +103,18 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
     )
     finish(figure, info, look)
     figure.update_layout(margin={"l": 70, "r": 20, "t": look.title_band, "b": 50})
-    figure.update_yaxes(autorange="reversed", tickfont={"size": look.tick_size}, row=1, col=1, title="choice")
+    figure.update_yaxes(
+        autorange="reversed",
+        tickfont={"size": look.tick_size},
+        row=1,
+        col=1,
+        title="choice",
+        tickvals=y,
+        ticktext=[f"#{r}" for r in y],
+        showgrid=False,
+        zeroline=False,
+    )
+    figure.update_xaxes(tickvals=x, showgrid=False, zeroline=False, row=1, col=1)
     figure.update_yaxes(
         title={"text": "entropy<br>(nats)", "font": {"size": look.font_size - 2}},
         tickfont={"size": look.tick_size - 2},
@@ -111,7 +123,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
         col=1,
         rangemode="tozero",
     )
-    figure.update_xaxes(title="step", tickfont={"size": look.tick_size}, row=2, col=1)
+    figure.update_xaxes(title="step", tickfont={"size": look.tick_size}, tickvals=x, row=2, col=1)
     return figure
 
 

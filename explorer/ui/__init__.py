@@ -23,7 +23,7 @@ from explorer.ui.models import (
     selected_model,
 )
 from explorer.ui.shell import app_shell, page_header, page_shell, presenting
-from explorer.ui.text import literal
+from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import (
     STACK_LABELS,
     add_notice,
@@ -57,6 +57,7 @@ __all__ = [
     "page_header",
     "page_shell",
     "presenting",
+    "prompt_and_continuation",
     "request_model",
     "selected_model",
     "show_figure",

@@ -19,3 +19,10 @@ def literal(text: object) -> str:
     """``text`` as Markdown that displays exactly these characters and links, embeds or runs nothing."""
     return str(text).translate(_FLATTENED).translate(_ESCAPED)
 
+
+
+def prompt_and_continuation(prompt: str, continuation: str) -> str:
+    """Markdown: the prompt as it is, then the generated text in bold (both shown literally)."""
+    lead = " " if continuation[:1].isspace() else ""
+    body = continuation.strip()
+    return f"{literal(prompt)}{lead}**{literal(body)}**" if body else literal(prompt)

@@ -1,0 +1,110 @@
+"""A thread-safe cache for model results, bounded in bytes, where concurrent requests for one key share one run.
+
+Captures and decoding traces are large (a 512-token MiniLM capture holds about 85 MB of arrays) and are
+read-only once built, so one object can serve every session. Two properties matter on a class server:
+
+- **Bounded in bytes**, not entries: ten long captures and a thousand short ones cost very different
+  memory. Least recently used entries are dropped once the total passes the budget; an entry larger than
+  the whole budget is returned but not kept.
+- **Single flight**: when forty students open the same link at once, the model runs once and the other
+  thirty-nine wait for that result instead of each starting their own run.
+
+``nbytes`` estimates a record's size by walking its dataclass fields, dicts, tuples and lists down to the
+NumPy arrays. No Streamlit here: the pages' ``ui`` modules wrap these caches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+MB = 1024 * 1024
+
+
+def nbytes(value, _seen: set[int] | None = None) -> int:
+    """Bytes held by the NumPy arrays (plus a small allowance per Python object) reachable from ``value``."""
+    seen = set() if _seen is None else _seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return 64 + sum(nbytes(getattr(value, f.name), seen) for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return 64 + sum(nbytes(k, seen) + nbytes(v, seen) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return 56 + sum(nbytes(item, seen) for item in value)
+    if isinstance(value, str):
+        return 49 + len(value)
+    return 32
+
+
+class ByteBudgetCache:
+    """``get(key, compute)``: the cached value for ``key``, computing it once however many threads ask at once."""
+
+    def __init__(self, budget_bytes: int, *, size_of: Callable[[object], int] = nbytes):
+        self.budget = int(budget_bytes)
+        self.size_of = size_of
+        self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
+        self._pending: dict[Hashable, threading.Event] = {}
+        self._errors: dict[Hashable, BaseException] = {}
+        self._lock = threading.Lock()
+        self.total = 0
+        self.hits = self.misses = 0
+
+    def get(self, key: Hashable, compute: Callable[[], object]):
+        while True:
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    self.hits += 1
+                    return self._entries[key][0]
+                waiting = self._pending.get(key)
+                if waiting is None:
+                    self._pending[key] = threading.Event()
+                    self.misses += 1
+                    break
+            waiting.wait()
+            with self._lock:
+                error = self._errors.get(key)
+            if error is not None and key not in self._entries:
+                raise error
+        try:
+            value = compute()
+        except BaseException as error:
+            with self._lock:
+                self._errors[key] = error
+                self._pending.pop(key).set()
+            raise
+        self._store(key, value)
+        return value
+
+    def _store(self, key: Hashable, value) -> None:
+        size = self.size_of(value)
+        with self._lock:
+            self._errors.pop(key, None)
+            if size <= self.budget:
+                self._entries[key] = (value, size)
+                self.total += size
+                while self.total > self.budget and self._entries:
+                    _, (_, dropped) = self._entries.popitem(last=False)
+                    self.total -= dropped
+            self._pending.pop(key).set()
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._entries
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.total = 0

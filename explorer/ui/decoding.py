@@ -1,0 +1,115 @@
+"""Decoding for the pages: cached traces and next-token logits, progress, presets, and the generative-model check.
+
+Traces and logits are cached for the whole server (shared, read-only records; see ``ui.caches``):
+moving a view-only control (a step slider, temperature, top-p) never runs the model again. A decoding
+shows its progress (tokens done out of total) while it runs.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import explorer
+from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS
+from explorer.ui.caches import results_cache
+from explorer.ui.models import cached_model, request_model
+from explorer.ui.text import literal
+
+CHAPTER_MODEL = "openai-community/gpt2"
+CHAPTER_PROMPT = "Transformers are the"
+# Prompts that suit each bundled or well-known model (the bundled decoder learnt from 19th-century novels).
+PROMPTS = {
+    explorer.DEFAULT_DECODER: "It is a truth universally acknowledged, that",
+    CHAPTER_MODEL: CHAPTER_PROMPT,
+    "gpt2": CHAPTER_PROMPT,
+}
+FALLBACK_PROMPT = "The meaning of life is"
+# Bounds on the pages' sliders: a class cannot stall a shared server (the engine's own limits are higher).
+PAGE_MAX_STEPS = min(32, MAX_NEW_TOKENS)
+PAGE_MAX_BEAMS = min(8, MAX_BEAMS)
+_PRESET_KEY = "_decoding_preset"
+
+
+def default_prompt(model_name: str) -> str:
+    return PROMPTS.get(model_name, FALLBACK_PROMPT)
+
+
+def cached_decode(model_name: str, prompt: str, settings: tuple, progress=None) -> explorer.DecodeTrace:
+    """``explorer.decode`` of the cached model, once per (model, prompt, settings) for the whole server;
+    ``settings`` is a tuple of (name, value) pairs; ``progress`` receives (done, total) while it runs."""
+    key = ("decode", model_name, prompt, settings)
+    return results_cache().get(
+        key, lambda: explorer.decode(cached_model(model_name), prompt, progress=progress, **dict(settings))
+    )
+
+
+@st.cache_resource(max_entries=64, ttl="1h", show_spinner="Running the model…")
+def cached_logits(model_name: str, prompt: str) -> explorer.NextTokenLogits:
+    """The next-token logits after ``prompt``, once per (model, prompt): sampling sliders work on these."""
+    return explorer.next_token_logits(cached_model(model_name), prompt)
+
+
+def decode_with_progress(model_name: str, prompt: str, **settings) -> explorer.DecodeTrace:
+    """A cached decoding; while it runs, a progress bar says how many tokens are done."""
+    bar = st.empty()
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"Generating: {done} of {total} tokens")
+
+    try:
+        return cached_decode(model_name, prompt, tuple(sorted(settings.items())), progress)
+    finally:
+        bar.empty()
+
+
+def require_generative_model(lm) -> None:
+    """Stop the page with a message (and a way out) when the model cannot generate text."""
+    if lm.kind in ("decoder", "encoder-decoder"):
+        return
+    st.info(
+        f"{literal(lm.name)} is an encoder: it reads text but has no language-model head, so it cannot "
+        "choose a next token. Decoding needs a causal language model (or a seq2seq model such as T5)."
+    )
+    st.button(
+        "Load the bundled prose-gpt2 (works offline)",
+        on_click=request_model,
+        args=(explorer.DEFAULT_DECODER,),
+        icon=":material/swap_horiz:",
+        type="primary",
+    )
+    st.stop()
+
+
+def chapter_preset_button(label: str, *, prompt_key: str = "prompt", **state) -> None:
+    """A one-click preset: the chapter's gpt2 and prompt when gpt2 can be downloaded here, otherwise the
+    bundled decoder with a prompt that suits it (the page says so). ``state`` sets other widgets."""
+
+    def apply() -> None:
+        request_model(CHAPTER_MODEL, fallback=explorer.DEFAULT_DECODER)
+        st.session_state[_PRESET_KEY] = {"prompt_key": prompt_key, **state}
+
+    st.button(label, on_click=apply, icon=":material/auto_stories:")
+
+
+def apply_pending_preset(model_name: str) -> None:
+    """After a preset's model has loaded (or fallen back), set the prompt that suits it and say what happened.
+
+    Call before the prompt widget is drawn."""
+    preset = st.session_state.pop(_PRESET_KEY, None)
+    if not preset:
+        return
+    prompt_key = preset.pop("prompt_key")
+    st.session_state[prompt_key] = default_prompt(model_name)
+    for key, value in preset.items():
+        st.session_state[key] = value
+    if model_name != CHAPTER_MODEL:
+        st.session_state["_preset_notice"] = (
+            f"gpt2 could not be downloaded here, so this shows the bundled {literal(model_name)} with a prompt "
+            "in its style instead of the chapter's “Transformers are the”."
+        )
+
+
+def preset_notice() -> None:
+    message = st.session_state.pop("_preset_notice", None)
+    if message:
+        st.info(message, icon=":material/info:")

@@ -1,0 +1,82 @@
+"""Greedy search: at every step, the most likely next token; the chapter's table of candidates, step by step."""
+
+import pandas as pd
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.compute.decoding import greedy_table, looks_untrained, repeated_ngram, visible
+from explorer.render.decoding import candidates_figure
+from explorer.render.style import FigureInfo
+from explorer.ui import decoding
+
+ui.page_shell()
+ui.page_header(
+    "Greedy search",
+    "At every step the model gives a probability to each token of its vocabulary, and greedy search appends "
+    "the most likely one. Each row shows the text so far and the five most likely next tokens; the boxed cell "
+    "is the token taken. Entropy measures how unsure the model is (0 = certain).",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+decoding.require_generative_model(lm)
+decoding.apply_pending_preset(lm.name)
+decoding.preset_notice()
+
+prompt_column, steps_column = st.columns([4, 1], vertical_alignment="bottom")
+with prompt_column:
+    prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+with steps_column:
+    steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 8, key="steps", step=1,
+                                help="How many tokens to generate, one per step.")  # fmt: skip
+decoding.chapter_preset_button("Chapter preset: gpt2, “Transformers are the”, 8 steps", steps=8)
+ui.notices_ui()
+if not prompt.strip():
+    st.info("Type a prompt to see which token greedy search picks at each step.")
+    st.stop()
+
+try:
+    trace = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
+except explorer.InputError as error:
+    st.info(ui.literal(error))
+    st.stop()
+for note in trace.notes:
+    st.caption(ui.literal(note))
+
+st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0]))
+if looks_untrained(trace, len(lm.tokenizer)):
+    st.warning(
+        "This model's predictions are nearly uniform over its vocabulary: it looks untrained (random weights), "
+        "so its choices mean nothing yet."
+    )
+loop = repeated_ngram(trace.generated_tokens[0], size=2)
+if loop:
+    st.info(
+        f"Greedy search is looping: “{ui.literal(''.join(loop))}” keeps coming back. This is the lesson of greedy "
+        "search: each step takes the single most likely token, and once a phrase repeats, the model finds it "
+        "even likelier. Beam search with a no-repeat n-gram ban, or sampling, breaks the loop.",
+        icon=":material/repeat:",
+    )
+    link_params = {"prompt": prompt, "steps": str(steps)}
+    left, right = st.columns(2)
+    left.page_link("pages/beam_search.py", label="Try beam search with an n-gram ban",
+                   query_params={**link_params, "ngram": "2"}, icon=":material/account_tree:")  # fmt: skip
+    right.page_link("pages/sampling.py", label="Try sampling", query_params={"prompt": prompt},
+                    icon=":material/casino:")  # fmt: skip
+
+st.dataframe(pd.DataFrame(greedy_table(trace, lm.tokenizer)), hide_index=True, width="stretch")
+info = FigureInfo("Greedy search", model=lm.name, text=prompt, where=(f"{trace.num_steps} steps",))
+ui.show_figure(lambda look: candidates_figure(trace, info=info, look=look), info, key="greedy")
+logprob_column, entropy_column = st.columns(2)
+logprob_column.metric(
+    "Log-probability of the continuation",
+    f"{float(trace.sequence_logprobs[0]):.2f}",
+    help="The sum, over the generated tokens, of the log of the probability the model gave each one.",
+)
+entropy_column.metric(
+    "Mean entropy per step",
+    f"{sum(float(s.entropy[0]) for s in trace.steps) / max(trace.num_steps, 1):.2f} nats",
+)
+st.caption("Tokens: " + " · ".join(ui.literal(visible(t)) for t in trace.generated_tokens[0]))
