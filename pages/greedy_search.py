@@ -29,8 +29,9 @@ prompt_column, steps_column = st.columns([4, 1], vertical_alignment="bottom")
 with prompt_column:
     prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
 with steps_column:
-    steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 8, key="steps", step=1,
-                                help="How many tokens to generate, one per step.")  # fmt: skip
+    steps = ui.number_slider_ui(
+        "Steps", 1, decoding.PAGE_MAX_STEPS, 8, key="steps", step=1, help="How many tokens to generate, one per step."
+    )
 decoding.chapter_preset_button("Chapter preset: gpt2, “Transformers are the”, 8 steps", steps=8)
 ui.notices_ui()
 if not prompt.strip():
@@ -61,10 +62,15 @@ if loop:
     )
     link_params = {"prompt": prompt, "steps": str(steps)}
     left, right = st.columns(2)
-    left.page_link("pages/beam_search.py", label="Try beam search with an n-gram ban",
-                   query_params={**link_params, "ngram": "2"}, icon=":material/account_tree:")  # fmt: skip
-    right.page_link("pages/sampling.py", label="Try sampling", query_params={"prompt": prompt},
-                    icon=":material/casino:")  # fmt: skip
+    left.page_link(
+        "pages/beam_search.py",
+        label="Try beam search with an n-gram ban",
+        query_params={**link_params, "ngram": "2"},
+        icon=":material/account_tree:",
+    )
+    right.page_link(
+        "pages/sampling.py", label="Try sampling", query_params={"prompt": prompt}, icon=":material/casino:"
+    )
 
 st.dataframe(pd.DataFrame(greedy_table(trace, lm.tokenizer)), hide_index=True, width="stretch")
 info = FigureInfo("Greedy search", model=lm.name, text=prompt, where=(f"{trace.num_steps} steps",))

@@ -109,7 +109,7 @@ def decode(
     )
     _check(lm, prompt, settings, record_attention)
     run = _Run(lm, prompt, settings, progress)
-    with torch.inference_mode(), (recorder.recording() if record_attention else nullcontext()) as calls:
+    with torch.inference_mode(), recorder.recording() if record_attention else nullcontext() as calls:
         result = run.beam_search() if strategy == "beam" else run.sample_or_greedy()
         if record_attention:
             run.feed_last_token(result)
@@ -177,8 +177,7 @@ def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) ->
         _bounded("num_beams", s.num_beams, 1, MAX_BEAMS)
         if s.num_return_sequences > s.num_beams:
             raise InputError(
-                f"Beam search can return at most num_beams sequences ({s.num_beams}), "
-                f"not {s.num_return_sequences}."
+                f"Beam search can return at most num_beams sequences ({s.num_beams}), not {s.num_return_sequences}."
             )
         if s.early_stopping not in (True, False, "never"):
             raise InputError('early_stopping must be True, False or "never".')
@@ -286,7 +285,11 @@ class _Run:
         else:
             mask = torch.ones_like(ids)
             outputs = self.model(
-                input_ids=last, attention_mask=mask, past_key_values=cache, use_cache=True, return_dict=True,
+                input_ids=last,
+                attention_mask=mask,
+                past_key_values=cache,
+                use_cache=True,
+                return_dict=True,
                 **self.last_only,
             )
         return _last_logits(outputs)
@@ -408,9 +411,7 @@ class _Run:
             # The tree: one node per candidate, with what became of it.
             first_node = len(tree)
             kept_running = {int(k) for k in chosen[0].tolist() if not bool(hits[0, k])}
-            new_pool = [
-                pool_nodes[i] if i < beams else first_node + (i - beams) for i in best[0].tolist()
-            ]
+            new_pool = [pool_nodes[i] if i < beams else first_node + (i - beams) for i in best[0].tolist()]
             live = [node for node, score in zip(new_pool, pool_scores[0].tolist(), strict=True) if score > LOST / 2]
             entered = set(live) - set(pool_nodes) - {None}
             for k in range(keep):
@@ -440,8 +441,17 @@ class _Run:
             # g. reorder the cache to follow the surviving beams, then check whether to stop
             cache.reorder_cache(torch.take_along_dim(parents, chosen, dim=1)[0])
             cur += 1
-            improvable = _improvable(improvable, running_scores, pool_scores, finished, cur, max_length,
-                                     prompt_length, s.early_stopping, s.length_penalty)  # fmt: skip
+            improvable = _improvable(
+                improvable,
+                running_scores,
+                pool_scores,
+                finished,
+                cur,
+                max_length,
+                prompt_length,
+                s.early_stopping,
+                s.length_penalty,
+            )
             self.progress(step + 1, s.max_new_tokens)
             all_done = bool(torch.all(finished)) and s.early_stopping is True
             if not bool(torch.any(improvable)) or all_done or bool(torch.all(hits)):
@@ -570,8 +580,9 @@ def _processors(settings: DecodeSettings) -> LogitsProcessorList:
     return processors
 
 
-def _improvable(improvable, running_scores, pool_scores, finished, cur, max_length, prompt_length, early_stopping,
-                length_penalty):  # fmt: skip
+def _improvable(
+    improvable, running_scores, pool_scores, finished, cur, max_length, prompt_length, early_stopping, length_penalty
+):
     """generate()'s ``_check_early_stop_heuristic``: can a running beam still beat the worst finished one?"""
     if early_stopping == "never" and length_penalty > 0.0:
         best_length = max_length - prompt_length

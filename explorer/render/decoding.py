@@ -203,7 +203,8 @@ def beam_tree_figure(
     )
     figure.update_xaxes(
         title="step",
-        dtick=1,
+        tickvals=list(range(-1, last + 1)),
+        ticktext=["prompt"] + [str(step + 1) for step in range(last + 1)],
         range=[-1.6, last + 0.6],
         tickfont={"size": look.tick_size},
         showgrid=True,

@@ -201,6 +201,7 @@ def temperature_figure(
         horizontal_spacing=0.03,
         subplot_titles=[f"T = {t:g}{' (yours)' if t == current else ''}" for t in shown],
     )
+    tallest = max(float(softmax(logits / np.float32(t))[order].max()) for t in shown)
     for column, temperature in enumerate(shown, start=1):
         probabilities = softmax(logits / np.float32(temperature))[order]
         figure.add_trace(
@@ -217,7 +218,10 @@ def temperature_figure(
     finish(figure, info, look)
     figure.update_layout(showlegend=False, margin={"l": 110, "r": 20, "t": look.title_band + 20, "b": 60})
     figure.update_yaxes(autorange="reversed", tickfont={"size": look.tick_size - 1})
-    figure.update_xaxes(range=[0, 1], tickformat=".0%", gridcolor=GRID, tickfont={"size": look.tick_size - 2})
+    # One scale for every panel, to the tallest bar: the temperatures compare at a glance.
+    figure.update_xaxes(
+        range=[0, min(1.0, tallest * 1.1)], tickformat=".0%", gridcolor=GRID, tickfont={"size": look.tick_size - 2}
+    )
     for annotation in figure.layout.annotations:
         annotation.font = {"size": look.font_size, "color": INK}
     return figure

@@ -54,16 +54,19 @@ def _text_area(label: str, *, key: str, value: str = "", placeholder: str | None
     )
 
 
-def index_slider_ui(label: str, count: int, *, key: str, help: str | None = None) -> int:
+def index_slider_ui(
+    label: str, count: int, *, key: str, help: str | None = None, default_last: bool = False
+) -> int:
     """A 0-based index slider bound to the URL.
 
     An index that does not fit ``count`` (a link to head 9 of a model with 2 heads) is clamped with a
-    notice and remembered, so it comes back when a model where it fits is loaded again.
+    notice and remembered, so it comes back when a model where it fits is loaded again. With
+    ``default_last``, an index nobody chose follows the last one (a replay slider that starts at the end).
     """
     wanted = st.session_state.setdefault(_WANTED, {})
     if key not in wanted:
-        wanted[key] = _index_from_link(label, key)
-    asked = wanted[key]
+        wanted[key] = _index_from_link(label, key, None if default_last else 0)
+    asked = wanted[key] if wanted[key] is not None else count - 1
     if count <= 1:
         return 0
     shown = min(asked, count - 1)
@@ -83,11 +86,11 @@ def _remember(key: str) -> None:
     st.session_state.setdefault(_WANTED, {})[key] = st.session_state[key]
 
 
-def _index_from_link(label: str, key: str) -> int:
-    """The index a link asks for (0 when it asks for none), with a notice when it is not a number."""
+def _index_from_link(label: str, key: str, default: int | None = 0) -> int | None:
+    """The index a link asks for (``default`` when it asks for none), with a notice when it is not a number."""
     raw = st.query_params.get(key)
     if raw is None:
-        return int(st.session_state.get(key, 0))
+        return st.session_state.get(key, default)
     try:
         value = int(raw)
     except ValueError:
@@ -135,11 +138,12 @@ def number_slider_ui(
         except ValueError:
             add_notice(f"The link's {label.lower()} `{literal(raw[:40])}` is not a number: using {default}.")
             value = default
-        clamped = min(max(value, low), high)
+        clamped = cast(min(max(value, low), high))
         if clamped != value:
             add_notice(f"The link's {label.lower()} {literal(raw[:40])} is outside {low}–{high}: using {clamped}.")
-        st.session_state[key] = cast(clamped)
-        st.query_params.pop(key, None)  # the widget writes the checked value back into the URL
+        st.session_state[key] = clamped
+        if str(clamped) != raw:  # the URL says what is shown (a value set in code does not update it by itself)
+            st.query_params[key] = str(clamped)
     if key not in st.session_state:
         st.session_state[key] = cast(default)
     return st.slider(

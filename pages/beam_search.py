@@ -1,0 +1,154 @@
+"""Beam search: the whole search tree, pruned candidates and finished pool included, exactly as generate() runs it."""
+
+import pandas as pd
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.compute.decoding import bans_table, pool_table, status_counts
+from explorer.render.decoding import beam_tree_figure, logprob_figure
+from explorer.render.style import FigureInfo
+from explorer.ui import decoding
+
+EARLY = ["False", "True", "never"]
+EARLY_CAPTIONS = {
+    "False": "stop when no running beam can still win (a heuristic)",
+    "True": "stop once num_beams hypotheses have finished",
+    "never": "canonical beam search: run until no improvement is possible",
+}
+
+ui.page_shell()
+ui.page_header(
+    "Beam search",
+    "Beam search keeps the num_beams best partial sequences (beams) at every step. Each beam proposes its "
+    "likeliest next tokens; all proposals compete on their cumulative log-probability, and the best "
+    "unfinished ones become the next beams. A proposal that ends the text joins the pool of finished "
+    "hypotheses, ranked by its score divided by length^length_penalty. Every node below is a candidate the "
+    "search really considered.",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+decoding.require_generative_model(lm)
+
+prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+beams_column, steps_column, returned_column = st.columns(3)
+with beams_column:
+    beams = ui.number_slider_ui("Beams", 1, decoding.PAGE_MAX_BEAMS, 3, key="beams", step=1)
+with steps_column:
+    steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 8, key="steps", step=1)
+with returned_column:
+    if st.session_state.get("returned", 1) > beams:
+        st.session_state["returned"] = beams  # a search returns at most as many sequences as it has beams
+    returned = ui.number_slider_ui(
+        "Sequences returned",
+        1,
+        max(beams, 2),
+        1,
+        key="returned",
+        step=1,
+        help="num_return_sequences: at most the number of beams.",
+    )
+    returned = min(returned, beams)
+penalty_column, ngram_column, early_column = st.columns([1, 1, 2])
+with penalty_column:
+    length_penalty = ui.number_slider_ui(
+        "Length penalty",
+        -1.0,
+        3.0,
+        1.0,
+        key="lp",
+        step=0.1,
+        help="Finished scores are divided by length^length_penalty: above 0 favours longer texts.",
+    )
+with ngram_column:
+    ngram = ui.number_slider_ui(
+        "No-repeat n-gram size",
+        0,
+        5,
+        0,
+        key="ngram",
+        step=1,
+        help="Ban any token that would repeat an n-gram already in the text (0 = off).",
+    )
+with early_column:
+    early = ui.choice_ui("Early stopping", EARLY, key="early", captions=EARLY_CAPTIONS)
+ui.notices_ui()
+if not prompt.strip():
+    st.info("Type a prompt to watch beam search explore its continuations.")
+    st.stop()
+
+settings = dict(
+    strategy="beam",
+    num_beams=beams,
+    max_new_tokens=steps,
+    length_penalty=length_penalty,
+    early_stopping={"False": False, "True": True, "never": "never"}[early],
+    no_repeat_ngram_size=ngram,
+    num_return_sequences=returned,
+    top_n=5,
+)
+try:
+    trace = decoding.decode_with_progress(lm.name, prompt, **settings)
+    greedy = decoding.decode_with_progress(
+        lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5, no_repeat_ngram_size=ngram
+    )
+except explorer.InputError as error:
+    st.info(ui.literal(error))
+    st.stop()
+for note in trace.notes:
+    st.caption(ui.literal(note))
+
+for place, (continuation, score) in enumerate(zip(trace.continuations, trace.sequence_scores, strict=True), 1):
+    st.markdown(f"**{place}.** {ui.prompt_and_continuation(trace.prompt, continuation)}  ·  score {score:.3f}")
+
+upto = ui.index_slider_ui(
+    "Show the search up to step",
+    trace.num_steps,
+    key="upto",
+    default_last=True,
+    help="Replay the search: the tree and the finished pool as they stood after this step (counted from 0).",
+)
+where = (f"{beams} beams", f"step {upto + 1} of {trace.num_steps}")
+info = FigureInfo("Beam search tree", model=lm.name, text=prompt, where=where)
+ui.show_figure(lambda look: beam_tree_figure(trace, info=info, look=look, upto_step=upto), info, key="tree")
+counts = status_counts(trace.tree)
+st.caption(
+    f"{len(trace.tree) - 1} candidates considered: {counts['running']} kept as running beams, "
+    f"{counts['pruned']} pruned, {counts['finished']} finished (entered the pool), {counts['returned']} on the "
+    "returned path(s). Hover a node for its scores."
+)
+
+st.subheader("Finished pool")
+pool = pool_table(trace, upto, lm.tokenizer)
+if pool:
+    st.dataframe(pd.DataFrame(pool), hide_index=True, width="stretch")
+else:
+    st.caption("No hypothesis had finished by this step.")
+
+if trace.bans:
+    st.subheader("Candidates the n-gram ban removed")
+    st.caption(
+        f"With no-repeat n-gram size {ngram}, a token that would repeat an n-gram already in the text gets "
+        "probability 0. “Model's rank” is where the model itself ranked it (1 = its favourite)."
+    )
+    st.dataframe(pd.DataFrame(bans_table(trace)), hide_index=True, width="stretch")
+
+st.subheader("Greedy versus beam search")
+st.caption(
+    "The log-probability of each continuation under the model (the sum of its tokens' log-probabilities): "
+    "beam search usually finds a likelier text than greedy search, as in the chapter."
+)
+labels = ["greedy search"] + [f"beam search #{i + 1}" for i in range(len(trace.sequences))]
+logprobs = [float(greedy.sequence_logprobs[0])] + [float(v) for v in trace.sequence_logprobs]
+texts = [greedy.continuations[0], *trace.continuations]
+compare_info = FigureInfo("Sequence log-probability", model=lm.name, text=prompt, where=(f"{beams} beams",))
+greedy_column, beam_column = st.columns(2)
+greedy_column.metric("Greedy: log-probability", f"{logprobs[0]:.2f}")
+beam_column.metric(
+    "Beam search (best): log-probability", f"{logprobs[1]:.2f}", delta=f"{logprobs[1] - logprobs[0]:+.2f}"
+)
+ui.show_figure(
+    lambda look: logprob_figure(labels, logprobs, texts, info=compare_info, look=look), compare_info, key="logprobs"
+)
