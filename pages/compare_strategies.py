@@ -1,0 +1,76 @@
+"""Compare strategies: greedy search, beam search and seeded sampling on one prompt, side by side."""
+
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.render.decoding import logprob_figure
+from explorer.render.style import FigureInfo
+from explorer.ui import decoding
+
+ui.page_shell()
+ui.page_header(
+    "Compare strategies",
+    "One prompt, three ways of choosing the next token. Greedy search takes the likeliest token each time; "
+    "beam search keeps several candidate texts and returns the likeliest whole text it found; sampling draws "
+    "at random (here seeded, so the draw is repeatable). The log-probability says how likely the model finds "
+    "each continuation as a whole: nearer 0 is likelier, which is not the same as better.",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+decoding.require_generative_model(lm)
+
+prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+columns = st.columns(5)
+with columns[0]:
+    steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 16, key="steps", step=1)
+with columns[1]:
+    beams = ui.number_slider_ui("Beams", 2, decoding.PAGE_MAX_BEAMS, 4, key="beams", step=1)
+with columns[2]:
+    ngram = ui.number_slider_ui("No-repeat n-gram", 0, 5, 0, key="ngram", step=1, help="For all three; 0 = off.")
+with columns[3]:
+    temperature = ui.number_slider_ui("Temperature", 0.05, 3.0, 0.8, key="temperature", step=0.05, help="For sampling.")
+with columns[4]:
+    seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="For sampling.")
+ui.notices_ui()
+if not prompt.strip():
+    st.info("Type a prompt to compare the strategies on it.")
+    st.stop()
+
+common = dict(max_new_tokens=steps, no_repeat_ngram_size=ngram, top_n=5)
+try:
+    traces = {
+        "Greedy search": decoding.decode_with_progress(lm.name, prompt, strategy="greedy", **common),
+        f"Beam search ({beams} beams)": decoding.decode_with_progress(
+            lm.name, prompt, strategy="beam", num_beams=beams, **common
+        ),
+        f"Sampling (T = {temperature:g}, seed {seed})": decoding.decode_with_progress(
+            lm.name, prompt, strategy="sample", temperature=temperature, seed=seed, **common
+        ),
+    }
+except explorer.InputError as error:
+    st.info(ui.literal(error))
+    st.stop()
+
+for column, (label, trace) in zip(st.columns(3), traces.items(), strict=True):
+    with column:
+        st.subheader(label)
+        st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0]))
+        st.metric("Log-probability", f"{float(trace.sequence_logprobs[0]):.2f}")
+        st.caption(f"{len(trace.generated_tokens[0])} tokens generated")
+
+info = FigureInfo("Strategies compared", model=lm.name, text=prompt, where=(f"{steps} steps",))
+labels = list(traces)
+ui.show_figure(
+    lambda look: logprob_figure(
+        labels,
+        [float(t.sequence_logprobs[0]) for t in traces.values()],
+        [t.continuations[0] for t in traces.values()],
+        info=info,
+        look=look,
+    ),
+    info,
+    key="compare",
+)

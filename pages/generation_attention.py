@@ -1,0 +1,89 @@
+"""Attention while generating: each new token's attention over the prompt and the tokens generated before it."""
+
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.render.heatmap import colorbar_title, token_matrix, verification_caption
+from explorer.render.style import FigureInfo
+from explorer.ui import decoding
+
+ui.page_shell()
+ui.page_header(
+    "Attention while generating",
+    "While generating, the model runs once per new token, and that token attends to the prompt and to every "
+    "token generated before it (the cache keeps their keys and values). Stitched together, those rows form "
+    "one causal matrix: rows above the dashed line are the prompt, rows below are generated tokens. Move the "
+    "step slider to watch the matrix grow.",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+decoding.require_generative_model(lm)
+
+prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+strategy_column, steps_column, seed_column = st.columns([2, 1, 1], vertical_alignment="bottom")
+with strategy_column:
+    strategy = ui.choice_ui("Strategy", ["greedy", "sample"], key="strategy")
+with steps_column:
+    steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 10, key="steps", step=1)
+with seed_column:
+    seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="For sampling.")
+if not prompt.strip():
+    ui.notices_ui()
+    st.info("Type a prompt to watch its attention grow token by token.")
+    st.stop()
+extra = {"seed": seed} if strategy == "sample" else {}
+try:
+    trace = decoding.decode_with_progress(
+        lm.name, prompt, strategy=strategy, max_new_tokens=steps, record_attention=True, **extra
+    )
+except explorer.InputError as error:
+    ui.notices_ui()
+    st.info(ui.literal(error))
+    st.stop()
+
+stacks = {name: stack for name, stack in trace.attention.items() if name != "encoder"}
+stack_name = ui.stack_ui(list(stacks))
+stack = stacks[stack_name]
+generated = len(trace.generated_tokens[0])
+layer_column, head_column, step_column = st.columns(3)
+with layer_column:
+    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+with head_column:
+    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+with step_column:
+    step = ui.index_slider_ui(
+        "Step", generated, key="step", default_last=True, help="Up to which generated token (counted from 0)."
+    )
+ui.notices_ui()
+st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0]))
+
+rows = trace.prompt_length + step + 1
+columns = rows if stack_name == "decoder" else len(stack.key_tokens)
+weights = stack.attentions[layer, head, :rows, :columns]
+allowed = stack.masks_by_layer()[layer][:rows, :columns]
+shown = weights.copy()
+shown[~allowed] = float("nan")
+info = FigureInfo(
+    "Attention while generating",
+    model=lm.name,
+    text=prompt,
+    where=(f"layer {layer}", f"head {head}", f"step {step + 1} of {generated}"),
+)
+ui.show_figure(
+    lambda look: token_matrix(
+        shown,
+        stack.query_tokens[:rows],
+        stack.key_tokens[:columns],
+        info=info,
+        look=look,
+        row_title="query (prompt, then each generated token)",
+        colorbar_title=colorbar_title(1.0, stretched=False),
+        boundaries=(trace.prompt_length,) if stack_name == "decoder" else (),
+    ),
+    info,
+    key="generation",
+)
+st.caption(verification_caption(stack.verify()))
