@@ -42,9 +42,14 @@ def gpt2_shaped_folder() -> Path:
     tokenizer = AutoTokenizer.from_pretrained(resolve_source(explorer.DEFAULT_DECODER))
     torch.manual_seed(0)
     config = GPT2Config(
-        n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=VOCAB,
-        eos_token_id=VOCAB - 1, bos_token_id=VOCAB - 1,  # an id the tokenizer never makes: all 32 steps run
-    )  # fmt: skip
+        n_layer=12,
+        n_head=12,
+        n_embd=768,
+        n_positions=1024,
+        vocab_size=VOCAB,
+        eos_token_id=VOCAB - 1,
+        bos_token_id=VOCAB - 1,  # an id the tokenizer never makes: all 32 steps run
+    )
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     tokenizer.model_max_length = config.n_positions  # the bundled tokenizer says 256, its model's context
     tokenizer.save_pretrained(folder)
@@ -60,8 +65,17 @@ def trace_bytes(trace) -> int:
     """Bytes of the arrays a trace keeps (steps' candidates and prefixes) plus its tree nodes (~100 B each)."""
     total = sum(array.nbytes for array in trace.sequences)
     for step in trace.steps:
-        total += sum(getattr(step, name).nbytes for name in ("candidate_ids", "candidate_logprobs", "candidate_probs",
-                                                             "chosen_ids", "entropy", "raw_entropy"))  # fmt: skip
+        total += sum(
+            getattr(step, name).nbytes
+            for name in (
+                "candidate_ids",
+                "candidate_logprobs",
+                "candidate_probs",
+                "chosen_ids",
+                "entropy",
+                "raw_entropy",
+            )
+        )
         total += sum(prefix.nbytes for prefix in step.prefix_ids)
     return total + 100 * len(trace.tree)
 
@@ -114,12 +128,16 @@ def main() -> None:
         for beams in args.beams
     ]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {lm.device}, median of {args.repeats}")
-    print("| prompt tokens | beams | steps | generate() s | decode s | decode / generate | trace kB | "
-          "generate scores kB |")  # fmt: skip
+    print(
+        "| prompt tokens | beams | steps | generate() s | decode s | decode / generate | trace kB | "
+        "generate scores kB |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['prompt']} | {r['beams']} | {r['steps']} | {r['generate']:.2f} | {r['decode']:.2f} | "
-              f"{r['decode'] / r['generate']:.2f}x | {r['trace_bytes'] / 1e3:.0f} | {r['scores_bytes'] / 1e3:,.0f} |")
+        print(
+            f"| {r['prompt']} | {r['beams']} | {r['steps']} | {r['generate']:.2f} | {r['decode']:.2f} | "
+            f"{r['decode'] / r['generate']:.2f}x | {r['trace_bytes'] / 1e3:.0f} | {r['scores_bytes'] / 1e3:,.0f} |"
+        )
     ratios = [r["decode"] / r["generate"] for r in rows]
     print(f"geometric mean decode / generate: {float(np.exp(np.mean(np.log(ratios)))):.2f}x")
 

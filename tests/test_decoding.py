@@ -30,17 +30,31 @@ CASES = {
     "greedy-penalties": dict(strategy="greedy", max_new_tokens=12, repetition_penalty=1.3, no_repeat_ngram_size=2),
     "beam-3": dict(strategy="beam", num_beams=3, max_new_tokens=10),
     "beam-4-lp-early": dict(
-        strategy="beam", num_beams=4, max_new_tokens=10, length_penalty=0.5, early_stopping=True,
+        strategy="beam",
+        num_beams=4,
+        max_new_tokens=10,
+        length_penalty=0.5,
+        early_stopping=True,
         num_return_sequences=2,
     ),
     "beam-3-never": dict(strategy="beam", num_beams=3, max_new_tokens=10, length_penalty=2.0, early_stopping="never"),
     "beam-ngram": dict(
-        strategy="beam", num_beams=4, max_new_tokens=12, no_repeat_ngram_size=2, num_return_sequences=4,
+        strategy="beam",
+        num_beams=4,
+        max_new_tokens=12,
+        no_repeat_ngram_size=2,
+        num_return_sequences=4,
         repetition_penalty=1.2,
     ),
     "beam-8": dict(strategy="beam", num_beams=8, max_new_tokens=8, num_return_sequences=3),
     "sample-all-warpers": dict(
-        strategy="sample", max_new_tokens=12, temperature=0.7, top_k=12, top_p=0.9, min_p=0.05, seed=7,
+        strategy="sample",
+        max_new_tokens=12,
+        temperature=0.7,
+        top_k=12,
+        top_p=0.9,
+        min_p=0.05,
+        seed=7,
         num_return_sequences=3,
     ),
     "sample-penalty": dict(strategy="sample", max_new_tokens=12, repetition_penalty=1.5, temperature=1.3, seed=11),
@@ -190,8 +204,9 @@ def _tokens_to(nodes, leaf) -> list[int]:
 
 def test_ngram_bans_are_recorded_with_their_ngram(models):
     lm = models["prose"]
-    trace = explorer.decode(lm, PROMPTS["prose"], strategy="beam", num_beams=4, max_new_tokens=16,
-                            no_repeat_ngram_size=2)  # fmt: skip
+    trace = explorer.decode(
+        lm, PROMPTS["prose"], strategy="beam", num_beams=4, max_new_tokens=16, no_repeat_ngram_size=2
+    )
     assert trace.bans, "the bundled decoder repeats itself: bans must occur"
     for ban in trace.bans:
         assert len(ban.ngram) == 2 and ban.ngram[-1] == ban.token
