@@ -29,7 +29,7 @@ def head_scores(stack, layer: int, head: int):
 
 
 ui.page_shell()
-ui.page_header(
+header = ui.page_header(
     "Attention heatmaps",
     "Each row is a query token, each column a key token; a cell is how much that query attends to that key "
     "in one head. Rows sum to 1. Blank cells are keys the query is not allowed to see.",
@@ -40,7 +40,7 @@ if lm is None:
     st.info("Pick a model in the sidebar to start.")
     st.stop()
 
-text, text_pair, target = ui.text_inputs_ui(lm.kind, DEFAULT_TEXT, compact=ui.presenting())
+text, text_pair, target = ui.text_inputs_ui(lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header)
 if not text.strip():
     st.info("Type some text above to see which tokens each head attends to.")
     st.stop()
@@ -60,11 +60,19 @@ for note in capture.notes:
 
 stack_name = ui.stack_ui(list(capture.stacks))
 stack = capture.stacks[stack_name]
-layer_column, head_column, scale_column = st.columns([3, 3, 2], vertical_alignment="bottom")
+layer_column, head_column, show_column, scale_column = st.columns([3, 3, 3, 2], vertical_alignment="bottom")
 with layer_column:
     layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer", help="Counted from 0, input side first.")
 with head_column:
     head = ui.index_slider_ui("Head", stack.num_heads, key="head", help="Counted from 0.")
+with show_column:
+    show = ui.choice_ui(
+        "Show",
+        list(SHOW),
+        key="show",
+        help="Weights: after softmax. Scores: scale · q·k + bias before softmax, with −∞ where the mask forbids "
+        "attending. Mask: what is added to the scores.",
+    )
 with scale_column:
     stretch = ui.toggle_ui("Stretch colours", key="stretch", help="Darkest colour = this head's largest weight, not 1.")
     skip_first = (
@@ -77,14 +85,6 @@ with scale_column:
             "out of the colour scale so later rows are readable.",
         )
     )
-show = ui.choice_ui(
-    "Show",
-    list(SHOW),
-    key="show",
-    captions=SHOW,
-    help="The softmax weights; the scores they come from (scale · q·k + bias, with −∞ where the mask forbids "
-    "attending); or the mask itself.",
-)
 ui.notices_ui()
 
 where = (ui.STACK_LABELS[stack_name].lower(),) if len(capture.stacks) > 1 else ()

@@ -39,8 +39,6 @@ with beams_column:
 with steps_column:
     steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 8, key="steps", step=1)
 with returned_column:
-    if st.session_state.get("returned", 1) > beams:
-        st.session_state["returned"] = beams  # a search returns at most as many sequences as it has beams
     returned = ui.number_slider_ui(
         "Sequences returned",
         1,

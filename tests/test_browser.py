@@ -67,7 +67,8 @@ def test_heatmap_renders_updates_and_needs_no_internet(app_url, browser_tab):
 
 
 def hover_cell(page, *, row: int, column: int, size: int) -> None:
-    """Move the mouse to the centre of one cell of the size x size heatmap."""
+    """Move the mouse to the centre of one cell of the size x size heatmap (scrolled into view first)."""
+    page.locator(CHART).first.scroll_into_view_if_needed()
     box = page.locator(f"{CHART} .nsewdrag").first.bounding_box()
     page.mouse.move(box["x"] + (column + 0.5) * box["width"] / size, box["y"] + (row + 0.5) * box["height"] / size)
 

@@ -182,15 +182,16 @@ def matrix_geometry(row_tokens, column_tokens, look: Look) -> MatrixGeometry:
     side_room = _colorbar_room(look)
     plot_height = look.height - look.title_band
     cell = min(look.width / (n_columns + 4), plot_height / (n_rows + 4))
+    chars = 10 if look.presentation else 12  # projector text is large: shorter labels leave room for cells
     for _ in range(4):
-        x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True)
-        y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False)
+        x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True, max_chars=chars)
+        y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False, max_chars=chars)
         room_w = look.width - y_ticks.extent - title_room - side_room - 16
         room_h = plot_height - x_ticks.extent - title_room - 8
         # Capped: a five-token sentence reads better as a compact matrix than as a wall of colour.
         cell = max(min(room_w / n_columns, room_h / n_rows, MAX_CELL_EMS * look.tick_size), 1.0)
-    x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True)
-    y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False)
+    x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True, max_chars=chars)
+    y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False, max_chars=chars)
     left = y_ticks.extent + title_room
     width, height = n_columns * cell, n_rows * cell
     offset = max((look.width - (left + width + side_room)) / 2, 0)

@@ -210,15 +210,32 @@ def finish_altair(chart, info: FigureInfo, look: Look):
 
     titled = chart.properties(
         title=alt.TitleParams(
-            info.title(), subtitle=info.subtitle() or alt.Undefined, anchor="start", fontSize=look.title_size,
-            subtitleFontSize=look.subtitle_size, subtitleColor=MUTED, color=INK, font=FONT, subtitleFont=FONT,
+            info.title(),
+            subtitle=info.subtitle() or alt.Undefined,
+            anchor="start",
+            fontSize=look.title_size,
+            subtitleFontSize=look.subtitle_size,
+            subtitleColor=MUTED,
+            color=INK,
+            font=FONT,
+            subtitleFont=FONT,
         ),
         usermeta={"file_stem": info.file_stem()},
     )
-    return titled.configure(font=FONT, background="white").configure_axis(
-        labelFontSize=look.tick_size, titleFontSize=look.font_size, labelColor=INK, titleColor=INK, gridColor=GRID,
-        labelFont=FONT, titleFont=FONT,
-    ).configure_legend(labelFontSize=look.tick_size, titleFontSize=look.font_size).configure_view(stroke=None)
+    return (
+        titled.configure(font=FONT, background="white")
+        .configure_axis(
+            labelFontSize=look.tick_size,
+            titleFontSize=look.font_size,
+            labelColor=INK,
+            titleColor=INK,
+            gridColor=GRID,
+            labelFont=FONT,
+            titleFont=FONT,
+        )
+        .configure_legend(labelFontSize=look.tick_size, titleFontSize=look.font_size)
+        .configure_view(stroke=None)
+    )
 
 
 @dataclass(frozen=True)
@@ -235,14 +252,16 @@ class TokenTicks:
         return self.positions[1] - self.positions[0] if len(self.positions) > 1 else 1
 
 
-def token_ticks(tokens, cell: float, size: int, *, horizontal_axis: bool) -> TokenTicks:
+def token_ticks(
+    tokens, cell: float, size: int, *, horizontal_axis: bool, max_chars: int = MAX_LABEL_CHARS
+) -> TokenTicks:
     """Labels for a token axis whose cells are ``cell`` pixels apart, so that no two labels overlap.
 
     A y axis writes labels across, so each needs one line height of cell. An x axis tries labels
     across, then at 45°, then upright, and thins them (every 2nd, 3rd... token, each marked with
     its position) only when even upright labels do not fit.
     """
-    labels = [abbreviate(str(token)) for token in tokens]
+    labels = [abbreviate(str(token), max_chars) for token in tokens]
     widest = max((text_width(label, size) for label in labels), default=0.0)
     line = LINE_HEIGHT * size
     if not horizontal_axis:
@@ -261,4 +280,3 @@ def _ticks(labels: list[str], step: int, angle: int, extent_of) -> TokenTicks:
     shown = [labels[i] if step == 1 else f"#{i} {labels[i]}" for i in positions]
     extent = int(extent_of(shown)) if shown else 0
     return TokenTicks(positions, tuple(escape(s) for s in shown), angle, extent)
-

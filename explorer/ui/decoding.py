@@ -14,6 +14,7 @@ from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS
 from explorer.ui.caches import results_cache
 from explorer.ui.models import cached_model, request_model
 from explorer.ui.text import literal
+from explorer.ui.widgets import set_value
 
 CHAPTER_MODEL = "openai-community/gpt2"
 CHAPTER_PROMPT = "Transformers are the"
@@ -99,9 +100,9 @@ def apply_pending_preset(model_name: str) -> None:
     if not preset:
         return
     prompt_key = preset.pop("prompt_key")
-    st.session_state[prompt_key] = default_prompt(model_name)
+    set_value(prompt_key, default_prompt(model_name))
     for key, value in preset.items():
-        st.session_state[key] = value
+        set_value(key, value)
     if model_name != CHAPTER_MODEL:
         st.session_state["_preset_notice"] = (
             f"gpt2 could not be downloaded here, so this shows the bundled {literal(model_name)} with a prompt "

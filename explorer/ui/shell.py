@@ -75,14 +75,19 @@ def presenting() -> bool:
     return bool(st.session_state.get(PRESENT_KEY, False))
 
 
-def page_header(title: str, explanation: str) -> None:
-    """The page's title and a sentence or two for students; in presentation mode the explanation folds away."""
+def page_header(title: str, explanation: str):
+    """The page's title and a sentence or two for students; returns a container for the page's text inputs.
+
+    In presentation mode the title, the text (behind a small button, see ``text_inputs_ui(compact=True)``)
+    and the explanation (behind "What am I looking at?") share one row, to leave the window to the figure.
+    """
     if not presenting():
         st.title(title)
         st.caption(explanation)
-        return
-    title_column, about_column = st.columns([4, 1], vertical_alignment="center")
+        return st.container()
+    title_column, text_column, about_column = st.columns([3, 3, 2], vertical_alignment="center")
     with title_column:
         st.title(title)
     with about_column, st.popover("What am I looking at?", width="stretch"):
         st.caption(explanation)
+    return text_column

@@ -1,11 +1,18 @@
-"""Small widgets shared by the pages, each bound to the URL so that a link restores the exact view.
+"""Small widgets shared by the pages, each kept in the URL so that a link restores the exact view.
 
-Every function draws its widgets and returns plain values. Values that arrive in a link are checked
-before a widget sees them: Streamlit would silently replace a bad one with the default, and a teacher's
-link must either show what it says or say why not.
+Every function draws its widget and returns a plain value. One mechanism serves them all:
+
+1. **Resolve** the value: the one this session last chose (remembered across pages and reruns), else
+   the link's (checked: a bad value gives a notice, never a traceback; Streamlit would silently drop
+   it), else the default.
+2. **Set** it into the widget's state, then draw the widget with no value of its own.
+3. **Write** it into the URL (left out when it is the default, to keep links short). The app writes the
+   URL itself rather than using Streamlit's ``bind``: a bound widget whose value was set in code does
+   not update the URL, so a teacher's link would miss it.
 
 Indices (layer, head, step...) remember what was asked for: an index that does not fit the model now
-loaded is clamped with a notice, and comes back when a model where it fits is loaded again.
+loaded is clamped with a notice, and comes back when a model where it fits is loaded again. Texts longer
+than ``LINK_TEXT_CHARS`` are cut in the link (the server refuses request lines over ~16 kB), with a note.
 """
 
 from __future__ import annotations
@@ -18,28 +25,78 @@ PAIR_HINT = "e.g. a question, as in BERT's sentence pairs"
 TARGET_HINT = "add it to see decoder self-attention and cross-attention"
 STACK_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
 MAX_TEXT_CHARS = 20_000
-_WANTED = "_wanted_indices"  # {widget key: the index the user or the link asked for}
+LINK_TEXT_CHARS = 4_000  # a URL-encoded text this long stays well under the server's ~16 kB request line
+_VALUES = "_widget_values"  # {widget key: the value this session last chose or was linked to}
 _NOTICES = "_notices"  # messages about the link, shown once by ``notices_ui``
+_MISSING = object()
 
 
-def text_inputs_ui(kind: str, default_text: str, *, compact: bool = False) -> tuple[str, str | None, str | None]:
+def _remembered(key: str):
+    return st.session_state.setdefault(_VALUES, {}).get(key, _MISSING)
+
+
+def _remember(key: str, value) -> None:
+    st.session_state.setdefault(_VALUES, {})[key] = value
+
+
+def _on_change(key: str) -> None:
+    _remember(key, st.session_state[key])
+
+
+def _write_url(key: str, text: str | None) -> None:
+    """Put ``key=text`` in the URL (or take ``key`` out when ``text`` is None), only when it changes."""
+    if text is None:
+        if key in st.query_params:
+            del st.query_params[key]
+    elif st.query_params.get(key) != text:
+        st.query_params[key] = text
+
+
+def _from_link(key: str, parse, label: str):
+    """The link's value for ``key`` parsed (``_MISSING`` when the link has none or it does not parse)."""
+    raw = st.query_params.get(key)
+    if raw is None:
+        return _MISSING
+    try:
+        return parse(raw)
+    except ValueError as problem:
+        add_notice(f"The link's {label.lower()} “{literal(raw[:40])}” {problem}: ignored.")
+        return _MISSING
+
+
+def _resolve(key: str, parse, default, label: str):
+    value = _remembered(key)
+    if value is _MISSING:
+        value = _from_link(key, parse, label)
+    return default if value is _MISSING else value
+
+
+# -- texts ------------------------------------------------------------------------------------------------
+
+
+def text_inputs_ui(
+    kind: str, default_text: str, *, compact: bool = False, slot=None
+) -> tuple[str, str | None, str | None]:
     """The text, plus a second segment for encoders or the decoder's text for encoder-decoders.
 
     Returns (text, text_pair, target), the last two None when empty (or only spaces) or not offered.
-    All live in the URL. ``compact`` puts them behind a small button (presentation mode).
+    All live in the URL. ``compact`` puts them behind a small button (presentation mode), drawn in ``slot``
+    (the container ``page_header`` returns) when given.
     """
-    label = f"Text: {literal(_preview(st.session_state.get('text', default_text)))}"
-    with st.popover(label, width="stretch") if compact else st.container():
+    label = f"Text: {literal(_preview(_resolve('text', str, default_text, 'text')))}"
+    with slot if slot is not None else st.container(), (
+        st.popover(label, width="stretch") if compact else st.container()
+    ):
         if kind == "decoder":
-            return _text_area("Text", key="text", value=default_text), None, None
+            return text_ui("Text", default_text, key="text"), None, None
         text_column, extra_column = st.columns([3, 2])
         with text_column:
-            text = _text_area("Text", key="text", value=default_text)
+            text = text_ui("Text", default_text, key="text")
         with extra_column:
             if kind == "encoder":
-                pair = _text_area("Second segment (optional)", key="pair", placeholder=PAIR_HINT)
+                pair = text_ui("Second segment (optional)", "", key="pair", placeholder=PAIR_HINT)
                 return text, pair if pair.strip() else None, None
-            target = _text_area("Decoder text (target)", key="target", placeholder=TARGET_HINT)
+            target = text_ui("Decoder text (target)", "", key="target", placeholder=TARGET_HINT)
             return text, None, target if target.strip() else None
 
 
@@ -48,67 +105,62 @@ def _preview(text: str, limit: int = 48) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _text_area(label: str, *, key: str, value: str = "", placeholder: str | None = None, height: int = 80) -> str:
-    return st.text_area(
-        label, value, key=key, bind="query-params", height=height, max_chars=MAX_TEXT_CHARS, placeholder=placeholder
+def text_ui(label: str, default: str, *, key: str, height: int = 80, placeholder: str | None = None) -> str:
+    """A text (a prompt, a sentence) kept in the URL; a text too long for a link is cut there, with a note."""
+    value = _resolve(key, str, default, label)[:MAX_TEXT_CHARS]
+    st.session_state[key] = value
+    text = st.text_area(
+        label,
+        key=key,
+        height=height,
+        max_chars=MAX_TEXT_CHARS,
+        placeholder=placeholder,
+        on_change=_on_change,
+        args=(key,),
     )
+    _remember(key, text)
+    _write_url(key, None if text == default else text[:LINK_TEXT_CHARS])
+    if len(text) > LINK_TEXT_CHARS:
+        st.caption(
+            f"This text is too long for a link: the page's link keeps its first {LINK_TEXT_CHARS:,} characters "
+            f"(of {len(text):,})."
+        )
+    return text
 
 
-def index_slider_ui(
-    label: str, count: int, *, key: str, help: str | None = None, default_last: bool = False
-) -> int:
-    """A 0-based index slider bound to the URL.
+# -- numbers and indices ------------------------------------------------------------------------------------
+
+
+def _index(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError("is not a whole number") from None
+    if value < 0:
+        raise ValueError("is not a valid index (they count from 0)")
+    return value
+
+
+def index_slider_ui(label: str, count: int, *, key: str, help: str | None = None, default_last: bool = False) -> int:
+    """A 0-based index slider kept in the URL.
 
     An index that does not fit ``count`` (a link to head 9 of a model with 2 heads) is clamped with a
     notice and remembered, so it comes back when a model where it fits is loaded again. With
     ``default_last``, an index nobody chose follows the last one (a replay slider that starts at the end).
     """
-    wanted = st.session_state.setdefault(_WANTED, {})
-    if key not in wanted:
-        wanted[key] = _index_from_link(label, key, None if default_last else 0)
-    asked = wanted[key] if wanted[key] is not None else count - 1
-    if count <= 1:
-        return 0
-    shown = min(asked, count - 1)
-    if asked >= count:
+    asked = _resolve(key, _index, None if default_last else 0, label)
+    _remember(key, asked)
+    shown = count - 1 if asked is None else min(asked, max(count - 1, 0))
+    if asked is not None and asked >= count:
         add_notice(
             f"{label} {asked} does not exist here ({count} {label.lower()}s, 0–{count - 1}): showing "
             f"{label.lower()} {shown}. It comes back when a model that has it is loaded."
         )
-    if st.session_state.get(key) != shown:
-        st.session_state[key] = shown
-    return st.slider(
-        label, 0, count - 1, key=key, bind="query-params", help=help, on_change=_remember, args=(key,)
-    )
-
-
-def _remember(key: str) -> None:
-    st.session_state.setdefault(_WANTED, {})[key] = st.session_state[key]
-
-
-def _index_from_link(label: str, key: str, default: int | None = 0) -> int | None:
-    """The index a link asks for (``default`` when it asks for none), with a notice when it is not a number."""
-    raw = st.query_params.get(key)
-    if raw is None:
-        return st.session_state.get(key, default)
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        add_notice(f"The link's {label.lower()} `{literal(raw[:40])}` is not a valid index: showing {label.lower()} 0.")
-        st.query_params.pop(key, None)
+    _write_url(key, None if asked in (None, 0) else str(asked))
+    if count <= 1:
         return 0
-    return value
-
-
-def toggle_ui(label: str, *, key: str, help: str | None = None) -> bool:
-    """A toggle bound to the URL ("true"/"false"); anything else in a link is ignored with a notice."""
-    raw = st.query_params.get(key)
-    if raw is not None and raw.lower() not in ("true", "false"):
-        add_notice(f"The link's `{key}={literal(raw[:40])}` is not true or false: ignored.")
-        st.query_params.pop(key, None)
-    return st.toggle(label, key=key, bind="query-params", help=help)
+    st.session_state[key] = shown
+    return st.slider(label, 0, count - 1, key=key, help=help, on_change=_on_change, args=(key,))
 
 
 def number_slider_ui(
@@ -122,33 +174,64 @@ def number_slider_ui(
     help: str | None = None,
     format: str | None = None,
 ) -> float:
-    """A bounded number (temperature, top-p, beams, steps...) bound to the URL; ints when all bounds are ints.
+    """A bounded number (temperature, top-p, beams, steps...) kept in the URL; ints when all bounds are ints.
 
-    A link's value outside [low, high] is clamped with a notice; one that is not a number is replaced by
-    the default with a notice. The bounds are visible on the slider, so a class cannot stall a server.
+    A link's value outside [low, high] is clamped with a notice; one that is not a number is ignored with a
+    notice. The bounds are visible on the slider, so a class cannot stall a server.
     """
-    integer = all(isinstance(v, int) for v in (low, high, default, step))
+    integer = all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high, default, step))
     cast = int if integer else float
-    raw = st.query_params.get(key)
-    if raw is not None and key not in st.session_state:
+
+    def parse(raw: str):
         try:
-            value = cast(float(raw)) if integer else float(raw)
-            if value != value:  # NaN
-                raise ValueError
+            value = float(raw)
         except ValueError:
-            add_notice(f"The link's {label.lower()} `{literal(raw[:40])}` is not a number: using {default}.")
-            value = default
+            raise ValueError("is not a number") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("is not a number")
         clamped = cast(min(max(value, low), high))
         if clamped != value:
             add_notice(f"The link's {label.lower()} {literal(raw[:40])} is outside {low}–{high}: using {clamped}.")
-        st.session_state[key] = clamped
-        if str(clamped) != raw:  # the URL says what is shown (a value set in code does not update it by itself)
-            st.query_params[key] = str(clamped)
-    if key not in st.session_state:
-        st.session_state[key] = cast(default)
-    return st.slider(
-        label, cast(low), cast(high), step=cast(step), key=key, bind="query-params", help=help, format=format
+        return clamped
+
+    value = cast(min(max(_resolve(key, parse, default, label), low), high))
+    st.session_state[key] = value
+    shown = st.slider(
+        label,
+        cast(low),
+        cast(high),
+        step=cast(step),
+        key=key,
+        help=help,
+        format=format,
+        on_change=_on_change,
+        args=(key,),
     )
+    _remember(key, shown)
+    _write_url(key, None if shown == default else _number_text(shown))
+    return shown
+
+
+def _number_text(value) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+# -- choices and switches ------------------------------------------------------------------------------------
+
+
+def toggle_ui(label: str, *, key: str, help: str | None = None, default: bool = False) -> bool:
+    """A toggle kept in the URL as true/false; anything else in a link is ignored with a notice."""
+
+    def parse(raw: str) -> bool:
+        if raw.lower() not in ("true", "false"):
+            raise ValueError("is not true or false")
+        return raw.lower() == "true"
+
+    st.session_state[key] = bool(_resolve(key, parse, default, label))
+    value = st.toggle(label, key=key, help=help, on_change=_on_change, args=(key,))
+    _remember(key, value)
+    _write_url(key, None if value == default else str(value).lower())
+    return value
 
 
 def choice_ui(
@@ -161,35 +244,32 @@ def choice_ui(
     horizontal: bool = True,
     help: str | None = None,
 ) -> str:
-    """One of a few options, as a radio bound to the URL; an unknown option in a link gives a notice.
+    """One of a few options, as a radio kept in the URL; an unknown option in a link gives a notice.
 
-    Options are shown as they are and are what the URL carries (Streamlit binds a radio by its displayed
-    text), so keep them short words; ``captions`` explain each under it.
+    Options are short words shown as they are and carried by the URL; ``captions`` explain each under it.
     """
-    raw = st.query_params.get(key)
-    if raw is not None and raw not in options:
-        add_notice(f"The link's {label.lower()} `{literal(raw[:40])}` is not one of the choices: ignored.")
-        st.query_params.pop(key, None)
-    elif raw is not None and key not in st.session_state:
-        st.session_state[key] = raw  # the link's choice, checked
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = default if default in options else options[0]
-    return st.radio(
+    default = default if default in options else options[0]
+
+    def parse(raw: str) -> str:
+        if raw not in options:
+            raise ValueError("is not one of the choices")
+        return raw
+
+    value = _resolve(key, parse, default, label)
+    st.session_state[key] = value if value in options else default
+    chosen = st.radio(
         label,
         options,
         key=key,
-        bind="query-params",
         horizontal=horizontal,
         help=help,
         captions=[captions.get(option, "") for option in options] if captions else None,
+        on_change=_on_change,
+        args=(key,),
     )
-
-
-def text_ui(label: str, default: str, *, key: str, height: int = 80, placeholder: str | None = None) -> str:
-    """A text (a prompt) bound to the URL."""
-    return _text_area(label, key=key, value=default, placeholder=placeholder) if height else st.text_input(
-        label, default, key=key, bind="query-params", max_chars=MAX_TEXT_CHARS, placeholder=placeholder
-    )
+    _remember(key, chosen)
+    _write_url(key, None if chosen == default else chosen)
+    return chosen
 
 
 def stack_ui(stack_names: list[str], *, key: str = "stack") -> str:
@@ -203,6 +283,14 @@ def stack_ui(stack_names: list[str], *, key: str = "stack") -> str:
         captions={name: STACK_LABELS.get(name, "") for name in stack_names},
         help="Encoder self-attention, decoder self-attention, or the decoder's cross-attention to the encoder.",
     )
+
+
+def set_value(key: str, value) -> None:
+    """Set a widget's value from code (a preset, a link from another page) before it is drawn."""
+    _remember(key, value)
+
+
+# -- notices -------------------------------------------------------------------------------------------------
 
 
 def add_notice(message: str) -> None:

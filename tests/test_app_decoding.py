@@ -1,0 +1,209 @@
+"""The decoding pages, run headless by AppTest: what they show equals ``explorer.decode`` (itself equal to
+generate()), their controls restore from links, and view-only controls never run the model again."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.compute.sampling import distribution_from_logits
+from explorer.ui.caches import results_cache
+from explorer.ui.decoding import cached_logits, default_prompt
+from tests.figures import decode_plotly_array
+
+TIMEOUT = 90
+DECODER = explorer.DEFAULT_DECODER
+PROMPT = default_prompt(DECODER)
+PAGES = [
+    "pages/greedy_search.py",
+    "pages/beam_search.py",
+    "pages/sampling.py",
+    "pages/compare_strategies.py",
+    "pages/generation_attention.py",
+]
+
+
+def open_page(page: str, **params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update(params)
+    at.run()
+    at.switch_page(page)
+    return at.run()
+
+
+@pytest.fixture(scope="module")
+def prose():
+    return explorer.load_model(DECODER, device="cpu")
+
+
+@pytest.fixture
+def count_runs(monkeypatch):
+    """Counts model runs: every decoding and next-token pass the pages make goes through these two functions."""
+    runs = []
+    real_decode, real_logits = explorer.decode, explorer.next_token_logits
+
+    def decode(*args, **kwargs):
+        runs.append(("decode", kwargs.get("strategy")))
+        return real_decode(*args, **kwargs)
+
+    def logits(*args, **kwargs):
+        runs.append(("logits", args[1]))
+        return real_logits(*args, **kwargs)
+
+    monkeypatch.setattr(explorer, "decode", decode)
+    monkeypatch.setattr(explorer, "next_token_logits", logits)
+    results_cache().clear()
+    cached_logits.clear()
+    return runs
+
+
+def figure(at: AppTest, index: int = 0) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+def texts(elements) -> str:
+    return " ".join(element.value for element in elements)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_an_encoder_cannot_decode_and_the_page_offers_the_bundled_decoder(page):
+    at = open_page(page)  # the app opens on the bundled encoder
+    assert not at.exception
+    assert "cannot" in texts(at.info) and "encoder" in texts(at.info)
+    at.button[0].click().run()
+    assert at.session_state["model_name"] == DECODER
+    assert not at.exception
+
+
+def test_greedy_table_and_figure_equal_decode(prose):
+    at = open_page("pages/greedy_search.py", model=DECODER, steps="6")
+    assert not at.exception
+    trace = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, top_n=5)
+    table = at.dataframe[0].value
+    assert len(table) == 6 and list(table["step"]) == [1, 2, 3, 4, 5, 6]
+    expected_first = f"{trace.steps[0].candidate_tokens[0][0].replace(' ', '␣', 1)}"
+    assert table["choice 1"][0].startswith(expected_first)
+    shown = decode_plotly_array(figure(at)["data"][0]["z"])
+    np.testing.assert_allclose(shown, np.array([s.candidate_probs[0] for s in trace.steps]).T, rtol=1e-6)
+    assert float(at.metric[0].value) == pytest.approx(float(trace.sequence_logprobs[0]), abs=0.01)
+
+
+def test_greedy_search_looping_is_shown_as_the_lesson():
+    at = open_page("pages/greedy_search.py", model=DECODER, steps="16")
+    assert "looping" in texts(at.info)
+    assert any("beam_search" in link.proto.page for link in at.get("page_link"))
+
+
+def test_the_chapter_preset_falls_back_to_the_bundled_decoder_offline():
+    at = open_page("pages/greedy_search.py", model=DECODER, prompt="something else")
+    preset = next(button for button in at.button if "Chapter preset" in button.label)
+    preset.click().run()
+    assert not at.exception
+    assert at.session_state["model_name"] == DECODER  # gpt2 cannot be downloaded in the tests
+    assert "could not be downloaded" in texts(at.info)
+    assert at.text_area(key="prompt").value == PROMPT
+    assert at.slider(key="steps").value == 8
+
+
+def test_beam_search_restores_from_a_link_and_replays_without_running_the_model(prose, count_runs):
+    at = open_page("pages/beam_search.py", model=DECODER, beams="4", ngram="2", returned="2", steps="8")
+    assert not at.exception
+    assert (at.slider(key="beams").value, at.slider(key="ngram").value, at.slider(key="returned").value) == (4, 2, 2)
+    trace = explorer.decode(
+        prose,
+        PROMPT,
+        strategy="beam",
+        num_beams=4,
+        max_new_tokens=8,
+        no_repeat_ngram_size=2,
+        num_return_sequences=2,
+        top_n=5,
+    )
+    tree = figure(at)
+    shown_nodes = sum(len(trace_["x"]) for trace_ in tree["data"] if trace_.get("mode", "").startswith("markers"))
+    assert shown_nodes == len(trace.tree)  # every candidate, the prompt included
+    pool = at.dataframe[0].value
+    assert list(pool["length-normalised score"][:2]) == pytest.approx(list(trace.sequence_scores), abs=1e-3)
+    assert "n-gram ban" in " ".join(h.value for h in at.subheader)
+    runs = len(count_runs)
+    at.slider(key="upto").set_value(2).run()
+    assert len(count_runs) == runs  # replaying the search is view-only
+    replayed = figure(at)
+    assert sum(len(t["x"]) for t in replayed["data"] if t.get("mode", "").startswith("markers")) < shown_nodes
+    assert "step 3 of" in replayed["layout"]["title"]["text"]
+
+
+def test_returned_sequences_never_exceed_the_beams():
+    at = open_page("pages/beam_search.py", model=DECODER, beams="2", returned="5")
+    assert not at.exception
+    assert at.slider(key="returned").value <= 2
+
+
+def test_bad_link_values_give_notices_and_a_valid_view():
+    at = open_page("pages/beam_search.py", model=DECODER, beams="abc", lp="99", early="maybe", ngram="-3")
+    assert not at.exception
+    notices = texts(at.info)
+    assert "not a number" in notices and "outside" in notices and "not one of the choices" in notices
+    assert at.slider(key="lp").value == 3.0 and at.slider(key="ngram").value == 0
+
+
+def test_sampling_controls_never_run_the_model_again(prose, count_runs):
+    at = open_page("pages/sampling.py", model=DECODER)
+    assert not at.exception
+    assert count_runs == [("logits", PROMPT)]
+    at.slider(key="temperature").set_value(0.5).run()
+    at.slider(key="top_k").set_value(20).run()
+    at.slider(key="top_p").set_value(0.8).run()
+    at.slider(key="min_p").set_value(0.05).run()
+    assert not at.exception
+    assert count_runs == [("logits", PROMPT)]  # four moves, one forward pass
+    logits = explorer.next_token_logits(prose, PROMPT)
+    expected = distribution_from_logits(logits.logits, logits.tokens, temperature=0.5, top_k=20, top_p=0.8, min_p=0.05)
+    stages = at.dataframe[0].value
+    assert list(stages["tokens kept"]) == [int(expected.kept[name].sum()) for name, _ in expected.stages]
+    chart = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert "top-k = 20" in json.dumps(chart) and "top-p = 0.8" in json.dumps(chart)
+
+
+def test_seeded_sampling_shows_each_draw(prose):
+    at = open_page("pages/sampling.py", model=DECODER, draw="true", seed="5", sample_steps="6", temperature="0.9")
+    assert not at.exception
+    trace = explorer.decode(prose, PROMPT, strategy="sample", max_new_tokens=6, temperature=0.9, seed=5, top_n=20)
+    draws = at.dataframe[1].value
+    assert len(draws) == len(trace.generated_tokens[0])
+    assert list(draws["drawn"]) == [
+        t.replace(" ", "␣", 1) if t.startswith(" ") else t for t in trace.generated_tokens[0]
+    ]
+
+
+def test_compare_strategies_shows_each_strategy_with_its_log_probability(prose):
+    at = open_page("pages/compare_strategies.py", model=DECODER, steps="6", beams="3", seed="2")
+    assert not at.exception
+    greedy = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, top_n=5)
+    beam = explorer.decode(prose, PROMPT, strategy="beam", num_beams=3, max_new_tokens=6, top_n=5)
+    assert [h.value for h in at.subheader][:2] == ["Greedy search", "Beam search (3 beams)"]
+    shown = [float(metric.value) for metric in at.metric]
+    assert shown[0] == pytest.approx(float(greedy.sequence_logprobs[0]), abs=0.01)
+    assert shown[1] == pytest.approx(float(beam.sequence_logprobs[0]), abs=0.01)
+    assert shown[1] >= shown[0] - 1e-6  # beam search finds a text at least as likely as greedy's
+
+
+def test_attention_while_generating_shows_the_stitched_matrix(prose, count_runs):
+    at = open_page("pages/generation_attention.py", model=DECODER, steps="6", layer="2", head="3")
+    assert not at.exception
+    trace = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, record_attention=True)
+    stack = trace.attention["decoder"]
+    shown = decode_plotly_array(figure(at)["data"][0]["z"])
+    size = trace.prompt_length + 6
+    expected = np.where(stack.masks_by_layer()[2][:size, :size], stack.attentions[2, 3, :size, :size], np.nan)
+    np.testing.assert_allclose(shown, expected, atol=1e-7)
+    runs = len(count_runs)
+    at.slider(key="step").set_value(1).run()
+    at.slider(key="head").set_value(0).run()
+    assert len(count_runs) == runs
+    assert decode_plotly_array(figure(at)["data"][0]["z"]).shape == (trace.prompt_length + 2,) * 2
+    assert "verified" in " ".join(c.value for c in at.caption)
