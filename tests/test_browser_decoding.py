@@ -1,0 +1,89 @@
+"""The decoding pages in a real browser, offline: each view renders, nothing leaves localhost, no errors.
+
+Each page is opened by its own URL with the bundled decoder (a shared link, as a student would get it);
+screenshots land in tests/artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import CHART, chromium, needs_chromium, open_tab, screenshot, served_app, wait_for_chart
+
+pytestmark = needs_chromium
+MODEL = "model=bundled/prose-gpt2"
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as instance:
+        yield instance
+
+
+def _open(browser, url: str, *, height: int = 1400):
+    tab = open_tab(browser, width=1400, height=height)
+    tab.page.goto(url)
+    wait_for_chart(tab.page)
+    return tab
+
+
+def _done(tab, name: str) -> None:
+    screenshot(tab.page, name)
+    assert tab.external == [], tab.external
+    assert tab.errors == [], tab.errors
+    tab.context.close()
+
+
+def test_greedy_search_page(browser, app_url):
+    tab = _open(browser, f"{app_url}/greedy_search?{MODEL}&steps=8")
+    page = tab.page
+    assert page.locator("[data-testid='stDataFrame']").count() == 1
+    assert page.locator(f"{CHART} .hm").count() == 1  # the candidates grid
+    assert page.locator(f"{CHART} .gtitle").first.text_content() == "Greedy search · 8 steps"
+    _done(tab, "greedy-search.png")
+
+
+def test_beam_search_page_draws_the_whole_tree(browser, app_url):
+    tab = _open(browser, f"{app_url}/beam_search?{MODEL}&beams=4&ngram=2&returned=2", height=1600)
+    page = tab.page
+    tree = page.locator(CHART).first
+    points = tree.locator(".scatterlayer .point").count()
+    assert points > 4 * 2 * 5  # every candidate of every step, pruned ones included
+    legend = tree.locator(".legendtext").all_text_contents()
+    assert {"returned", "running beam", "pruned"} <= set(legend)
+    page.get_by_text("Finished pool").wait_for()
+    _done(tab, "beam-search.png")
+
+
+def test_sampling_page_draws_the_linked_panels(browser, app_url):
+    tab = _open(browser, f"{app_url}/sampling?{MODEL}&temperature=0.8&top_k=40&top_p=0.9&draw=true&seed=3")
+    page = tab.page
+    vega = page.locator("[data-testid='stVegaLiteChart']")
+    vega.first.locator("canvas, svg").first.wait_for(timeout=30_000)
+    assert vega.count() == 1
+    assert page.locator(CHART).count() == 2  # temperatures side by side, the pipeline stages
+    assert page.locator("[data-testid='stDataFrame']").count() == 2  # stages, then the seeded draws
+    _done(tab, "sampling.png")
+
+
+def test_compare_strategies_page(browser, app_url):
+    tab = _open(browser, f"{app_url}/compare_strategies?{MODEL}&steps=12")
+    page = tab.page
+    assert page.locator("[data-testid='stMetric']").count() == 3
+    assert page.locator(f"{CHART} .bars .point").count() == 3
+    _done(tab, "compare-strategies.png")
+
+
+def test_attention_while_generating_page(browser, app_url):
+    tab = _open(browser, f"{app_url}/generation_attention?{MODEL}&steps=8&step=5")
+    page = tab.page
+    assert page.locator(f"{CHART} .hm image").count() == 1
+    assert "step 6 of 8" in page.locator(f"{CHART} .gtitle").first.text_content()
+    assert page.get_by_text("verified").count() >= 1
+    _done(tab, "attention-while-generating.png")
