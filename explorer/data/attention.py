@@ -8,7 +8,8 @@ Axis names, stated once and used in every shape below and elsewhere in the packa
 - ``query``: positions that attend (rows of an attention map).
 - ``key``: positions attended to (columns). Equal to ``query`` for self-attention; the encoder's
   positions for cross-attention.
-- ``head_dim``: the width of one head's query and key vectors.
+- ``head_dim``: the width of one head's query, key and value vectors.
+- ``token``: positions of the input (``hidden_states``); ``hidden``: the model's width (d_model).
 
 Every float array is float32 on the CPU, whatever device or dtype the model ran in.
 """
@@ -20,17 +21,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from explorer.compute.attention import max_recompute_error
+from explorer.data._freeze import freeze_arrays
 
 STACK_ENCODER = "encoder"
 STACK_DECODER = "decoder"
 STACK_CROSS = "cross"
-
-
-def _freeze_arrays(record) -> None:
-    """Captures are cached and shared by every session: make their arrays read-only."""
-    for value in vars(record).values():
-        if isinstance(value, np.ndarray):
-            value.flags.writeable = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +37,8 @@ class AttentionStack:
                 after rotary embeddings and q/k norms
     keys        [layer, head, key, head_dim]    likewise; with grouped KV heads each query head is
                 paired with the key head it shares
+    values      [layer, head, key, head_dim] or None: the value vectors each query head read (shared
+                like the keys), exactly as passed to the model's attention function
     scale       [layer]   multiplies q . k (1/sqrt(head_dim) for most models, 1.0 for T5)
     position_bias  [layer, head, query, key] or None: added to the scores (T5's relative bias)
     mask        [query, key] bool: positions a query may attend to (causal, padding, window)
@@ -61,9 +58,10 @@ class AttentionStack:
     kv_head_of_query: np.ndarray
     layer_mask: np.ndarray | None = None
     softcap: np.ndarray | None = None
+    values: np.ndarray | None = None
 
     def __post_init__(self):
-        _freeze_arrays(self)
+        freeze_arrays(self)
 
     @property
     def num_layers(self) -> int:
@@ -107,6 +105,9 @@ class AttentionCapture:
     segment_b_start  index of the first token of ``text_pair``, or None
     stacks           {"encoder" | "decoder" | "cross": AttentionStack}
     truncated        how many input tokens were cut to fit the model (0 when none)
+    hidden_states    [layer + 1, token, hidden] or None: the residual stream of the main stack after the
+                     embeddings and after each layer, as the model's own ``output_hidden_states`` gives it
+                     (for GPT-2-style models the last entry has the final layer norm applied)
     """
 
     model_name: str
@@ -117,9 +118,10 @@ class AttentionCapture:
     truncated: int = 0
     target_tokens: tuple[str, ...] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    hidden_states: np.ndarray | None = None
 
     def __post_init__(self):
-        _freeze_arrays(self)
+        freeze_arrays(self)
 
     @property
     def main(self) -> AttentionStack:
@@ -139,6 +141,10 @@ class AttentionCapture:
     @property
     def keys(self) -> np.ndarray:
         return self.main.keys
+
+    @property
+    def values(self) -> np.ndarray | None:
+        return self.main.values
 
     def verify(self) -> float:
         """Largest absolute difference, over all stacks, between the captured weights and

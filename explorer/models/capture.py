@@ -26,7 +26,7 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
     encoded, truncated = _encode(lm, text, text_pair)
     decoder_ids = _decoder_input_ids(lm, target) if target and lm.kind == KIND_ENCODER_DECODER else None
     with torch.inference_mode(), recorder.recording() as calls:
-        _forward(lm, encoded, decoder_ids)
+        hidden = _forward(lm, encoded, decoder_ids)
     tokens = token_labels(lm.tokenizer, encoded["input_ids"][0])
     target_tokens = None if decoder_ids is None else token_labels(lm.tokenizer, decoder_ids[0])
     stacks = _assemble_stacks(lm, calls, tokens, target_tokens)
@@ -39,6 +39,7 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
         truncated=truncated,
         target_tokens=target_tokens,
         notes=_precision_notes(lm.model),
+        hidden_states=_stack_float([state[0] for state in hidden]) if hidden else None,
     )
 
 
@@ -61,19 +62,19 @@ def _decoder_input_ids(lm, target: str) -> torch.Tensor:
     return lm.model.prepare_decoder_input_ids_from_labels(labels=labels.to(lm.device))
 
 
-def _forward(lm, encoded, decoder_ids) -> None:
+def _forward(lm, encoded, decoder_ids):
+    """Run the model once; returns the main stack's hidden states (the model's own ``output_hidden_states``)."""
     inputs = {k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
     if lm.kind == KIND_ENCODER_DECODER:
+        inputs = _without(inputs, "token_type_ids")
         if decoder_ids is None:
-            lm.model.get_encoder()(**_without(inputs, "token_type_ids"))
-            return
-        lm.model(**_without(inputs, "token_type_ids"), decoder_input_ids=decoder_ids, use_cache=False)
-        return
+            return lm.model.get_encoder()(**inputs, output_hidden_states=True).hidden_states
+        out = lm.model(**inputs, decoder_input_ids=decoder_ids, use_cache=False, output_hidden_states=True)
+        return out.encoder_hidden_states
     if lm.kind == KIND_DECODER:
         inputs = _without(inputs, "token_type_ids")
-        lm.model(**inputs, use_cache=False)
-        return
-    lm.model(**inputs)
+        return lm.model(**inputs, use_cache=False, output_hidden_states=True).hidden_states
+    return lm.model(**inputs, output_hidden_states=True).hidden_states
 
 
 def _without(inputs: dict, key: str) -> dict:
@@ -114,6 +115,7 @@ def _stack(calls, query_tokens, key_tokens) -> AttentionStack:
         attentions=_stack_float([call.weights[0] for call in calls]),
         queries=_stack_float([call.query[0] for call in calls]),
         keys=_stack_float([call.key[0][kv_head_of_query] for call in calls]),
+        values=_stack_float([call.value[0][kv_head_of_query] for call in calls]),
         scale=np.array([call.scaling for call in calls], dtype=np.float32),
         position_bias=_position_bias(calls),
         mask=layer_masks.any(axis=0),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,9 @@ def pick_device(device: str = "auto") -> str:
     return "cpu"
 
 
-def load_model(name: str, *, device: str = "auto", progress: Callable[[str], None] | None = None) -> LoadedModel:
+def load_model(
+    name: str | os.PathLike, *, device: str = "auto", progress: Callable[[str], None] | None = None
+) -> LoadedModel:
     """Load ``name`` (a Hub id, a local folder or a bundled default) with recording attention.
 
     ``progress`` receives a short sentence at each stage (the app shows them while a model loads).
@@ -90,7 +93,9 @@ def load_model(name: str, *, device: str = "auto", progress: Callable[[str], Non
     models and architectures whose attention cannot be captured. Never runs remote code.
     """
     say = progress or (lambda message: None)
-    if not name or not name.strip():
+    if isinstance(name, os.PathLike):  # a pathlib.Path to a folder is as good as its string
+        name = os.fspath(name)
+    if not isinstance(name, str) or not name.strip():
         raise ModelLoadError("No model name given. Type a Hugging Face Hub id (e.g. `gpt2`) or a local folder.")
     source = resolve_source(name)
     download_bytes = _preflight_hub(name, source, say)

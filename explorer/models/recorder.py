@@ -4,7 +4,8 @@ How it works: at load time the model is switched, once, to an attention implemen
 ``ATTN_IMPLEMENTATION``, registered here with transformers' ``AttentionInterface``. That function
 delegates to the model's own ``eager_attention_forward`` (so outputs are exactly eager's) and, when
 the *calling context* has opened a recording, appends what it saw: the final queries and keys
-(after norms and rotary embeddings), the weights, the mask, the scaling and any bias or softcap.
+(after norms and rotary embeddings), the values, the weights, the mask, the scaling and any bias or
+softcap.
 
 Recordings live in a ``ContextVar``: each thread (each Streamlit session) gets its own list, so many
 visitors can capture on one cached model at once. Outside a recording the function only delegates.
@@ -31,6 +32,7 @@ class AttentionCall:
 
     query   [batch, head, query, head_dim]
     key     [batch, kv_head, key, head_dim]
+    value   [batch, kv_head, key, head_dim]
     weights [batch, head, query, key]
     mask    additive or boolean mask broadcastable to weights, or None
     """
@@ -38,6 +40,7 @@ class AttentionCall:
     module: torch.nn.Module
     query: torch.Tensor
     key: torch.Tensor
+    value: torch.Tensor
     weights: torch.Tensor
     mask: torch.Tensor | None
     scaling: float
@@ -63,6 +66,7 @@ def _recording_attention(module, query, key, value, attention_mask, **kwargs):
                 module=module,
                 query=query.detach(),
                 key=key.detach(),
+                value=value.detach(),
                 weights=weights.detach(),
                 mask=None if attention_mask is None else attention_mask.detach(),
                 scaling=float(query.shape[-1] ** -0.5 if scaling is None else scaling),
