@@ -70,3 +70,36 @@ def max_recompute_error(
         again = recompute_attention(queries[sl], keys[sl], scale[sl], allowed[sl], bias, cap)
         worst = max(worst, float(np.abs(again - attentions[sl]).max(initial=0.0)))
     return worst
+
+
+def head_outputs(attentions: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each head's weighted sum of values, ``attentions @ values``: [layer, head, query, head_dim].
+
+    Concatenating the heads of a layer and applying its output projection gives the attention module's
+    output (tests check it against the model).
+    """
+    return np.matmul(attentions.astype(np.float32), values.astype(np.float32))
+
+
+def score_stages(stack, layer: int, head: int) -> dict[str, np.ndarray]:
+    """The steps from one head's queries and keys to its weights, each [query, key] float64.
+
+    ``dot`` q·k, ``scaled`` × scale, ``capped`` through the softcap (if any), ``biased`` + position bias (if
+    any), ``masked`` with −inf where the mask forbids attending, ``weights`` its softmax (equal to the
+    captured weights up to float rounding).
+    """
+    one = slice(layer, layer + 1)
+    q = stack.queries[layer, head].astype(np.float64)
+    k = stack.keys[layer, head].astype(np.float64)
+    stages = {"dot": q @ k.T}
+    stages["scaled"] = stages["dot"] * float(stack.scale[layer])
+    current = stages["scaled"]
+    if stack.softcap is not None and np.isfinite(stack.softcap[layer]):
+        cap = float(stack.softcap[layer])
+        current = stages["capped"] = np.tanh(current / cap) * cap
+    if stack.position_bias is not None:
+        current = stages["biased"] = current + stack.position_bias[layer, head]
+    allowed = stack.masks_by_layer()[one][0]
+    stages["masked"] = np.where(allowed, current, -np.inf)
+    stages["weights"] = masked_softmax(stages["masked"][None, None], allowed[None])[0, 0]
+    return stages

@@ -1,0 +1,106 @@
+"""Head statistics and view transforms on attention weights: pure NumPy, checked on hand-computed matrices.
+
+Shapes use the axis names of ``explorer.data``; ``weights`` is [layer, head, query, key] with rows summing to 1
+over the keys a query may see.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+STATISTICS = (
+    "entropy",
+    "mean distance",
+    "first-token share",
+    "special-token share",
+    "previous-token score",
+    "max weight",
+)
+
+
+def entropy(weights: np.ndarray) -> np.ndarray:
+    """Mean over queries of each row's entropy in bits: 0 when a head looks at one token, log2(n) when spread
+    evenly over n. [layer, head]"""
+    p = weights.astype(np.float64)
+    terms = np.where(p > 0, -p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+    return terms.sum(axis=-1).mean(axis=-1)
+
+
+def mean_distance(weights: np.ndarray) -> np.ndarray:
+    """Mean over queries of the attention-weighted |query − key| distance, in tokens. [layer, head]"""
+    queries, keys = weights.shape[-2:]
+    distance = np.abs(np.arange(queries)[:, None] - np.arange(keys)[None, :])
+    return (weights.astype(np.float64) * distance).sum(axis=-1).mean(axis=-1)
+
+
+def share_on(weights: np.ndarray, positions) -> np.ndarray:
+    """Mean over queries of the weight on the given key positions. [layer, head]"""
+    positions = np.asarray(list(positions), dtype=int)
+    if positions.size == 0:
+        return np.zeros(weights.shape[:2])
+    return weights[..., positions].astype(np.float64).sum(axis=-1).mean(axis=-1)
+
+
+def previous_token_score(weights: np.ndarray) -> np.ndarray:
+    """Mean over queries 1.. of the weight on the token just before (a previous-token head scores near 1)."""
+    queries = weights.shape[-2]
+    if queries < 2:
+        return np.zeros(weights.shape[:2])
+    rows = np.arange(1, queries)
+    return weights[..., rows, rows - 1].astype(np.float64).mean(axis=-1)
+
+
+def max_weight(weights: np.ndarray) -> np.ndarray:
+    """The largest single weight of each head. [layer, head]"""
+    return weights.reshape(*weights.shape[:2], -1).max(axis=-1).astype(np.float64)
+
+
+def head_statistics(weights: np.ndarray, special_positions=()) -> list[dict]:
+    """One row per (layer, head) with every statistic, for a sortable table."""
+    columns = {
+        "entropy": entropy(weights),
+        "mean distance": mean_distance(weights),
+        "first-token share": share_on(weights, [0]),
+        "special-token share": share_on(weights, special_positions),
+        "previous-token score": previous_token_score(weights),
+        "max weight": max_weight(weights),
+    }
+    layers, heads = weights.shape[:2]
+    return [
+        {"layer": layer, "head": head, **{name: float(values[layer, head]) for name, values in columns.items()}}
+        for layer in range(layers)
+        for head in range(heads)
+    ]
+
+
+def without_tokens(weights: np.ndarray, hidden_positions) -> tuple[np.ndarray, np.ndarray]:
+    """A view transform: drop some key positions (special tokens) and renormalise each row over the rest.
+
+    Returns (weights [..., query, kept key], kept key positions). Rows that only attended to dropped keys
+    become 0 rather than 0/0. The hidden queries stay (their rows are renormalised too).
+    """
+    hidden = set(int(p) for p in hidden_positions)
+    kept = np.array([k for k in range(weights.shape[-1]) if k not in hidden], dtype=int)
+    kept_weights = weights[..., kept].astype(np.float64)
+    totals = kept_weights.sum(axis=-1, keepdims=True)
+    return np.where(totals > 0, kept_weights / np.where(totals > 0, totals, 1.0), 0.0), kept
+
+
+def rollout(weights: np.ndarray, *, residual: float = 0.5) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, 2020): how much each token's information reaches each position
+    through all layers. Per layer, average the heads, add the identity for the residual path
+    (``residual`` · I + (1 − residual) · A), renormalise rows, and multiply the layers in order.
+
+    weights [layer, head, query, key] of a square self-attention stack; returns [layer, query, key]: the
+    rollout up to and including each layer (the last is the whole stack's).
+    """
+    mean = weights.astype(np.float64).mean(axis=1)
+    size = mean.shape[-1]
+    mixed = residual * np.eye(size) + (1 - residual) * mean
+    mixed /= mixed.sum(axis=-1, keepdims=True)
+    result = np.empty_like(mixed)
+    running = np.eye(size)
+    for layer in range(mixed.shape[0]):
+        running = mixed[layer] @ running
+        result[layer] = running
+    return result

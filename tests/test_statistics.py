@@ -1,0 +1,141 @@
+"""Head statistics, view transforms, rollout, step-by-step scores and position signals: checked by hand and
+against the model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import explorer
+from explorer.compute.attention import head_outputs, score_stages
+from explorer.compute.positions import (
+    find_token,
+    layerwise_cosine,
+    rotary_angles,
+    rotary_frequencies,
+    sinusoidal_encoding,
+)
+from explorer.compute.statistics import (
+    entropy,
+    head_statistics,
+    max_weight,
+    mean_distance,
+    previous_token_score,
+    rollout,
+    share_on,
+    without_tokens,
+)
+
+# One layer, two heads over three tokens, written out by hand.
+W = np.array(
+    [
+        [
+            [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]],  # head 0: previous token (row 0 itself)
+            [[1 / 3, 1 / 3, 1 / 3], [1 / 3, 1 / 3, 1 / 3], [1 / 3, 1 / 3, 1 / 3]],  # head 1: uniform
+        ]
+    ]
+)
+
+
+def test_statistics_by_hand():
+    assert entropy(W)[0].tolist() == pytest.approx([0.0, np.log2(3)])
+    assert mean_distance(W)[0, 0] == pytest.approx((0 + 1 + 1) / 3)
+    assert mean_distance(W)[0, 1] == pytest.approx(((0 + 1 + 2) + (1 + 0 + 1) + (2 + 1 + 0)) / 9)
+    assert share_on(W, [0])[0].tolist() == pytest.approx([2 / 3, 1 / 3])
+    assert previous_token_score(W)[0].tolist() == pytest.approx([1.0, 1 / 3])
+    assert max_weight(W)[0].tolist() == pytest.approx([1.0, 1 / 3])
+    rows = head_statistics(W, special_positions=[2])
+    assert [(r["layer"], r["head"]) for r in rows] == [(0, 0), (0, 1)]
+    assert rows[1]["special-token share"] == pytest.approx(1 / 3)
+
+
+def test_hiding_tokens_renormalises_rows():
+    kept_weights, kept = without_tokens(W, [0])
+    assert kept.tolist() == [1, 2]
+    np.testing.assert_allclose(kept_weights[0, 1], [[0.5, 0.5]] * 3)
+    np.testing.assert_allclose(kept_weights[0, 0, 0], [0.0, 0.0])  # all its weight was on the hidden token
+
+
+def test_rollout_by_hand():
+    result = rollout(np.concatenate([W, W]))  # two identical layers
+    mean = W[0].mean(axis=0)
+    step = 0.5 * np.eye(3) + 0.5 * mean
+    step /= step.sum(axis=-1, keepdims=True)
+    np.testing.assert_allclose(result[0], step)
+    np.testing.assert_allclose(result[1], step @ step)
+    np.testing.assert_allclose(result[-1].sum(axis=-1), 1.0)
+
+
+def test_score_stages_end_in_the_captured_weights(tiny_models):
+    for name in ("gpt2", "gemma2", "t5"):
+        lm = explorer.load_model(tiny_models[name], device="cpu")
+        stack = explorer.capture(lm, "the cat sat on the mat").main
+        for layer in range(stack.num_layers):
+            stages = score_stages(stack, layer, 1)
+            np.testing.assert_allclose(stages["weights"], stack.attentions[layer, 1], atol=1e-6)
+            assert np.isneginf(stages["masked"][~stack.masks_by_layer()[layer]]).all()
+        if name == "t5":
+            assert "biased" in stages and float(stack.scale[0]) == 1.0
+        if name == "gemma2":
+            assert "capped" in stages
+
+
+def test_head_outputs_reproduce_the_attention_module(tiny_models):
+    """Heads' weighted sums, concatenated and projected, equal the attention module's own output."""
+    lm = explorer.load_model(tiny_models["gpt2"], device="cpu")
+    cap = explorer.capture(lm, "the cat sat on the mat")
+    outputs = head_outputs(cap.attentions, cap.values)  # [layer, head, query, head_dim]
+    captured = {}
+    attention = lm.model.transformer.h[1].attn
+    hook = attention.register_forward_hook(lambda module, args, out: captured.update(out=out[0]))
+    try:
+        with torch.no_grad():
+            lm.model(input_ids=torch.tensor(cap.token_ids)[None])
+    finally:
+        hook.remove()
+    merged = torch.tensor(outputs[1]).transpose(0, 1).reshape(len(cap.tokens), -1)[None]
+    with torch.no_grad():
+        projected = attention.c_proj(merged)
+    np.testing.assert_allclose(projected.numpy(), captured["out"].numpy(), atol=1e-5)
+
+
+def test_bert_head_outputs_equal_the_self_attention_context(minilm):
+    cap = explorer.capture(minilm, "time flies like an arrow")
+    outputs = head_outputs(cap.attentions, cap.values)
+    captured = {}
+    module = minilm.model.encoder.layer[2].attention.self
+    hook = module.register_forward_hook(lambda m, args, out: captured.update(out=out[0]))
+    try:
+        with torch.no_grad():
+            minilm.model(input_ids=torch.tensor(cap.token_ids)[None])
+    finally:
+        hook.remove()
+    merged = torch.tensor(outputs[2]).transpose(0, 1).reshape(len(cap.tokens), -1)
+    np.testing.assert_allclose(merged.numpy(), captured["out"][0].numpy(), atol=1e-5)
+
+
+def test_sinusoidal_encoding_by_the_formula():
+    encoding = sinusoidal_encoding(5, 8)
+    assert encoding.shape == (5, 8)
+    assert encoding[3, 2] == pytest.approx(np.sin(3 / 10000 ** (2 / 8)), abs=1e-6)
+    assert encoding[3, 3] == pytest.approx(np.cos(3 / 10000 ** (2 / 8)), abs=1e-6)
+    np.testing.assert_allclose(encoding[0, 1::2], 1.0)
+
+
+def test_rotary_frequencies_equal_the_models_own(tiny_models):
+    lm = explorer.load_model(tiny_models["llama"], device="cpu")
+    own = lm.model.model.rotary_emb.inv_freq.numpy()
+    theta = getattr(lm.model.config, "rope_theta", None) or lm.model.config.rope_parameters["rope_theta"]
+    np.testing.assert_allclose(rotary_frequencies(8, theta), own, rtol=1e-6)
+    assert np.abs(rotary_angles(own, 10)).max() <= np.pi
+
+
+def test_context_changes_a_token_layer_by_layer(minilm):
+    a = explorer.capture(minilm, "time flies like an arrow")
+    b = explorer.capture(minilm, "fruit flies like a banana")
+    pa, pb = find_token(a.tokens, "flies"), find_token(b.tokens, "flies")
+    assert (pa, pb) == (2, 2)
+    similarity = layerwise_cosine(a.hidden_states, pa, b.hidden_states, pb)
+    assert similarity.shape == (minilm.num_layers + 1,)
+    assert similarity[-1] < similarity[0] <= 1.0 + 1e-6  # context pulls the two "flies" apart
