@@ -18,9 +18,11 @@ Importing ``explorer`` never imports Streamlit; only ``explorer.ui`` and the app
 
 from explorer.data import AttentionCapture, AttentionStack, DecodeTrace, NextTokenLogits, TokenDistribution
 from explorer.errors import InputError, ModelLoadError
+from explorer.models.anatomy import model_anatomy
 from explorer.models.capture import capture
 from explorer.models.decoding import decode
 from explorer.models.distribution import next_token_distribution, next_token_logits
+from explorer.models.inputs import embeddings, tokenize
 from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, LoadedModel, load_model
 
 __all__ = [
@@ -36,7 +38,10 @@ __all__ = [
     "TokenDistribution",
     "capture",
     "decode",
+    "embeddings",
     "load_model",
+    "model_anatomy",
     "next_token_distribution",
     "next_token_logits",
+    "tokenize",
 ]

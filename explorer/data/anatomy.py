@@ -1,0 +1,93 @@
+"""Records describing a model and its input: anatomy, parameter counts, the tokenization table, embeddings.
+
+Axes: ``token`` (input positions), ``position`` (positions a model can encode), ``hidden`` (d_model),
+``pair`` (rotated pairs of a rotary head). Arrays are read-only float32 on the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.data._freeze import freeze_arrays
+
+
+@dataclass(frozen=True)
+class ModuleRow:
+    """One module of the tree: its depth, dotted name, class, own parameter shapes and total parameter count."""
+
+    depth: int
+    name: str
+    kind: str
+    parameters: tuple[tuple[str, tuple[int, ...]], ...]
+    count: int
+
+
+@dataclass(frozen=True)
+class LayerCounts:
+    """Parameters by kind (embeddings, attention, feed-forward, norms, other) of one layer of one stack;
+    ``layer`` is None for what lies outside the layers (embeddings, final norm, heads)."""
+
+    stack: str
+    layer: int | None
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class ModelAnatomy:
+    """A model's sizes, structure and parameter counts (see ``explorer.models.anatomy.model_anatomy``)."""
+
+    name: str
+    architecture: str
+    model_type: str
+    kind: str
+    layers: int
+    width: int | None
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn_size: int | None
+    vocabulary: int
+    context: int
+    norm_placement: str
+    norm_kind: str
+    position_scheme: str
+    tied_embeddings: bool
+    total_parameters: int
+    by_kind: dict[str, int]
+    layer_counts: tuple[LayerCounts, ...]
+    modules: tuple[ModuleRow, ...]
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    """One token of the input, as the tokenizer produced it."""
+
+    position: int
+    token: str  # readable, with a leading space shown as "␣"
+    token_id: int
+    special: bool
+    start: int | None  # character span in its segment's text (None for special tokens)
+    end: int | None
+    segment: str  # "A", or "B" from the second segment's first token on (sentence pairs)
+
+
+@dataclass(frozen=True, eq=False)
+class Embeddings:
+    """What the model adds up before its first layer, for the input's tokens.
+
+    token             [token, hidden]: each token's row of the embedding matrix
+    position          [position, hidden] or None: learned absolute position embeddings (the first positions)
+    token_type        [token, hidden] or None: segment (token type) embeddings of the input
+    inverse_frequency [pair] or None: rotary models' per-pair rotation frequency, from the model's own module
+    """
+
+    token: np.ndarray
+    position: np.ndarray | None
+    token_type: np.ndarray | None
+    inverse_frequency: np.ndarray | None
+    position_scheme: str
+
+    def __post_init__(self):
+        freeze_arrays(self)

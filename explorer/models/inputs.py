@@ -1,0 +1,94 @@
+"""The input as the model sees it: the tokenization table and the embeddings of each token.
+
+``tokenize`` lists each token with its id, whether it is special, its character span and its segment.
+``embeddings`` reads the model's own embedding tables (token, learned position, token type) and, for
+rotary models, the inverse frequencies of its rotary module.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from explorer.data.anatomy import Embeddings, TokenRow
+from explorer.errors import InputError
+from explorer.models.anatomy import _quirks
+from explorer.models.tokens import token_labels
+
+# Where models keep their learned absolute position and token-type tables (module names), tried in order.
+POSITION_MODULES = ("position_embeddings", "wpe", "embed_positions")
+TOKEN_TYPE_MODULES = ("token_type_embeddings",)
+
+
+def tokenize(lm, text: str, text_pair: str | None = None) -> tuple[TokenRow, ...]:
+    """The tokenization table of ``text`` (and ``text_pair``), cut to the model's limit as ``capture`` does."""
+    if not text or not text.strip():
+        raise InputError("Type some text to see how it is tokenized.")
+    pair = text_pair if text_pair and text_pair.strip() else None
+    encoded = lm.tokenizer(
+        text,
+        pair,
+        truncation=True,
+        max_length=lm.max_tokens,
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+    )
+    ids = encoded["input_ids"]
+    labels = token_labels(lm.tokenizer, ids)
+    sequence_ids = encoded.sequence_ids() if hasattr(encoded, "sequence_ids") else [0] * len(ids)
+    # The second segment starts at its first token; specials before it ([CLS], the first [SEP]) belong to A.
+    b_start = next((i for i, s in enumerate(sequence_ids) if s == 1), len(ids)) if pair else len(ids)
+    rows = []
+    for position, (token_id, label, special, (start, end)) in enumerate(
+        zip(ids, labels, encoded["special_tokens_mask"], encoded["offset_mapping"], strict=True)
+    ):
+        rows.append(
+            TokenRow(
+                position=position,
+                token=("␣" + label[1:]) if label.startswith(" ") else label,
+                token_id=int(token_id),
+                special=bool(special),
+                start=None if special else int(start),
+                end=None if special else int(end),
+                segment="A" if position < b_start else "B",
+            )
+        )
+    return tuple(rows)
+
+
+def embeddings(lm, token_ids, token_type_ids=None, *, positions: int | None = None) -> Embeddings:
+    """The model's own embedding rows for ``token_ids`` [token] (and its first ``positions`` position rows)."""
+    model = lm.model
+    ids = torch.as_tensor(list(token_ids), dtype=torch.long, device=lm.device)
+    with torch.inference_mode():
+        token = model.get_input_embeddings()(ids)
+        position_table = _named_embedding(model, POSITION_MODULES)
+        count = positions or len(ids)
+        position = None
+        if position_table is not None:
+            count = min(count, position_table.num_embeddings)
+            position = position_table(torch.arange(count, device=lm.device))
+        type_table = _named_embedding(model, TOKEN_TYPE_MODULES)
+        token_type = None
+        if type_table is not None:
+            types = torch.as_tensor(token_type_ids if token_type_ids is not None else [0] * len(ids), device=lm.device)
+            token_type = type_table(types)
+    rotary = next((m for name, m in model.named_modules() if name.endswith("rotary_emb")), None)
+    inverse_frequency = None if rotary is None else _numpy(getattr(rotary, "inv_freq", None))
+    return Embeddings(
+        token=_numpy(token),
+        position=_numpy(position),
+        token_type=_numpy(token_type),
+        inverse_frequency=inverse_frequency,
+        position_scheme=_quirks(model)[1],
+    )
+
+
+def _named_embedding(model, names: tuple[str, ...]):
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Embedding) and name.split(".")[-1] in names:
+            return module
+    return None
+
+
+def _numpy(tensor):
+    return None if tensor is None else tensor.detach().to(device="cpu", dtype=torch.float32).numpy().copy()
