@@ -1,0 +1,281 @@
+"""Vectors and the arithmetic of one attention head, drawn: embeddings, positions, the step-by-step computation
+of scaled dot-product attention, and a neuron view (query and key vectors as coloured bands).
+
+Signed values (vector components, scores) use ``DIVERGING`` (blue for negative, orange for positive, white
+at 0, symmetric around 0); weights use the sequential scale. Every function follows ``style``'s conventions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.render.style import (
+    CATEGORICAL,
+    GRID,
+    INK,
+    SCREEN,
+    SEQUENTIAL,
+    FigureInfo,
+    Look,
+    abbreviate,
+    escape,
+    finish,
+)
+
+# Blue (negative) - white (0) - orange (positive): distinguishable for the common colour-vision deficiencies.
+DIVERGING = [[0.0, "#08519c"], [0.25, "#6baed6"], [0.5, "#f7f7f7"], [0.75, "#fdae6b"], [1.0, "#b35806"]]
+
+
+def _labels(tokens, limit: int = 12) -> list[str]:
+    return [f"#{i} {escape(abbreviate(t, limit))}" for i, t in enumerate(tokens)]
+
+
+def _symmetric(values: np.ndarray) -> float:
+    finite = np.abs(values[np.isfinite(values)])
+    return float(finite.max()) if finite.size else 1.0
+
+
+def vectors_heatmap(
+    values: np.ndarray,
+    row_labels: list[str],
+    *,
+    info: FigureInfo,
+    look: Look = SCREEN,
+    x_title: str = "dimension",
+    colorbar_title: str = "value",
+    signed: bool = True,
+) -> go.Figure:
+    """Rows of vectors [row, dimension] (embeddings, encodings, Q/K/V) as colour bands, one row per token."""
+    values = np.asarray(values, dtype=np.float32)
+    top = _symmetric(values) if signed else float(np.nanmax(values)) or 1.0
+    figure = go.Figure(
+        go.Heatmap(
+            z=values,
+            y=row_labels,
+            x=list(range(values.shape[1])),
+            zmin=-top if signed else 0.0,
+            zmax=top,
+            zmid=0 if signed else None,
+            colorscale=DIVERGING if signed else SEQUENTIAL,
+            colorbar={
+                "title": {"text": colorbar_title, "side": "top"},
+                "thickness": 14,
+                "tickfont": {"size": look.tick_size - 2},
+            },
+            hovertemplate="%{y}, dimension %{x}: <b>%{z:.4f}</b><extra></extra>",
+        )
+    )
+    finish(figure, info, look)
+    rows = len(row_labels)
+    step = max(1, int(np.ceil(rows * look.tick_size * 1.3 / max(look.height - look.title_band - 80, 50))))
+    figure.update_layout(margin={"l": 20, "r": 20, "t": look.title_band, "b": 50})
+    figure.update_yaxes(
+        autorange="reversed",
+        type="category",
+        tickfont={"size": look.tick_size - 1},
+        tickvals=row_labels[::step],
+        automargin=True,
+    )
+    figure.update_xaxes(title=x_title, tickfont={"size": look.tick_size - 2}, showgrid=False)
+    return figure
+
+
+def cosine_figure(series: dict[str, np.ndarray], *, info: FigureInfo, look: Look = SCREEN) -> go.Figure:
+    """Cosine similarity per layer (0 = after the embeddings) for one or more token pairs."""
+    figure = go.Figure()
+    for index, (label, values) in enumerate(series.items()):
+        figure.add_trace(
+            go.Scatter(
+                x=list(range(len(values))),
+                y=[float(v) for v in values],
+                mode="lines+markers",
+                name=escape(label),
+                line={"color": CATEGORICAL[index % len(CATEGORICAL)], "width": 3},
+                marker={"size": 9},
+                hovertemplate="after layer %{x}: cosine %{y:.3f}<extra></extra>",
+            )
+        )
+    finish(figure, info, look)
+    figure.update_layout(
+        margin={"l": 80, "r": 30, "t": look.title_band + 10, "b": 70},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+    )
+    last = max((len(v) for v in series.values()), default=1) - 1
+    figure.update_xaxes(
+        title="layer (0 = the embeddings)",
+        dtick=1,
+        range=[-0.3, last + 0.3],
+        gridcolor=GRID,
+        tickfont={"size": look.tick_size},
+    )
+    figure.update_yaxes(
+        title="cosine similarity",
+        range=[min(0.0, *(float(np.min(v)) for v in series.values())), 1.02],
+        gridcolor=GRID,
+        tickfont={"size": look.tick_size},
+    )
+    return figure
+
+
+def step_by_step_figure(
+    stages: dict[str, np.ndarray],
+    query: np.ndarray,
+    keys: np.ndarray,
+    values: np.ndarray | None,
+    key_tokens,
+    query_index: int,
+    *,
+    info: FigureInfo,
+    look: Look = SCREEN,
+) -> go.Figure:
+    """One query of one head, left to right: its query vector against every key vector, the score of each key
+    after each stage (−∞ where masked), the softmax weights, and the weighted sum of the value vectors."""
+    names = [n for n in ("dot", "scaled", "capped", "biased", "masked") if n in stages]
+    widths = [3, 3] + [1] * len(names) + [1.6] + ([3] if values is not None else [])
+    titles = ["query q (every row)", "key vectors k"] + [_STAGE_TITLES[n] for n in names] + ["softmax"]
+    titles += ["weights × values"] if values is not None else []
+    figure = make_subplots(
+        rows=1,
+        cols=len(widths),
+        column_widths=widths,
+        shared_yaxes=True,
+        horizontal_spacing=0.012,
+        subplot_titles=titles,
+    )
+    labels = _labels(key_tokens)
+    top = max(_symmetric(query), _symmetric(keys))
+    figure.add_trace(_band(np.tile(query, (len(labels), 1)), labels, top, "query (same for every key)"), 1, 1)
+    figure.add_trace(_band(keys, labels, top, "key"), 1, 2)
+    for column, name in enumerate(names, start=3):
+        figure.add_trace(_score_column(stages[name][query_index], labels, name, look), 1, column)
+    weights = stages["weights"][query_index]
+    column = 3 + len(names)
+    figure.add_trace(
+        go.Bar(
+            x=weights,
+            y=labels,
+            orientation="h",
+            marker={"color": SEQUENTIAL[6][1]},
+            text=[f"{w:.2f}" for w in weights],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{y}: weight %{x:.4f}<extra></extra>",
+        ),
+        1,
+        column,
+    )
+    figure.update_xaxes(range=[0, 1.25], showticklabels=False, showgrid=False, row=1, col=column)
+    if values is not None:
+        weighted = weights[:, None] * values
+        figure.add_trace(_band(weighted, labels, _symmetric(weighted), "weight × value"), 1, column + 1)
+    finish(figure, info, look)
+    figure.update_layout(margin={"l": 20, "r": 20, "t": look.title_band + 24, "b": 30}, showlegend=False)
+    figure.update_yaxes(
+        autorange="reversed", type="category", automargin=True, tickfont={"size": look.tick_size - 1}, row=1, col=1
+    )
+    for annotation in figure.layout.annotations:
+        annotation.font = {"size": max(look.font_size - 2, 11), "color": INK}
+    figure.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    return figure
+
+
+_STAGE_TITLES = {"dot": "q·k", "scaled": "× scale", "capped": "softcap", "biased": "+ bias", "masked": "mask"}
+
+
+def _band(values: np.ndarray, labels, top: float, what: str) -> go.Heatmap:
+    return go.Heatmap(
+        z=np.asarray(values, dtype=np.float32),
+        y=labels,
+        zmin=-top,
+        zmax=top,
+        zmid=0,
+        colorscale=DIVERGING,
+        showscale=False,
+        hovertemplate=f"%{{y}}, {what} dim %{{x}}: <b>%{{z:.4f}}</b><extra></extra>",
+    )
+
+
+def _score_column(scores: np.ndarray, labels, name: str, look: Look) -> go.Heatmap:
+    finite = np.where(np.isfinite(scores), scores, np.nan)
+    text = ["−∞" if np.isneginf(v) else f"{v:.2f}" for v in scores]
+    top = _symmetric(finite)
+    return go.Heatmap(
+        z=finite[:, None].astype(np.float32),
+        y=labels,
+        x=[name],
+        zmin=-top,
+        zmax=top,
+        zmid=0,
+        colorscale=DIVERGING,
+        showscale=False,
+        text=[[t] for t in text],
+        texttemplate="%{text}",
+        textfont={"size": max(look.tick_size - 4, 9)},
+        hoverongaps=False,
+        hovertemplate="%{y}: %{text}<extra>" + name + "</extra>",
+    )
+
+
+def neuron_view_figure(
+    query: np.ndarray,
+    keys: np.ndarray,
+    scale: float,
+    weights: np.ndarray,
+    key_tokens,
+    query_token: str,
+    *,
+    info: FigureInfo,
+    look: Look = SCREEN,
+) -> go.Figure:
+    """BertViz's neuron view for any model: the query vector, each key vector, their element-wise product
+    (its sum is the dot product), the scaled dot product, and the softmax weight, one row per key."""
+    labels = _labels(key_tokens)
+    products = keys * query[None, :]
+    dots = products.sum(axis=1)
+    figure = make_subplots(rows=2, cols=4, column_widths=[4, 4, 1, 1.4], row_heights=[1, max(len(labels), 2)],
+                           shared_yaxes=False, horizontal_spacing=0.02, vertical_spacing=0.04,
+                           subplot_titles=["query q", "", "", "", "keys k", "q × k (element-wise)", "q·k × scale",
+                                           "softmax"])  # fmt: skip
+    top = max(_symmetric(query), _symmetric(keys))
+    figure.add_trace(_band(query[None, :], [f"q: {escape(abbreviate(query_token, 12))}"], top, "query"), 1, 1)
+    figure.add_trace(_band(keys, labels, top, "key"), 2, 1)
+    figure.add_trace(_band(products, labels, _symmetric(products), "q × k"), 2, 2)
+    scaled = dots * scale
+    figure.add_trace(_score_column(scaled, labels, "q·k × scale", look), 2, 3)
+    figure.add_trace(
+        go.Bar(
+            x=weights,
+            y=labels,
+            orientation="h",
+            marker={"color": SEQUENTIAL[6][1]},
+            text=[f"{w:.2f}" for w in weights],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="%{y}: weight %{x:.4f}<extra></extra>",
+        ),
+        2,
+        4,
+    )
+    finish(figure, info, look)
+    figure.update_layout(margin={"l": 20, "r": 30, "t": look.title_band + 20, "b": 20}, showlegend=False)
+    figure.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    figure.update_xaxes(range=[0, 1.3], row=2, col=4)
+    for col in (1, 2, 3, 4):
+        figure.update_yaxes(
+            autorange="reversed",
+            type="category",
+            showticklabels=col == 1,
+            automargin=True,
+            tickfont={"size": look.tick_size - 1},
+            row=2,
+            col=col,
+        )
+    figure.update_yaxes(type="category", automargin=True, tickfont={"size": look.tick_size - 1}, row=1, col=1)
+    for col in (2, 3, 4):
+        figure.update_xaxes(visible=False, row=1, col=col)
+        figure.update_yaxes(visible=False, row=1, col=col)
+    for annotation in figure.layout.annotations:
+        annotation.font = {"size": max(look.font_size - 2, 11), "color": INK}
+    return figure
