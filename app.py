@@ -46,4 +46,4 @@ def navigation_pages() -> dict[str, list]:
 
 
 ui.app_shell()  # page config, the sidebar model picker and presentation mode, shared by every page
-st.navigation(navigation_pages()).run()
+st.navigation(navigation_pages(), expanded=True).run()

@@ -22,8 +22,8 @@ if lm is None:
     st.info("Pick a model in the sidebar to start.")
     st.stop()
 decoding.require_generative_model(lm)
-decoding.apply_pending_preset(lm.name)
-decoding.preset_notice()
+ui.apply_pending_preset(lm.name)
+ui.preset_notice()
 
 prompt_column, steps_column = st.columns([4, 1], vertical_alignment="bottom")
 with prompt_column:

@@ -26,28 +26,43 @@ def entropy(weights: np.ndarray) -> np.ndarray:
     return terms.sum(axis=-1).mean(axis=-1)
 
 
-def mean_distance(weights: np.ndarray) -> np.ndarray:
-    """Mean over queries of the attention-weighted |query − key| distance, in tokens. [layer, head]"""
+def mean_distance(weights: np.ndarray, key_positions=None) -> np.ndarray:
+    """Mean over queries of the attention-weighted |query − key| distance, in tokens. [layer, head]
+
+    ``key_positions`` gives the original position of each key column (after a view hid some tokens).
+    """
     queries, keys = weights.shape[-2:]
-    distance = np.abs(np.arange(queries)[:, None] - np.arange(keys)[None, :])
+    positions = np.arange(keys) if key_positions is None else np.asarray(key_positions)
+    distance = np.abs(np.arange(queries)[:, None] - positions[None, :])
     return (weights.astype(np.float64) * distance).sum(axis=-1).mean(axis=-1)
 
 
-def share_on(weights: np.ndarray, positions) -> np.ndarray:
-    """Mean over queries of the weight on the given key positions. [layer, head]"""
-    positions = np.asarray(list(positions), dtype=int)
-    if positions.size == 0:
+def share_on(weights: np.ndarray, positions, key_positions=None) -> np.ndarray:
+    """Mean over queries of the weight on the keys at the given (original) positions. [layer, head]"""
+    columns = _columns(weights.shape[-1], positions, key_positions)
+    if columns.size == 0:
         return np.zeros(weights.shape[:2])
-    return weights[..., positions].astype(np.float64).sum(axis=-1).mean(axis=-1)
+    return weights[..., columns].astype(np.float64).sum(axis=-1).mean(axis=-1)
 
 
-def previous_token_score(weights: np.ndarray) -> np.ndarray:
+def previous_token_score(weights: np.ndarray, key_positions=None) -> np.ndarray:
     """Mean over queries 1.. of the weight on the token just before (a previous-token head scores near 1)."""
-    queries = weights.shape[-2]
+    queries, keys = weights.shape[-2:]
     if queries < 2:
         return np.zeros(weights.shape[:2])
-    rows = np.arange(1, queries)
-    return weights[..., rows, rows - 1].astype(np.float64).mean(axis=-1)
+    positions = list(range(keys)) if key_positions is None else [int(p) for p in key_positions]
+    column_of = {position: column for column, position in enumerate(positions)}
+    scores = [
+        weights[..., q, column_of[q - 1]] if q - 1 in column_of else np.zeros(weights.shape[:2])
+        for q in range(1, queries)
+    ]
+    return np.mean(np.stack(scores, axis=-1).astype(np.float64), axis=-1)
+
+
+def _columns(keys: int, positions, key_positions) -> np.ndarray:
+    wanted = {int(p) for p in positions}
+    originals = range(keys) if key_positions is None else key_positions
+    return np.array([column for column, p in enumerate(originals) if int(p) in wanted], dtype=int)
 
 
 def max_weight(weights: np.ndarray) -> np.ndarray:
@@ -55,14 +70,14 @@ def max_weight(weights: np.ndarray) -> np.ndarray:
     return weights.reshape(*weights.shape[:2], -1).max(axis=-1).astype(np.float64)
 
 
-def head_statistics(weights: np.ndarray, special_positions=()) -> list[dict]:
-    """One row per (layer, head) with every statistic, for a sortable table."""
+def head_statistics(weights: np.ndarray, special_positions=(), key_positions=None) -> list[dict]:
+    """One row per (layer, head) with every statistic, for a sortable table (``key_positions``: see above)."""
     columns = {
         "entropy": entropy(weights),
-        "mean distance": mean_distance(weights),
-        "first-token share": share_on(weights, [0]),
-        "special-token share": share_on(weights, special_positions),
-        "previous-token score": previous_token_score(weights),
+        "mean distance": mean_distance(weights, key_positions),
+        "first-token share": share_on(weights, [0], key_positions),
+        "special-token share": share_on(weights, special_positions, key_positions),
+        "previous-token score": previous_token_score(weights, key_positions),
         "max weight": max_weight(weights),
     }
     layers, heads = weights.shape[:2]

@@ -95,8 +95,14 @@ def heads_grid(
             type="rect", x0=x0, x1=x0 + columns, y0=y0, y1=y0 + rows, line={"color": "#d55e00", "width": 3}
         )
     finish(figure, info, look)
+    # As tall as the tiles need at this width (square cells), within the look's height.
+    plot_width = look.width - 70 - 20 - 90
+    height = look.title_band + 10 + 60 + 20 + plot_width * image.shape[0] / image.shape[1]
     figure.update_layout(
-        margin={"l": 70, "r": 20, "t": look.title_band + 10, "b": 60}, dragmode=False, clickmode="event+select"
+        height=int(min(look.height, height)),
+        margin={"l": 70, "r": 20, "t": look.title_band + 10, "b": 60},
+        dragmode=False,
+        clickmode="event+select",
     )
     figure.update_xaxes(
         tickvals=[h * (columns + GUTTER) + (columns - 1) / 2 for h in range(heads)],

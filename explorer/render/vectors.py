@@ -32,9 +32,12 @@ def _labels(tokens, limit: int = 12) -> list[str]:
     return [f"#{i} {escape(abbreviate(t, limit))}" for i, t in enumerate(tokens)]
 
 
-def _symmetric(values: np.ndarray) -> float:
+def _symmetric(values: np.ndarray, percentile: float = 100.0) -> float:
+    """The colour range's half-width: the largest |value|, or a percentile of them (a few outlier dimensions
+    would otherwise wash out every other one; the hover still gives exact values)."""
     finite = np.abs(values[np.isfinite(values)])
-    return float(finite.max()) if finite.size else 1.0
+    top = float(np.percentile(finite, percentile)) if finite.size else 1.0
+    return top if top > 0 else 1.0
 
 
 def vectors_heatmap(
@@ -49,7 +52,7 @@ def vectors_heatmap(
 ) -> go.Figure:
     """Rows of vectors [row, dimension] (embeddings, encodings, Q/K/V) as colour bands, one row per token."""
     values = np.asarray(values, dtype=np.float32)
-    top = _symmetric(values) if signed else float(np.nanmax(values)) or 1.0
+    top = _symmetric(values, 99.0) if signed else float(np.nanmax(values)) or 1.0
     figure = go.Figure(
         go.Heatmap(
             z=values,
@@ -60,7 +63,10 @@ def vectors_heatmap(
             zmid=0 if signed else None,
             colorscale=DIVERGING if signed else SEQUENTIAL,
             colorbar={
-                "title": {"text": colorbar_title, "side": "top"},
+                "title": {
+                    "text": colorbar_title + ("<br>(clipped at the<br>99th percentile)" if signed else ""),
+                    "side": "top",
+                },
                 "thickness": 14,
                 "tickfont": {"size": look.tick_size - 2},
             },

@@ -22,6 +22,7 @@ from explorer.ui.models import (
     request_model,
     selected_model,
 )
+from explorer.ui.presets import apply_pending_preset, preset_button, preset_notice
 from explorer.ui.shell import app_shell, page_header, page_shell, presenting
 from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import (
@@ -43,6 +44,7 @@ __all__ = [
     "STACK_LABELS",
     "add_notice",
     "app_shell",
+    "apply_pending_preset",
     "bundled_choices",
     "cached_capture",
     "cached_model",
@@ -58,6 +60,8 @@ __all__ = [
     "page_header",
     "page_shell",
     "presenting",
+    "preset_button",
+    "preset_notice",
     "prompt_and_continuation",
     "request_model",
     "selected_model",

@@ -13,8 +13,8 @@ import explorer
 from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS
 from explorer.ui.caches import results_cache
 from explorer.ui.models import cached_model, request_model
+from explorer.ui.presets import preset_button
 from explorer.ui.text import literal
-from explorer.ui.widgets import set_value
 
 CHAPTER_MODEL = "openai-community/gpt2"
 CHAPTER_PROMPT = "Transformers are the"
@@ -28,7 +28,6 @@ FALLBACK_PROMPT = "The meaning of life is"
 # Bounds on the pages' sliders: a class cannot stall a shared server (the engine's own limits are higher).
 PAGE_MAX_STEPS = min(32, MAX_NEW_TOKENS)
 PAGE_MAX_BEAMS = min(8, MAX_BEAMS)
-_PRESET_KEY = "_decoding_preset"
 
 
 def default_prompt(model_name: str) -> str:
@@ -84,33 +83,10 @@ def require_generative_model(lm) -> None:
 def chapter_preset_button(label: str, *, prompt_key: str = "prompt", **state) -> None:
     """A one-click preset: the chapter's gpt2 and prompt when gpt2 can be downloaded here, otherwise the
     bundled decoder with a prompt that suits it (the page says so). ``state`` sets other widgets."""
-
-    def apply() -> None:
-        request_model(CHAPTER_MODEL, fallback=explorer.DEFAULT_DECODER)
-        st.session_state[_PRESET_KEY] = {"prompt_key": prompt_key, **state}
-
-    st.button(label, on_click=apply, icon=":material/auto_stories:")
-
-
-def apply_pending_preset(model_name: str) -> None:
-    """After a preset's model has loaded (or fallen back), set the prompt that suits it and say what happened.
-
-    Call before the prompt widget is drawn."""
-    preset = st.session_state.pop(_PRESET_KEY, None)
-    if not preset:
-        return
-    prompt_key = preset.pop("prompt_key")
-    set_value(prompt_key, default_prompt(model_name))
-    for key, value in preset.items():
-        set_value(key, value)
-    if model_name != CHAPTER_MODEL:
-        st.session_state["_preset_notice"] = (
-            f"gpt2 could not be downloaded here, so this shows the bundled {literal(model_name)} with a prompt "
-            "in its style instead of the chapter's “Transformers are the”."
-        )
-
-
-def preset_notice() -> None:
-    message = st.session_state.pop("_preset_notice", None)
-    if message:
-        st.info(message, icon=":material/info:")
+    preset_button(
+        label,
+        model=CHAPTER_MODEL,
+        fallback=explorer.DEFAULT_DECODER,
+        values={prompt_key: CHAPTER_PROMPT, **state},
+        fallback_values={prompt_key: default_prompt(explorer.DEFAULT_DECODER), **state},
+    )

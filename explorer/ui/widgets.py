@@ -105,18 +105,21 @@ def _preview(text: str, limit: int = 48) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def text_ui(label: str, default: str, *, key: str, height: int = 80, placeholder: str | None = None) -> str:
-    """A text (a prompt, a sentence) kept in the URL; a text too long for a link is cut there, with a note."""
+def text_ui(label: str, default: str, *, key: str, height: int | None = 80, placeholder: str | None = None) -> str:
+    """A text (a prompt, a sentence; one line when ``height`` is None) kept in the URL; a text too long for a
+    link is cut there, with a note."""
     value = _resolve(key, str, default, label)[:MAX_TEXT_CHARS]
     st.session_state[key] = value
-    text = st.text_area(
+    widget = st.text_input if height is None else st.text_area
+    sizing = {} if height is None else {"height": height}
+    text = widget(
         label,
         key=key,
-        height=height,
         max_chars=MAX_TEXT_CHARS,
         placeholder=placeholder,
         on_change=_on_change,
         args=(key,),
+        **sizing,
     )
     _remember(key, text)
     _write_url(key, None if text == default else text[:LINK_TEXT_CHARS])

@@ -1,0 +1,104 @@
+"""Scaled dot-product attention, step by step, with the model's real numbers for one layer, head and query."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from explorer import ui
+from explorer.compute.attention import head_outputs, score_stages
+from explorer.render.style import FigureInfo
+from explorer.render.vectors import step_by_step_figure
+from explorer.ui.attention import capture_ui
+
+ui.page_shell()
+header = ui.page_header(
+    "Attention step by step",
+    "Attention(Q, K, V) = softmax(Q·Kᵀ · scale + bias + mask) · V, for one head and one query token. The query "
+    "vector meets every key vector in a dot product; the scores are scaled (by 1/√head_dim in most models, 1 in "
+    "T5), a position bias is added where the model has one, masked keys get −∞, softmax turns the scores into "
+    "weights that sum to 1, and the output is the weighted sum of the value vectors.",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+view = capture_ui(lm, header)
+stack = view.stack
+layer_column, head_column, query_column = st.columns(3)
+with layer_column:
+    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+with head_column:
+    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+with query_column:
+    query = ui.index_slider_ui(
+        "Query token", len(stack.query_tokens), key="query", help="Which token's row to follow (counted from 0)."
+    )
+ui.notices_ui()
+
+stages = score_stages(stack, layer, head)
+scale = float(stack.scale[layer])
+head_dim = stack.queries.shape[-1]
+st.latex(
+    r"\mathrm{Attention}(q, K, V) = \mathrm{softmax}\!\left(q K^\top \cdot "
+    + (r"\tfrac{1}{\sqrt{%d}}" % head_dim if abs(scale - head_dim**-0.5) < 1e-6 else f"{scale:g}")  # noqa: UP031
+    + (r" + b" if "biased" in stages else "")
+    + r" + m\right) V"
+)
+token = stack.query_tokens[query]
+st.caption(
+    f"Query #{query} “{ui.literal(token)}”, layer {layer}, head {head}: q and each k have {head_dim} numbers; "
+    f"scale = {scale:.6g}"
+    + (" (T5 does not scale)" if scale == 1.0 else f" = 1/√{head_dim}" if abs(scale - head_dim**-0.5) < 1e-6 else "")
+    + ("; T5's relative position bias is added" if "biased" in stages else "")
+    + ("; softcapping first (Gemma 2)" if "capped" in stages else "")
+    + f". Query head {head} reads key/value head {int(stack.kv_head_of_query[head])}."
+)
+info = FigureInfo(
+    "Attention step by step",
+    model=lm.name,
+    text=view.shown_text,
+    where=(f"layer {layer}", f"head {head}", f"query #{query}"),
+)
+values = None if stack.values is None else stack.values[layer, head]
+ui.show_figure(
+    lambda look: step_by_step_figure(
+        stages,
+        stack.queries[layer, head, query],
+        stack.keys[layer, head],
+        values,
+        stack.key_tokens,
+        query,
+        info=info,
+        look=look,
+    ),
+    info,
+    key="steps",
+)
+
+table = {"key": [f"#{i} {t}" for i, t in enumerate(stack.key_tokens)]}
+for name in ("dot", "scaled", "capped", "biased", "masked"):
+    if name in stages:
+        table[
+            {"dot": "q·k", "scaled": "× scale", "capped": "softcapped", "biased": "+ bias", "masked": "masked"}[name]
+        ] = [("−∞" if np.isneginf(v) else f"{v:.4f}") for v in stages[name][query]]
+table["softmax weight"] = stages["weights"][query]
+table["captured weight"] = stack.attentions[layer, head, query]
+st.dataframe(
+    pd.DataFrame(table),
+    hide_index=True,
+    width="stretch",
+    column_config={"captured weight": st.column_config.NumberColumn(help="What the model itself computed.")},
+)
+difference = float(np.abs(stages["weights"][query] - stack.attentions[layer, head, query]).max())
+st.caption(f"✓ recomputed softmax vs the model's own weights: max difference {difference:.1e}.")
+
+if stack.values is not None:
+    output = head_outputs(
+        stack.attentions[layer : layer + 1, head : head + 1], stack.values[layer : layer + 1, head : head + 1]
+    )[0, 0, query]
+    st.markdown(
+        f"**Output of this head for this query**: a vector of {head_dim} numbers (first ones: "
+        f"{', '.join(f'{v:.3f}' for v in output[:6])}, …). All {stack.num_heads} heads' outputs are concatenated "
+        f"({stack.num_heads} × {head_dim} = {stack.num_heads * head_dim} numbers) and multiplied by the output "
+        "projection, giving this token's attention output for the layer."
+    )

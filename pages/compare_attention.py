@@ -1,0 +1,76 @@
+"""Compare: the same layer and head for two texts, or for two models on one text, side by side."""
+
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.render.heatmap import attention_heatmap
+from explorer.render.style import FigureInfo
+
+ui.page_shell()
+ui.page_header(
+    "Compare",
+    "The same layer and head side by side: for two texts (how one head treats different sentences), or for two "
+    "models on the same text (how two models spread their attention).",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+mode = ui.choice_ui(
+    "Compare",
+    ["texts", "models"],
+    key="compare",
+    captions={"texts": "two texts, this model", "models": "one text, two models"},
+)
+first_column, second_column = st.columns(2)
+with first_column:
+    text_a = ui.text_ui("Text" if mode == "models" else "First text", "time flies like an arrow", key="text", height=68)
+with second_column:
+    if mode == "texts":
+        text_b = ui.text_ui("Second text", "fruit flies like a banana", key="text_b", height=68)
+        other = lm.name
+    else:
+        text_b = text_a
+        choices = [name for name in ui.bundled_choices() if name != lm.name] or [lm.name]
+        other = ui.choice_ui("Second model", choices, key="model_b", horizontal=False)
+if not text_a.strip() or not text_b.strip():
+    ui.notices_ui()
+    st.info("Type the text(s) to compare.")
+    st.stop()
+try:
+    second_model = ui.cached_model(other)
+    captures = [ui.cached_capture(lm.name, text_a), ui.cached_capture(other, text_b)]
+except (explorer.InputError, explorer.ModelLoadError) as error:
+    ui.notices_ui()
+    st.info(ui.literal(error))
+    st.stop()
+layers = min(c.main.num_layers for c in captures)
+heads = min(c.main.num_heads for c in captures)
+layer_column, head_column, stretch_column = st.columns([3, 3, 2], vertical_alignment="bottom")
+with layer_column:
+    layer = ui.index_slider_ui("Layer", layers, key="layer")
+with head_column:
+    head = ui.index_slider_ui("Head", heads, key="head")
+with stretch_column:
+    stretch = ui.toggle_ui("Stretch colours", key="stretch")
+ui.notices_ui()
+for column, capture, name, text in zip(st.columns(2), captures, (lm.name, other), (text_a, text_b), strict=True):
+    with column:
+        info = FigureInfo("Attention weights", model=name, text=text, where=(f"layer {layer}", f"head {head}"))
+        key = f"compare-{'a' if capture is captures[0] else 'b'}"
+        ui.show_figure(
+            lambda look, c=capture, i=info: attention_heatmap(
+                c.main,
+                layer,
+                head,
+                color_max=None if stretch else 1.0,
+                info=i,
+                look=look,
+                segment_b_start=c.segment_b_start,
+            ),
+            info,
+            key=key,
+        )
+if mode == "models" and second_model.num_layers != lm.num_layers:
+    st.caption(f"The two models differ in depth: layers shown go up to {layers - 1}, heads up to {heads - 1}.")

@@ -1,0 +1,95 @@
+"""Head statistics: every head measured (entropy, distance, first-token and special-token share, previous-token
+score, peak), sortable; select a row to open the head. Plus two view transforms, clearly labelled."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from explorer import ui
+from explorer.compute.statistics import head_statistics, rollout, without_tokens
+from explorer.render.heatmap import masked_weights, token_matrix
+from explorer.render.style import FigureInfo
+from explorer.ui.attention import capture_ui, open_head_links
+
+ui.page_shell()
+header = ui.page_header(
+    "Head statistics",
+    "Each row is one head. Entropy (bits): low when the head looks at few tokens. Mean distance: how far, in "
+    "tokens, it looks on average. First-token and special-token share: how much of its attention goes to the "
+    "first token or to special tokens ([CLS], [SEP], …), often a resting place. Previous-token score: near 1 for "
+    "heads that look one token back. Click a column to sort; select a row to open that head.",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+view = capture_ui(lm, header)
+stack, capture = view.stack, view.capture
+specials = set(ui.cached_model(lm.name).tokenizer.all_special_tokens)
+special_positions = [i for i, token in enumerate(stack.key_tokens) if token in specials]
+hide = ui.toggle_ui(
+    "View transform: hide special tokens and renormalise rows",
+    key="hide_special",
+    help="Drops the special tokens' columns and rescales each row to sum to 1 again: a view, not the model.",
+) and bool(special_positions)
+weights = np.where(stack.masks_by_layer()[:, None], stack.attentions, 0.0)
+keys, kept = stack.key_tokens, None
+if hide:
+    weights, kept = without_tokens(weights, special_positions)
+    keys = tuple(stack.key_tokens[i] for i in kept)
+rows = head_statistics(weights, special_positions, key_positions=kept)
+table = pd.DataFrame(rows)
+event = st.dataframe(
+    table,
+    hide_index=True,
+    width="stretch",
+    on_select="rerun",
+    selection_mode="single-row",
+    key="stats",
+    column_config={name: st.column_config.NumberColumn(format="%.3f") for name in table.columns[2:]},
+)
+selected = event.selection.rows if event and event.selection else []
+layer_column, head_column = st.columns(2)
+if selected:
+    picked = rows[selected[0]]
+    ui.set_value("layer", picked["layer"])
+    ui.set_value("head", picked["head"])
+with layer_column:
+    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+with head_column:
+    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+ui.notices_ui()
+
+where = (f"layer {layer}", f"head {head}") + (("special tokens hidden",) if hide else ())
+info = FigureInfo("Attention weights", model=lm.name, text=view.shown_text, where=where)
+shown = weights[layer, head] if hide else masked_weights(stack, layer, head)
+if hide:
+    shown = np.where(stack.masks_by_layer()[layer][:, kept], shown, np.nan)
+ui.show_figure(lambda look: token_matrix(shown, stack.query_tokens, keys, info=info, look=look), info, key="stats-head")
+open_head_links(view, layer, head)
+
+st.subheader("View transform: attention rollout")
+st.caption(
+    "Rollout (Abnar & Zuidema, 2020) estimates how much each input token reaches each position through all "
+    "layers: average the heads of a layer, add the residual connection (½ identity + ½ attention), renormalise, "
+    "and multiply layer by layer. An estimate built from the weights, not something the model computes."
+)
+if stack.attentions.shape[-1] != stack.attentions.shape[-2]:
+    st.caption("Rollout needs self-attention (square matrices): pick the encoder or decoder stack.")
+else:
+    upto = ui.index_slider_ui("Rollout through layer", stack.num_layers, key="rollout_layer", default_last=True)
+    rolled = rollout(np.where(stack.masks_by_layer()[:, None], stack.attentions, 0.0))[upto]
+    rollout_info = FigureInfo("Attention rollout", model=lm.name, text=view.shown_text, where=(f"layers 0–{upto}",))
+    ui.show_figure(
+        lambda look: token_matrix(
+            rolled,
+            stack.query_tokens,
+            stack.key_tokens,
+            info=rollout_info,
+            look=look,
+            colorbar_title=f"rollout<br>darkest = {float(rolled.max()):.2f}",
+            zmax=float(rolled.max()),
+        ),
+        rollout_info,
+        key="rollout",
+    )

@@ -1,0 +1,65 @@
+"""All heads: every layer and head of the model as one figure of thumbnails; pick one to open it."""
+
+import streamlit as st
+
+from explorer import ui
+from explorer.render.grid import MAX_THUMBNAIL, heads_grid
+from explorer.render.style import FigureInfo
+from explorer.ui.attention import capture_ui, open_head_links
+
+ui.page_shell()
+header = ui.page_header(
+    "All heads",
+    "Every head of every layer at once: a row of thumbnails per layer, a column per head, each the head's "
+    "attention matrix (queries down, keys across). Patterns jump out: heads that look at the previous token (a "
+    "diagonal just below the main one), at the first token (a dark first column), or broadly. Click a "
+    "thumbnail to open that head.",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+view = capture_ui(lm, header)
+stack = view.stack
+tokens = len(stack.query_tokens)
+if max(tokens, len(stack.key_tokens)) > MAX_THUMBNAIL:
+    st.info(
+        f"{tokens} tokens: each thumbnail shows blocks of tokens averaged into {MAX_THUMBNAIL} × {MAX_THUMBNAIL} "
+        "cells (the browser could not show more). Open a head for every token."
+    )
+layer_column, head_column = st.columns(2)
+with layer_column:
+    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+with head_column:
+    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+ui.notices_ui()
+info = FigureInfo(
+    "All heads", model=lm.name, text=view.shown_text, where=(f"{stack.num_layers} layers × {stack.num_heads} heads",)
+)
+figure = heads_grid(
+    stack.attentions, stack.masks_by_layer(), info=info, look=ui.figure_look("grid"), selected=(layer, head)
+)
+event = st.plotly_chart(
+    figure,
+    theme=None,
+    key="grid",
+    width="content",
+    on_select="rerun",
+    selection_mode="points",
+    config={"displaylogo": False},
+)
+ui.export_buttons(
+    lambda look: heads_grid(stack.attentions, stack.masks_by_layer(), info=info, look=look), info, key="grid"
+)
+points = (
+    (event or {}).get("selection", {}).get("points", [])
+    if isinstance(event, dict)
+    else getattr(getattr(event, "selection", None), "points", [])
+)
+picked = next((p.get("customdata") for p in points if p.get("customdata")), None)
+if picked and tuple(picked) != (layer, head):
+    ui.set_value("layer", int(picked[0]))
+    ui.set_value("head", int(picked[1]))
+    st.rerun()
+st.markdown(f"**Layer {layer}, head {head}** selected.")
+open_head_links(view, layer, head)

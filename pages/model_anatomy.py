@@ -1,0 +1,101 @@
+"""Model anatomy: the sizes, the layout of a layer, and where the parameters are, beside the textbook formula."""
+
+import pandas as pd
+import streamlit as st
+
+from explorer import ui
+from explorer.models.anatomy import explain_layer, model_anatomy, textbook_layer
+from explorer.render.anatomy import parameters_figure
+from explorer.render.style import FigureInfo
+
+ui.page_shell()
+ui.page_header(
+    "Model anatomy",
+    "A transformer is a stack of identical layers. Each layer has an attention block (queries, keys, values and "
+    "an output projection, split into heads of width head_dim = d_model / heads) and a feed-forward block, each "
+    "with a layer norm and a residual connection. Here are this model's sizes, where its parameters are, and how "
+    "one of its layers compares with the original Transformer's formula.",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+
+
+@st.cache_resource(show_spinner="Counting parameters…", max_entries=8)
+def anatomy_of(name: str):
+    return model_anatomy(ui.cached_model(name))
+
+
+anatomy = anatomy_of(lm.name)
+facts = st.columns(4)
+facts[0].metric("Parameters", f"{anatomy.total_parameters:,}")
+facts[1].metric("Layers", anatomy.layers)
+facts[2].metric("d_model", anatomy.width or "?")
+facts[3].metric("Heads × head_dim", f"{anatomy.heads} × {anatomy.head_dim}")
+more = st.columns(4)
+more[0].metric("Key/value heads", anatomy.kv_heads, help="Fewer than the query heads: grouped-query attention.")
+more[1].metric("Feed-forward size", anatomy.ffn_size or "?")
+more[2].metric("Vocabulary", f"{anatomy.vocabulary:,}")
+more[3].metric("Context (tokens)", f"{anatomy.context:,}")
+st.markdown(
+    f"**{ui.literal(anatomy.architecture)}** ({ui.literal(anatomy.model_type)}, {anatomy.kind}) · layer norms: "
+    f"**{anatomy.norm_placement}** ({anatomy.norm_kind}) · positions: **{anatomy.position_scheme}** · "
+    f"input and output embeddings {'shared (tied)' if anatomy.tied_embeddings else 'separate'}."
+)
+if anatomy.width and anatomy.heads:
+    st.caption(
+        f"Multi-head attention here: {anatomy.heads} heads of width {anatomy.head_dim} "
+        f"({anatomy.heads} × {anatomy.head_dim} = {anatomy.heads * anatomy.head_dim}, d_model = {anatomy.width}); "
+        "each head attends on its own, their outputs are concatenated and mixed by the output projection."
+    )
+
+st.subheader("Where the parameters are")
+info = FigureInfo("Parameters by kind and layer", model=lm.name, where=(f"{anatomy.total_parameters:,} in all",))
+ui.show_figure(lambda look: parameters_figure(anatomy, info=info, look=look), info, key="parameters")
+totals = pd.DataFrame(
+    [
+        {"kind": kind, "parameters": count, "share": count / anatomy.total_parameters}
+        for kind, count in anatomy.by_kind.items()
+        if count
+    ]
+)
+st.dataframe(totals, hide_index=True, column_config={"share": st.column_config.NumberColumn(format="percent")})
+
+st.subheader("One layer against the textbook")
+first = next((row for row in anatomy.layer_counts if row.layer == 0), None)
+if first is not None and anatomy.width and anatomy.ffn_size:
+    book = textbook_layer(anatomy.width, anatomy.ffn_size)
+    st.latex(
+        r"\text{attention: } 4d^2 + 4d \qquad \text{feed-forward: } 2\,d\,d_{ff} + d_{ff} + d \qquad "
+        r"\text{norms: } 2 \cdot 2d \qquad "
+        + rf"(d = {anatomy.width},\ d_{{ff}} = {anatomy.ffn_size})"
+    )
+    comparison = pd.DataFrame(
+        [
+            {
+                "block": kind,
+                "textbook": book[kind],
+                "this model (layer 0)": first.counts[kind],
+                "difference": first.counts[kind] - book[kind],
+            }
+            for kind in book
+        ]
+    )
+    st.dataframe(comparison, hide_index=True)
+    for note in explain_layer(anatomy):
+        st.markdown(f"- {ui.literal(note)}")
+
+st.subheader("Module tree")
+tree = pd.DataFrame(
+    [
+        {
+            "module": "\u2003" * row.depth + row.name.split(".")[-1] if row.depth else row.name,
+            "class": row.kind,
+            "own parameters": ", ".join(f"{name} {list(shape)}" for name, shape in row.parameters),
+            "parameters": row.count,
+        }
+        for row in anatomy.modules
+    ]
+)
+st.dataframe(tree, hide_index=True, width="stretch", height=420)

@@ -1,0 +1,67 @@
+"""Neuron view: a query and every key as coloured bands, their element-wise product, the dot product and softmax."""
+
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.render.style import FigureInfo
+from explorer.render.vectors import neuron_view_figure
+from explorer.ui.attention import capture_ui
+
+ui.page_shell()
+header = ui.page_header(
+    "Neuron view",
+    "Inside one head, for one query token: each component of the query vector (top band) multiplies the same "
+    "component of every key vector; summing those products gives the dot product q·k, which is scaled and turned "
+    "into attention weights by softmax. Orange is positive, blue negative: where query and key agree in sign, the "
+    "product is orange and the score rises.",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+ui.apply_pending_preset(lm.name)
+ui.preset_notice()
+ui.preset_button(
+    "Chapter preset: “time flies like an arrow”, layer 0, head 8, query “flies” (bert-base-uncased)",
+    model="bert-base-uncased",
+    fallback=explorer.DEFAULT_ENCODER,
+    values={"text": "time flies like an arrow", "layer": 0, "head": 8, "query": 2, "pair": ""},
+)
+view = capture_ui(lm, header)
+stack = view.stack
+layer_column, head_column, query_column = st.columns(3)
+with layer_column:
+    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+with head_column:
+    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+with query_column:
+    query = ui.index_slider_ui("Query token", len(stack.query_tokens), key="query")
+ui.notices_ui()
+token = stack.query_tokens[query]
+info = FigureInfo(
+    "Neuron view", model=lm.name, text=view.shown_text, where=(f"layer {layer}", f"head {head}", f"query #{query}")
+)
+ui.show_figure(
+    lambda look: neuron_view_figure(
+        stack.queries[layer, head, query],
+        stack.keys[layer, head],
+        float(stack.scale[layer]),
+        stack.attentions[layer, head, query],
+        stack.key_tokens,
+        token,
+        info=info,
+        look=look,
+    ),
+    info,
+    key="neuron",
+)
+st.caption(
+    "These are the vectors the model's own attention used (after rotary embeddings and q/k norms where the model "
+    "has them); the weights are its own. Masked keys get weight 0."
+    + (
+        " This model adds a position bias to the scores, so q·k × scale alone is not the whole score."
+        if stack.position_bias is not None
+        else ""
+    )
+)

@@ -1,0 +1,126 @@
+"""Tokens and embeddings: how text becomes vectors, and how context changes a token's vector layer by layer."""
+
+import pandas as pd
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.compute.positions import find_token, layerwise_cosine, rotary_angles, sinusoidal_encoding
+from explorer.render.style import FigureInfo
+from explorer.render.vectors import cosine_figure, vectors_heatmap
+from explorer.ui.attention import DEFAULT_PAIR, DEFAULT_TEXT
+
+ui.page_shell()
+header = ui.page_header(
+    "Tokens and embeddings",
+    "The tokenizer cuts text into tokens and gives each an id; the model looks each id up in its embedding "
+    "matrix (one row of numbers per token) and adds where the token sits, with learned position embeddings, "
+    "a fixed sinusoidal encoding, or (rotary models) by turning each query and key. After each layer a token's "
+    "vector has mixed in its context: the same word ends up with different vectors in different sentences.",
+)
+lm = ui.selected_model()
+if lm is None:
+    st.info("Pick a model in the sidebar to start.")
+    st.stop()
+
+text = ui.text_ui("Text", DEFAULT_TEXT, key="text", height=68)
+pair = ui.text_ui("Second segment (optional)", "", key="pair", height=68) if lm.kind == "encoder" else ""
+ui.notices_ui()
+if not text.strip():
+    st.info("Type some text to see its tokens.")
+    st.stop()
+try:
+    rows = explorer.tokenize(ui.cached_model(lm.name), text, pair or None)
+except explorer.InputError as error:
+    st.info(ui.literal(error))
+    st.stop()
+
+st.subheader("The tokenization")
+table = pd.DataFrame([row.__dict__ for row in rows]).rename(columns={"token_id": "id", "start": "from", "end": "to"})
+st.dataframe(
+    table,
+    hide_index=True,
+    width="stretch",
+    column_config={"token": st.column_config.TextColumn(help="␣ marks a space the token starts with")},
+)
+st.caption(f"{len(rows)} tokens, {sum(r.special for r in rows)} of them special (added by the tokenizer).")
+
+ids = [row.token_id for row in rows]
+types = [0 if row.segment != "B" else 1 for row in rows]
+found = explorer.embeddings(ui.cached_model(lm.name), ids, types, positions=max(len(ids), 32))
+labels = [f"#{r.position} {r.token}" for r in rows]
+st.subheader("Token embeddings")
+info = FigureInfo("Token embeddings", model=lm.name, text=text, where=(f"{found.token.shape[1]} dimensions",))
+ui.show_figure(lambda look: vectors_heatmap(found.token, labels, info=info, look=look), info, key="tokens")
+
+st.subheader("Positions")
+if found.position is not None:
+    left, right = st.columns(2)
+    position_labels = [f"position {i}" for i in range(len(found.position))]
+    with left:
+        learned = FigureInfo("Learned position embeddings", model=lm.name, where=(f"first {len(found.position)}",))
+        ui.show_figure(
+            lambda look: vectors_heatmap(found.position, position_labels, info=learned, look=look),
+            learned,
+            key="positions",
+        )
+    with right:
+        formula = FigureInfo("Sinusoidal encoding (Vaswani et al., 2017)", where=(f"d = {found.token.shape[1]}",))
+        encoding = sinusoidal_encoding(len(found.position), found.token.shape[1])
+        ui.show_figure(
+            lambda look: vectors_heatmap(encoding, position_labels, info=formula, look=look), formula, key="sinusoidal"
+        )
+    st.caption(
+        "Left: what this model learned for each position. Right: the original Transformer's fixed encoding, "
+        "sin and cos of the position at frequencies that fall along the dimensions, for comparison."
+    )
+elif found.inverse_frequency is not None:
+    angles = rotary_angles(found.inverse_frequency, max(len(ids), 32))
+    rotary = FigureInfo("Rotary position angles", model=lm.name, where=(f"{angles.shape[1]} pairs per head",))
+    ui.show_figure(
+        lambda look: vectors_heatmap(
+            angles,
+            [f"position {i}" for i in range(len(angles))],
+            info=rotary,
+            look=look,
+            x_title="rotated pair (fast to slow)",
+            colorbar_title="angle (radians)",
+        ),
+        rotary,
+        key="rotary",
+    )
+    st.caption(
+        "This model has no position table: it rotates each pair of query and key dimensions by position × "
+        "frequency (the model's own frequencies). Fast pairs turn quickly, slow ones barely: the dot product of "
+        "a rotated query and key then depends on how far apart the two tokens are."
+    )
+else:
+    st.caption(f"Position scheme: {found.position_scheme} (no position table to show for this model).")
+
+st.subheader("How context changes a token")
+first, second, word_column = st.columns([3, 3, 1])
+with first:
+    sentence_a = ui.text_ui("Sentence 1", "time flies like an arrow", key="ctx_a", height=68)
+with second:
+    sentence_b = ui.text_ui("Sentence 2", DEFAULT_PAIR, key="ctx_b", height=68)
+with word_column:
+    word = ui.text_ui("Word", "flies", key="word", height=None)
+try:
+    a = ui.cached_capture(lm.name, sentence_a)
+    b = ui.cached_capture(lm.name, sentence_b)
+except explorer.InputError as error:
+    st.info(ui.literal(error))
+    st.stop()
+pa, pb = find_token(a.tokens, word), find_token(b.tokens, word)
+if pa is None or pb is None or a.hidden_states is None:
+    st.info(f"“{ui.literal(word)}” is not a single token of both sentences for this model: pick a word in both.")
+    st.stop()
+similarity = layerwise_cosine(a.hidden_states, pa, b.hidden_states, pb)
+context = FigureInfo("Context changes a token", model=lm.name, text=f"{sentence_a} / {sentence_b}", where=(word,))
+series = {f"“{word}” in sentence 1 vs sentence 2": similarity}
+ui.show_figure(lambda look: cosine_figure(series, info=context, look=look), context, key="context")
+st.caption(
+    f"Cosine similarity of the vector of “{ui.literal(word)}” in the two sentences: {similarity[0]:.3f} after the "
+    f"embeddings, {similarity[-1]:.3f} after the last layer. The same token starts near identical (position "
+    "aside) and drifts apart as each layer mixes in its neighbours."
+)
