@@ -1,0 +1,176 @@
+"""The attention pages, run headless by AppTest: what they show equals the library (itself checked against the
+models), links restore them, presets fall back offline, and bad input gives a message."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.compute.positions import layerwise_cosine
+from explorer.compute.statistics import head_statistics, rollout
+from explorer.models.anatomy import model_anatomy
+from explorer.render.grid import tiled
+from tests.figures import decode_plotly_array
+
+TIMEOUT = 90
+TEXT = "time flies like an arrow"
+
+
+def open_page(page: str, **params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update(params)
+    at.run()
+    at.switch_page(page)
+    return at.run()
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def shown(markdown: str) -> str:
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def test_tokens_and_embeddings(minilm):
+    at = open_page("pages/tokens_embeddings.py", pair="fruit flies like a banana")
+    assert not at.exception
+    table = at.dataframe[0].value
+    rows = explorer.tokenize(minilm, TEXT, "fruit flies like a banana")
+    assert list(table["id"]) == [r.token_id for r in rows] and list(table["segment"]).count("B") == 6
+    token_figure = figures(at)[0]
+    expected = minilm.model.get_input_embeddings().weight[[r.token_id for r in rows]].detach().numpy()
+    np.testing.assert_allclose(decode_plotly_array(token_figure["data"][0]["z"]), expected, atol=1e-6)
+    a, b = explorer.capture(minilm, TEXT), explorer.capture(minilm, "fruit flies like a banana")
+    cosine = figures(at)[-1]["data"][0]["y"]
+    np.testing.assert_allclose(cosine, layerwise_cosine(a.hidden_states, 2, b.hidden_states, 2), atol=1e-6)
+
+
+def test_tokens_page_says_when_a_word_is_missing():
+    at = open_page("pages/tokens_embeddings.py", word="elephant")
+    assert not at.exception
+    assert any("elephant" in shown(info.value) for info in at.info)
+
+
+def test_model_anatomy_numbers_are_the_models(minilm):
+    at = open_page("pages/model_anatomy.py")
+    assert not at.exception
+    anatomy = model_anatomy(minilm)
+    assert at.metric[0].value == f"{anatomy.total_parameters:,}"
+    comparison = at.dataframe[1].value
+    assert list(comparison["difference"]) == [0, 0, 0]  # a BERT layer is the textbook layer
+    assert "Exactly the textbook layer" in " ".join(m.value for m in at.markdown)
+
+
+def test_step_by_step_restores_from_a_link_and_equals_the_capture(minilm):
+    at = open_page("pages/attention_step_by_step.py", layer="3", head="4", query="2")
+    assert not at.exception
+    assert [at.slider(key=k).value for k in ("layer", "head", "query")] == [3, 4, 2]
+    table = at.dataframe[0].value
+    expected = explorer.capture(minilm, TEXT).attentions[3, 4, 2]
+    np.testing.assert_allclose(table["softmax weight"], expected, atol=1e-6)
+    np.testing.assert_allclose(table["captured weight"], expected, atol=1e-7)
+    assert any("recomputed softmax" in c.value for c in at.caption)
+
+
+def test_step_by_step_shows_minus_infinity_for_a_causal_model(tiny_models):
+    at = open_page("pages/attention_step_by_step.py", model=tiny_models["gpt2"], query="1")
+    assert not at.exception
+    assert list(at.dataframe[0].value["masked"])[2:] == ["−∞"] * (len(at.dataframe[0].value) - 2)
+
+
+def test_neuron_view_preset_falls_back_offline_and_shows_the_vectors(minilm):
+    at = open_page("pages/neuron_view.py")
+    preset = next(b for b in at.button if "Chapter preset" in b.label)
+    preset.click().run()
+    assert not at.exception
+    assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER  # bert-base-uncased cannot be downloaded here
+    assert any("could not be downloaded" in shown(i.value) for i in at.info)
+    assert [at.slider(key=k).value for k in ("layer", "head", "query")] == [0, 8, 2]
+    data = figures(at)[0]["data"]
+    stack = explorer.capture(minilm, TEXT).main
+    np.testing.assert_allclose(decode_plotly_array(data[0]["z"])[0], stack.queries[0, 8, 2], atol=1e-6)
+    np.testing.assert_allclose(decode_plotly_array(data[1]["z"]), stack.keys[0, 8], atol=1e-6)
+
+
+def test_all_heads_in_one_figure(minilm):
+    at = open_page("pages/heads_overview.py", layer="2", head="5")
+    assert not at.exception
+    figure = figures(at)[0]
+    stack = explorer.capture(minilm, TEXT).main
+    image, _, _ = tiled(stack.attentions, stack.masks_by_layer())
+    np.testing.assert_allclose(decode_plotly_array(figure["data"][0]["z"]), image, atol=1e-7)
+    assert len(figure["data"][1]["x"]) == 6 * 12  # one clickable point per head
+    assert len(figure["layout"]["shapes"]) == 1  # the selected head is outlined
+    link = at.get("page_link")[0].proto
+    assert link.label == "Open layer 2, head 5 as a heatmap" and "layer=2&head=5" in link.query_string
+
+
+def test_bertviz_page_offline_with_pair_filter():
+    at = open_page("pages/bertviz_views.py", pair="fruit flies like a banana")
+    assert not at.exception
+    frame = at.get("iframe")[0].proto.srcdoc
+    assert "Sentence A -&gt; Sentence B" in frame or "Sentence A -> Sentence B" in frame
+    assert not re.search(r"(src|href)\s*=\s*[\"']?https?://", frame)
+    at.radio(key="bv_view").set_value("model").run()
+    assert "model view" in at.get("iframe")[0].proto.srcdoc
+
+
+def test_bertviz_page_limits_long_inputs():
+    at = open_page("pages/bertviz_views.py", text="word " * 200, bv_view="model")
+    assert not at.exception
+    assert any("line views are drawn for the chosen layer only" in i.value for i in at.info)
+
+
+def test_head_statistics_table_hidden_tokens_and_rollout(minilm):
+    at = open_page("pages/head_statistics.py")
+    assert not at.exception
+    capture = explorer.capture(minilm, TEXT)
+    table = at.dataframe[0].value
+    expected = head_statistics(capture.attentions, [0, len(capture.tokens) - 1])
+    np.testing.assert_allclose(table["entropy"], [row["entropy"] for row in expected], atol=1e-9)
+    np.testing.assert_allclose(table["special-token share"], [row["special-token share"] for row in expected])
+    rolled = decode_plotly_array(figures(at)[1]["data"][0]["z"])
+    np.testing.assert_allclose(rolled, rollout(capture.attentions)[-1], atol=1e-6)
+    at.toggle(key="hide_special").set_value(True).run()
+    assert not at.exception
+    hidden = figures(at)[0]
+    assert (
+        len(hidden["data"][0]["x"]) == len(capture.tokens) - 2
+        and "special tokens hidden" in hidden["layout"]["title"]["text"]
+    )
+
+
+def test_compare_two_texts_and_two_models(minilm):
+    at = open_page("pages/compare_attention.py", layer="1", head="2")
+    assert not at.exception
+    left, right = figures(at)
+    np.testing.assert_allclose(
+        decode_plotly_array(left["data"][0]["z"]), explorer.capture(minilm, TEXT).attentions[1, 2], atol=1e-7
+    )
+    other = explorer.capture(minilm, "fruit flies like a banana").attentions[1, 2]
+    np.testing.assert_allclose(decode_plotly_array(right["data"][0]["z"]), other, atol=1e-7)
+    at.radio(key="compare").set_value("models").run()
+    assert not at.exception
+    assert "prose-gpt2" in figures(at)[1]["layout"]["title"]["subtitle"]["text"]
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "pages/attention_step_by_step.py",
+        "pages/neuron_view.py",
+        "pages/heads_overview.py",
+        "pages/head_statistics.py",
+        "pages/bertviz_views.py",
+    ],
+)
+def test_empty_text_gives_a_hint(page):
+    at = open_page(page, text=" ")
+    assert not at.exception
+    assert any("Type some text" in info.value for info in at.info)
