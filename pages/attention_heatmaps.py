@@ -40,6 +40,15 @@ if lm is None:
     st.info("Pick a model in the sidebar to start.")
     st.stop()
 
+ui.apply_pending_preset(lm.name)
+ui.preset_notice()
+ui.preset_button(
+    "Chapter preset: the 5 × 5 causal mask (gpt2, “time flies like an arrow”)",
+    model="openai-community/gpt2",
+    fallback=explorer.DEFAULT_DECODER,
+    values={"text": "time flies like an arrow", "show": "mask", "layer": 0, "head": 0},
+    fallback_values={"text": "She was not at home", "show": "mask", "layer": 0, "head": 0},
+)
 text, text_pair, target = ui.text_inputs_ui(lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header)
 if not text.strip():
     st.info("Type some text above to see which tokens each head attends to.")

@@ -267,3 +267,16 @@ def test_a_causal_colour_scale_can_ignore_the_first_row(tiny_models):
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["zmax"] == pytest.approx(float(weights[1:].max()), rel=1e-6) and weights[0, 0] == 1
     assert "below row 0" in spec["data"][0]["colorbar"]["title"]["text"]
+
+
+def test_the_causal_mask_preset_shows_a_five_by_five_mask_offline():
+    at = start()
+    preset = next(button for button in at.button if "causal mask" in button.label)
+    preset.click().run()
+    assert not at.exception
+    assert at.session_state["model_name"] == explorer.DEFAULT_DECODER  # gpt2 cannot be downloaded in the tests
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    mask = decode_plotly_array(spec["data"][0]["z"])
+    assert mask.shape == (5, 5) and np.isnan(mask[np.triu_indices(5, 1)]).all()
+    assert (mask[np.tril_indices(5)] == 0).all()
+    assert spec["layout"]["title"]["text"] == "Attention mask · layer 0"
