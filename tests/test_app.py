@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer import ui
+from explorer.ui.caches import results_cache
 from tests.figures import decode_plotly_array
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +54,7 @@ def count_forwards(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(explorer, "capture", counting)
-    ui.cached_capture.clear()
+    results_cache().clear()
     return calls
 
 

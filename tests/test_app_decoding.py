@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.compute.sampling import distribution_from_logits
 from explorer.ui.caches import results_cache
-from explorer.ui.decoding import cached_logits, default_prompt
+from explorer.ui.decoding import default_prompt
 from tests.figures import decode_plotly_array
 
 TIMEOUT = 90
@@ -57,7 +57,6 @@ def count_runs(monkeypatch):
     monkeypatch.setattr(explorer, "decode", decode)
     monkeypatch.setattr(explorer, "next_token_logits", logits)
     results_cache().clear()
-    cached_logits.clear()
     return runs
 
 

@@ -121,10 +121,10 @@ def test_a_hub_download_announces_its_size(monkeypatch):
     ]
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda self, *a, **k: SimpleNamespace(siblings=files))
-    monkeypatch.setattr("explorer.models.loading._load_config", lambda name, source: TINY["gpt2"][1]())
-    monkeypatch.setattr("explorer.models.loading._load_tokenizer", lambda name, source: None)
+    monkeypatch.setattr("explorer.models.loading._load_config", lambda name, source, hub=None: TINY["gpt2"][1]())
+    monkeypatch.setattr("explorer.models.loading._load_tokenizer", lambda name, source, hub=None: None)
 
-    def offline(name, source, kind):
+    def offline(name, source, kind, hub=None):
         raise explorer.ModelLoadError("no network here")
 
     monkeypatch.setattr("explorer.models.loading._load_weights", offline)
@@ -132,6 +132,6 @@ def test_a_hub_download_announces_its_size(monkeypatch):
     with pytest.raises(explorer.ModelLoadError):
         explorer.load_model("someone/some-model", progress=stages.append)
     assert stages == [
-        "Asking the Hugging Face Hub about `someone/some-model`…",
+        "Asking the Hugging Face Hub about “someone/some-model”…",
         "Downloading and loading the decoder weights (548 MB)…",
     ]

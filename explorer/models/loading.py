@@ -84,26 +84,35 @@ def pick_device(device: str = "auto") -> str:
 
 
 def load_model(
-    name: str | os.PathLike, *, device: str = "auto", progress: Callable[[str], None] | None = None
+    name: str | os.PathLike,
+    *,
+    device: str = "auto",
+    progress: Callable[[str], None] | None = None,
+    token: str | bool | None = None,
+    max_parameters: int | None = None,
 ) -> LoadedModel:
     """Load ``name`` (a Hub id, a local folder or a bundled default) with recording attention.
 
     ``progress`` receives a short sentence at each stage (the app shows them while a model loads).
     Raises ``ModelLoadError`` with an actionable message for unknown ids, no network, non-text
     models and architectures whose attention cannot be captured. Never runs remote code.
+    ``token`` is passed to every Hub call (``False``: never use a token this machine has, as a class server
+    must for models its visitors name); ``max_parameters`` refuses, before downloading, a Hub model the Hub
+    says is larger.
     """
     say = progress or (lambda message: None)
     if isinstance(name, os.PathLike):  # a pathlib.Path to a folder is as good as its string
         name = os.fspath(name)
     if not isinstance(name, str) or not name.strip():
-        raise ModelLoadError("No model name given. Type a Hugging Face Hub id (e.g. `gpt2`) or a local folder.")
+        raise ModelLoadError("No model name given. Type a Hugging Face Hub id (e.g. gpt2) or a local folder.")
     source = resolve_source(name)
-    download_bytes = _preflight_hub(name, source, say)
-    config = _load_config(name, source)
+    hub = {} if token is None else {"token": token}
+    download_bytes = _preflight_hub(name, source, say, hub, max_parameters)
+    config = _load_config(name, source, hub)
     kind = infer_kind(config)
-    tokenizer = _load_tokenizer(name, source)
+    tokenizer = _load_tokenizer(name, source, hub)
     say(_weights_stage(kind, download_bytes))
-    model = _load_weights(name, source, kind)
+    model = _load_weights(name, source, kind, hub)
     device = pick_device(device)
     say(f"Moving the model to {device} and checking that its attention can be captured…")
     model.to(device).eval()
@@ -128,7 +137,9 @@ def _weights_stage(kind: str, download_bytes: int | None) -> str:
     return f"Loading the {kind} weights…"
 
 
-def _preflight_hub(name: str, source: str, say: Callable[[str], None]) -> int | None:
+def _preflight_hub(
+    name: str, source: str, say: Callable[[str], None], hub: dict | None = None, max_parameters: int | None = None
+) -> int | None:
     """One quick question to the Hub before downloading anything that is not already here.
 
     ``from_pretrained`` retries a failed connection with backoff for about 20 seconds; a classroom
@@ -137,21 +148,36 @@ def _preflight_hub(name: str, source: str, say: Callable[[str], None]) -> int | 
     """
     if Path(source).exists() or _is_cached(source) or huggingface_hub.constants.HF_HUB_OFFLINE:
         return None
-    say(f"Asking the Hugging Face Hub about `{name}`…")
+    say(f"Asking the Hugging Face Hub about “{name}”…")
     try:
-        info = huggingface_hub.HfApi().model_info(source, timeout=10, files_metadata=True)
+        info = huggingface_hub.HfApi().model_info(source, timeout=10, files_metadata=True, **(hub or {}))
     except huggingface_hub.errors.GatedRepoError as error:
         raise ModelLoadError(_explain_config_failure(name, error)) from error
     except huggingface_hub.errors.RepositoryNotFoundError as error:
         raise ModelLoadError(
-            f"`{name}` is not a model on the Hugging Face Hub (or it is private). "
-            "Check the spelling (e.g. `openai-community/gpt2`), or give a local folder."
+            f"“{name}” is not a model on the Hugging Face Hub (or it is private). "
+            "Check the spelling (e.g. openai-community/gpt2), or give a local folder."
         ) from error
     except (OSError, _TransportError) as error:
         raise ModelLoadError(_hub_unreachable(name)) from error
     except huggingface_hub.errors.HfHubHTTPError as error:
         raise ModelLoadError(_explain_config_failure(name, error)) from error
+    _check_size(name, info, max_parameters)
     return _weights_size(info)
+
+
+def _check_size(name: str, info, max_parameters: int | None) -> None:
+    """Refuse, before downloading, a model larger than this server allows."""
+    from explorer.hosting import hub_parameter_count
+
+    if max_parameters is None:
+        return
+    count, how = hub_parameter_count(info)
+    if count is not None and count > max_parameters:
+        raise ModelLoadError(
+            f"“{name}” has about {count / 1e6:,.0f} million parameters ({how}); this server loads models of up "
+            f"to {max_parameters / 1e6:,.0f} million. Pick a smaller model."
+        )
 
 
 def _weights_size(info) -> int | None:
@@ -171,9 +197,9 @@ def _is_cached(repo_id: str) -> bool:
         return False
 
 
-def _load_config(name: str, source: str):
+def _load_config(name: str, source: str, hub: dict | None = None):
     try:
-        return AutoConfig.from_pretrained(source, trust_remote_code=False)
+        return AutoConfig.from_pretrained(source, trust_remote_code=False, **(hub or {}))
     except Exception as error:  # transformers raises OSError, ValueError, KeyError, ... here
         raise ModelLoadError(_explain_config_failure(name, error)) from error
 
@@ -184,25 +210,25 @@ def _explain_config_failure(name: str, error: Exception) -> str:
         return _hub_unreachable(name)
     if "gated" in text.lower() or "401" in text:
         return (
-            f"`{name}` is gated on the Hugging Face Hub: accept its license on the model's page, "
-            "then log in on this machine (`hf auth login`) and try again."
+            f"“{name}” is gated on the Hugging Face Hub: accept its license on the model's page, "
+            "then log in on this machine (hf auth login) and try again."
         )
     if "trust_remote_code" in text or "custom code" in text:
         return (
-            f"`{name}` needs its own code from the Hub to run. The explorer never runs downloaded code; "
+            f"“{name}” needs its own code from the Hub to run. The explorer never runs downloaded code; "
             "pick a model whose architecture is built into transformers."
         )
     if "does not recognize this architecture" in text or "model_type" in text:
-        return f"`{name}` uses an architecture this version of transformers does not know: {text.splitlines()[0]}"
+        return f"“{name}” uses an architecture this version of transformers does not know: {text.splitlines()[0]}"
     return (
-        f"`{name}` is not a model id on the Hugging Face Hub or a folder with a `config.json`. "
-        "Check the spelling (e.g. `openai-community/gpt2`)."
+        f"“{name}” is not a model id on the Hugging Face Hub or a folder with a `config.json`. "
+        "Check the spelling (e.g. openai-community/gpt2)."
     )
 
 
 def _hub_unreachable(name: str) -> str:
     return (
-        f"Could not reach the Hugging Face Hub to download `{name}`, and it is not in the local cache. "
+        f"Could not reach the Hugging Face Hub to download “{name}”, and it is not in the local cache. "
         "Connect to the internet (or pre-download it), or use one of the bundled models."
     )
 
@@ -215,26 +241,28 @@ def _looks_offline(error: BaseException) -> bool:
     )
 
 
-def _load_tokenizer(name: str, source: str):
+def _load_tokenizer(name: str, source: str, hub: dict | None = None):
     try:
-        return AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=False, **(hub or {}))
     except Exception as error:
         raise ModelLoadError(
-            f"`{name}` has no text tokenizer the explorer can use ({type(error).__name__}). "
+            f"“{name}” has no text tokenizer the explorer can use ({type(error).__name__}). "
             "The explorer shows text models; image, audio and tokenizer-less models are not supported."
         ) from error
 
 
-def _load_weights(name: str, source: str, kind: str) -> PreTrainedModel:
+def _load_weights(name: str, source: str, kind: str, hub: dict | None = None) -> PreTrainedModel:
     auto_class = AUTO_CLASS_OF_KIND[kind]
     try:
         # Eager first: sdpa returns no attention weights at all.
-        return auto_class.from_pretrained(source, attn_implementation="eager", trust_remote_code=False)
+        return auto_class.from_pretrained(
+            source, attn_implementation="eager", trust_remote_code=False, **(hub or {})
+        )
     except Exception as error:
         if _looks_offline(error):
             raise ModelLoadError(_explain_config_failure(name, error)) from error
         raise ModelLoadError(
-            f"`{name}` could not be loaded as a {kind} model ({type(error).__name__}: "
+            f"“{name}” could not be loaded as a {kind} model ({type(error).__name__}: "
             f"{str(error).splitlines()[0] if str(error) else 'no details'})."
         ) from error
 
@@ -245,7 +273,7 @@ def _switch_to_recording(model: PreTrainedModel, name: str) -> None:
         model.set_attn_implementation(recorder.ATTN_IMPLEMENTATION)
     except Exception as error:
         raise ModelLoadError(
-            f"The attention of `{name}` ({type(model).__name__}) cannot be captured: it does not dispatch "
+            f"The attention of “{name}” ({type(model).__name__}) cannot be captured: it does not dispatch "
             "through transformers' AttentionInterface."
         ) from error
 

@@ -1,8 +1,9 @@
 """Captures cached for every session: moving a layer or head widget never runs the model again.
 
-``cached_capture(model_name, text, text_pair, target)`` is ``st.cache_resource`` (one object shared by
-every session, never copied; its arrays are read-only, so sharing is safe), keyed by everything that
-changes its result. ``cached_verification`` is the recomputation check, once per capture.
+``cached_capture(model_name, text, text_pair, target)`` returns one object shared by every session (never
+copied; its arrays are read-only, so sharing is safe), keyed by everything that changes its result, from the
+server's byte-bounded results cache. Model runs go through ``serving.FORWARD_GATE`` so a class cannot run
+forty at once. ``cached_verification`` is the recomputation check, once per capture.
 """
 
 from __future__ import annotations
@@ -10,22 +11,38 @@ from __future__ import annotations
 import streamlit as st
 
 import explorer
+from explorer.serving import FORWARD_GATE
+from explorer.ui.caches import results_cache
 from explorer.ui.models import cached_model
 
 
-# Captures hold [layer, head, query, key] arrays (75 MB for MiniLM at 512 tokens): keep a few, briefly.
-@st.cache_resource(max_entries=8, ttl="1h", show_spinner="Running the model…")
 def cached_capture(
     model_name: str, text: str, text_pair: str | None = None, target: str | None = None
 ) -> explorer.AttentionCapture:
-    """``explorer.capture`` of the cached model, run once per distinct input; arrays are read-only."""
-    return explorer.capture(cached_model(model_name), text, text_pair=text_pair, target=target)
+    """``explorer.capture`` of the cached model, run once per distinct input for the whole server (a byte-bounded
+    cache, see ``ui.caches``); concurrent requests for one input run the model once. Arrays are read-only."""
+    lm = cached_model(model_name)
+    key = ("capture", model_name, text, text_pair, target)
+    return _run(key, lambda: explorer.capture(lm, text, text_pair=text_pair, target=target), "Running the model…")
 
 
-@st.cache_data(max_entries=64, show_spinner="Checking the captured weights…")
 def cached_verification(
     model_name: str, text: str, text_pair: str | None = None, target: str | None = None
 ) -> dict[str, float]:
     """{stack: max |recomputed - captured|}, computed once per capture (about 1 s at 512 tokens)."""
     result = cached_capture(model_name, text, text_pair, target)
-    return {name: stack.verify() for name, stack in result.stacks.items()}
+    key = ("verification", model_name, text, text_pair, target)
+    return _run(
+        key, lambda: {name: stack.verify() for name, stack in result.stacks.items()}, "Checking the captured weights…"
+    )
+
+
+def _run(key, compute, label: str):
+    """A cached result, or the computation run through the server's gate with a spinner that says it waits."""
+    cache = results_cache()
+    if key in cache:
+        return cache.get(key, compute)
+    waiting = FORWARD_GATE.waiting + (1 if FORWARD_GATE.busy else 0)
+    note = f" (waiting for {waiting} other request{'s' if waiting != 1 else ''} first)" if waiting else ""
+    with st.spinner(label + note):
+        return cache.get(key, lambda: FORWARD_GATE.run(compute))

@@ -10,7 +10,9 @@ from __future__ import annotations
 import streamlit as st
 
 import explorer
+from explorer.hosting import POLICY
 from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS
+from explorer.serving import FORWARD_GATE
 from explorer.ui.caches import results_cache
 from explorer.ui.models import cached_model, request_model
 from explorer.ui.presets import preset_button
@@ -26,8 +28,8 @@ PROMPTS = {
 }
 FALLBACK_PROMPT = "The meaning of life is"
 # Bounds on the pages' sliders: a class cannot stall a shared server (the engine's own limits are higher).
-PAGE_MAX_STEPS = min(32, MAX_NEW_TOKENS)
-PAGE_MAX_BEAMS = min(8, MAX_BEAMS)
+PAGE_MAX_STEPS = min(32, MAX_NEW_TOKENS, POLICY.max_new_tokens)
+PAGE_MAX_BEAMS = min(8, MAX_BEAMS, POLICY.max_beams)
 
 
 def default_prompt(model_name: str) -> str:
@@ -38,15 +40,20 @@ def cached_decode(model_name: str, prompt: str, settings: tuple, progress=None) 
     """``explorer.decode`` of the cached model, once per (model, prompt, settings) for the whole server;
     ``settings`` is a tuple of (name, value) pairs; ``progress`` receives (done, total) while it runs."""
     key = ("decode", model_name, prompt, settings)
+    lm = cached_model(model_name)
     return results_cache().get(
-        key, lambda: explorer.decode(cached_model(model_name), prompt, progress=progress, **dict(settings))
+        key, lambda: FORWARD_GATE.run(lambda: explorer.decode(lm, prompt, progress=progress, **dict(settings)))
     )
 
 
-@st.cache_resource(max_entries=64, ttl="1h", show_spinner="Running the model…")
 def cached_logits(model_name: str, prompt: str) -> explorer.NextTokenLogits:
     """The next-token logits after ``prompt``, once per (model, prompt): sampling sliders work on these."""
-    return explorer.next_token_logits(cached_model(model_name), prompt)
+    lm = cached_model(model_name)
+    key = ("logits", model_name, prompt)
+    if key in results_cache():
+        return results_cache().get(key, lambda: None)
+    with st.spinner("Running the model…"):
+        return results_cache().get(key, lambda: FORWARD_GATE.run(lambda: explorer.next_token_logits(lm, prompt)))
 
 
 def decode_with_progress(model_name: str, prompt: str, **settings) -> explorer.DecodeTrace:

@@ -5,11 +5,13 @@ thread (capture records into a ContextVar, so sharing is safe). The model in use
 ``st.session_state[MODEL_KEY]``, chosen in the sidebar by ``model_picker_ui``; a model that fails to
 load leaves the previous one in place and says why.
 """
+
 from __future__ import annotations
 
 import streamlit as st
 
 import explorer
+from explorer.hosting import DOWNLOADS, POLICY
 from explorer.models.loading import BUNDLED_MODELS
 from explorer.ui.text import literal
 
@@ -29,9 +31,20 @@ BUNDLED_LABELS = {
 def cached_model(name: str, _progress=None) -> explorer.LoadedModel:
     """One loaded model per name, shared by every session (a few at most: models are large).
 
-    ``_progress`` (not part of the cache key) receives each loading stage for the first caller.
+    ``_progress`` (not part of the cache key) receives each loading stage for the first caller. In hosted mode
+    the server's Hub token is never used and models over the parameter cap are refused before download.
     """
-    return explorer.load_model(name, progress=_progress)
+    lm = explorer.load_model(
+        name,
+        progress=_progress,
+        token=False if POLICY.hosted else None,
+        max_parameters=POLICY.max_parameters,
+    )
+    _LOADED.add(name)
+    return lm
+
+
+_LOADED: set[str] = set()  # names cached_model has loaded in this server process
 
 
 def bundled_choices() -> list[str]:
@@ -73,7 +86,8 @@ def model_picker_ui() -> str | None:
             key=_CUSTOM_KEY,
             on_change=_request_custom,
             placeholder="openai-community/gpt2",
-            help="Press Enter to load. Downloads need internet access.",
+            help="Press Enter to load. Downloads need internet access."
+            + (" On this server: Hugging Face Hub ids only." if POLICY.hosted else ""),
         )
         if current:
             st.caption(_model_summary(current))
@@ -119,8 +133,8 @@ def _load_requested(slot) -> None:
         return
     fallback = st.session_state.pop(_FALLBACK_KEY, None)
     try:
-        with slot.status(f"Loading {literal(name)}…", expanded=False) as status:
-            lm = cached_model(name, _progress=lambda stage: status.update(label=literal(stage)))
+        name = POLICY.check_model_name(name, bundled=BUNDLED_MODELS)  # before the disk or the Hub is asked
+        lm = _load_once(name, slot)
     except explorer.ModelLoadError as error:
         slot.empty()
         if current is None and not fallback and name != explorer.DEFAULT_ENCODER:
@@ -133,6 +147,19 @@ def _load_requested(slot) -> None:
         return
     slot.empty()  # success is said by the caption under the picker
     st.session_state[MODEL_KEY] = lm.name
+
+
+def _load_once(name: str, slot) -> explorer.LoadedModel:
+    """The cached model, loading it with progress in ``slot``; hosted servers download one model at a time."""
+    gated = POLICY.hosted and name not in _LOADED and name not in BUNDLED_MODELS
+    if gated and not DOWNLOADS.try_start(name):
+        raise explorer.ModelLoadError(DOWNLOADS.busy_message())
+    try:
+        with slot.status(f"Loading {literal(name)}…", expanded=False) as status:
+            return cached_model(name, _progress=lambda stage: status.update(label=literal(stage)))
+    finally:
+        if gated:
+            DOWNLOADS.finish()
 
 
 def _share_model_in_url(name: str | None) -> None:

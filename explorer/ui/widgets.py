@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from explorer.hosting import POLICY
 from explorer.ui.text import literal
 
 PAIR_HINT = "e.g. a question, as in BERT's sentence pairs"
 TARGET_HINT = "add it to see decoder self-attention and cross-attention"
 STACK_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
-MAX_TEXT_CHARS = 20_000
+MAX_TEXT_CHARS = POLICY.max_text_chars  # 20,000 locally, 2,000 on a hosted class server
 LINK_TEXT_CHARS = 4_000  # a URL-encoded text this long stays well under the server's ~16 kB request line
 _VALUES = "_widget_values"  # {widget key: the value this session last chose or was linked to}
 _NOTICES = "_notices"  # messages about the link, shown once by ``notices_ui``

@@ -1,0 +1,183 @@
+"""Hosted mode and crafted input: names checked before the disk or the Hub is asked, limits from the environment,
+no server token for visitors' models, one download at a time, and every echo of visitor text shown literally."""
+
+from __future__ import annotations
+
+import re
+import threading
+from types import SimpleNamespace
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.hosting import DownloadGate, HostingPolicy, hub_parameter_count
+from explorer.serving import ForwardGate
+from explorer.ui.text import literal
+
+HOSTED = HostingPolicy(hosted=True, max_parameters=200_000_000, max_text_chars=2_000, max_beams=4)
+LOCAL = HostingPolicy()
+PHISHING = "x` [Your session expired, log in again](https://evil.example) ![i](https://evil.example/i.png) `"
+
+
+def test_policy_from_the_environment():
+    assert HostingPolicy.from_env({}) == LOCAL
+    hosted = HostingPolicy.from_env({"EXPLORER_HOSTED": "1", "EXPLORER_MODELS": "gpt2, bert-base-uncased"})
+    assert hosted.hosted and hosted.allowed_models == {"gpt2", "bert-base-uncased"}
+    assert (hosted.max_parameters, hosted.max_text_chars, hosted.max_beams) == (200_000_000, 2_000, 4)
+    assert HostingPolicy.from_env({"EXPLORER_HOSTED": "true", "EXPLORER_MAX_PARAMS": "5e8"}).max_parameters == 5 * 10**8
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a/b/c d!",
+        "x" * 5_000,
+        "../../etc",
+        "/root/.ssh",
+        "file:///etc/passwd",
+        "https://evil.example/model",
+        "javascript:alert(1)",
+        PHISHING,
+        "<img src=x onerror=alert(1)>",
+        "~/models",
+        "a/../b",
+        "gpt2\x00",
+    ],
+)
+def test_hosted_mode_accepts_only_hub_ids(name):
+    with pytest.raises(explorer.ModelLoadError) as refused:
+        HOSTED.check_model_name(name)
+    assert len(str(refused.value)) < 400  # a sentence, not a dump
+
+
+def test_hosted_mode_answers_existing_and_missing_folders_alike(tmp_path):
+    existing, missing = str(tmp_path), str(tmp_path / "missing")
+    answers = []
+    for name in (existing, missing):
+        with pytest.raises(explorer.ModelLoadError) as refused:
+            HOSTED.check_model_name(name)
+        answers.append(str(refused.value).replace(name, "NAME"))
+    assert answers[0] == answers[1]
+
+
+def test_valid_names_pass():
+    for name in ("gpt2", "openai-community/gpt2", "google-t5/t5-small", "bert-base-uncased"):
+        assert HOSTED.check_model_name(f"  {name} ") == name
+    assert LOCAL.check_model_name("/tmp") == "/tmp"  # locally, folders are fine
+    assert HOSTED.check_model_name("bundled/prose-gpt2", bundled={"bundled/prose-gpt2"}) == "bundled/prose-gpt2"
+    allow = HostingPolicy(hosted=True, allowed_models=frozenset({"gpt2"}))
+    with pytest.raises(explorer.ModelLoadError, match="not offered on this server"):
+        allow.check_model_name("openai-community/gpt2")
+
+
+def test_locally_a_malformed_id_is_a_sentence_not_a_traceback():
+    for name in ("a/b/c d!", "x" * 5_000):
+        with pytest.raises(explorer.ModelLoadError):
+            LOCAL.check_model_name(name)
+
+
+def test_parameter_count_from_hub_metadata():
+    assert hub_parameter_count(SimpleNamespace(safetensors=SimpleNamespace(total=124_439_808), siblings=[]))[0] == (
+        124_439_808
+    )
+    files = [SimpleNamespace(rfilename="pytorch_model.bin", size=1_000), SimpleNamespace(rfilename="a/b.bin", size=9)]
+    assert hub_parameter_count(SimpleNamespace(safetensors=None, siblings=files)) == (
+        500,
+        "estimated from the weight files' size",
+    )
+
+
+def test_a_model_over_the_cap_is_refused_before_download_and_no_token_is_used(monkeypatch):
+    import huggingface_hub
+
+    seen = {}
+
+    def model_info(self, repo, **kwargs):
+        seen.update(kwargs)
+        return SimpleNamespace(safetensors=SimpleNamespace(total=7_000_000_000), siblings=[])
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    monkeypatch.setattr("explorer.models.loading._load_config", lambda *a, **k: pytest.fail("downloaded config"))
+    with pytest.raises(explorer.ModelLoadError, match="7,000 million parameters"):
+        explorer.load_model("someone/huge-model", token=False, max_parameters=200_000_000)
+    assert seen["token"] is False  # the server's own token is never sent for a visitor's model
+
+
+def test_one_download_at_a_time():
+    gate = DownloadGate()
+    assert gate.try_start("gpt2")
+    assert not gate.try_start("bert-base-uncased")
+    assert "gpt2 is being downloaded" in gate.busy_message()
+    gate.finish()
+    assert gate.try_start("bert-base-uncased")
+
+
+def test_forward_gate_bounds_concurrency():
+    gate = ForwardGate(2)
+    peak, lock, running = [0], threading.Lock(), [0]
+    release = threading.Event()
+
+    def work():
+        with gate.slot():
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            release.wait(2)
+            with lock:
+                running[0] -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for _ in range(100):
+        if gate.waiting == 4:
+            break
+        threading.Event().wait(0.01)
+    assert gate.running == 2 and gate.waiting == 4 and gate.busy
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert peak[0] == 2 and gate.running == 0 and gate.waiting == 0
+
+
+def shown(markdown: str) -> str:
+    """What a reader sees of Markdown whose punctuation was backslash-escaped."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def test_literal_markdown_shows_exactly_the_text():
+    for text in (PHISHING, "**bold** _it_ $x^2$ <b>b</b> # h\n> q | t | [a](javascript:x)"):
+        escaped = literal(text)
+        assert shown(escaped) == text.replace("\n", " ")
+        assert not re.search(r"(?<!\\)[\[\]()`*_<>$#|]", escaped)  # every markup character escaped
+
+
+def start(**params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=90)
+    at.query_params.update(params)
+    return at.run()
+
+
+@pytest.mark.parametrize("name", [PHISHING, "a/b/c d!", "x" * 5_000, "<script>alert(1)</script>"])
+def test_crafted_model_links_give_a_literal_message_and_a_valid_view(name):
+    at = start(model=name, layer="999", head="-1")
+    assert not at.exception
+    assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER  # the bundled encoder instead
+    errors = [error.value for error in at.sidebar.error]
+    assert errors and all("](" not in re.sub(r"\\.", "", error) for error in errors)  # no live Markdown link
+    assert name[:40] in shown(errors[0]) or "too long" in errors[0]
+    assert at.get("plotly_chart")  # and the page still shows a chart
+    notices = " ".join(info.value for info in at.info)
+    assert "Layer 999 does not exist" in notices and "not a valid index" in notices
+
+
+def test_hosted_mode_refuses_local_folders_in_the_app(monkeypatch, tiny_models):
+    import explorer.ui.models as models
+
+    monkeypatch.setattr(models, "POLICY", HOSTED)
+    at = start(model=tiny_models["gpt2"])
+    assert not at.exception
+    assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER
+    assert "not a Hugging Face Hub id" in shown(at.sidebar.error[0].value)
