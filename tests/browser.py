@@ -62,7 +62,7 @@ def wait_until_healthy(url: str, server: subprocess.Popen, log: Path, timeout: f
 
 
 @contextlib.contextmanager
-def served_app(log: Path, *, extra_env: dict | None = None):
+def served_app(log: Path, *, extra_env: dict | None = None, args: list[str] | None = None):
     """`streamlit run app.py` on a free port, offline; yields its URL and always stops it."""
     port = free_port()
     env = {
@@ -78,6 +78,7 @@ def served_app(log: Path, *, extra_env: dict | None = None):
         "--server.port", str(port),
         "--server.address", "127.0.0.1",
         "--browser.gatherUsageStats", "false",
+        *(args or []),
     ]  # fmt: skip
     # A file, not a pipe: a pipe nobody reads would stall the server once full.
     with log.open("w") as output:

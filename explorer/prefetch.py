@@ -1,0 +1,47 @@
+"""Download models into the Hugging Face cache ahead of time, for a server that must not wait in class.
+
+    python -m explorer.prefetch bert-base-uncased openai-community/gpt2
+
+Each model is loaded the way the app loads it (config, tokenizer and weights through ``explorer.load_model``,
+remote code refused, the attention capture checked), so what is cached is exactly what the app will need. The
+Docker image runs this at build time for the chapters' presets. Offline, it says so and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from explorer.errors import ModelLoadError
+from explorer.hosting import HostingPolicy
+
+
+def prefetch(names: list[str], *, say=print) -> int:
+    """Load each model once (downloading it if needed); returns how many failed."""
+    from explorer.models.loading import load_model
+
+    failures = 0
+    policy = HostingPolicy(hosted=True)  # only Hub ids, as a hosted server would accept them
+    for name in names:
+        start = time.monotonic()
+        try:
+            name = policy.check_model_name(name)
+            lm = load_model(name, device="cpu", progress=lambda stage: say(f"  {stage}"))
+        except ModelLoadError as error:
+            failures += 1
+            say(f"✗ {name}: {error}")
+            continue
+        say(f"✓ {name}: {lm.kind}, {lm.num_layers} layers × {lm.num_heads} heads ({time.monotonic() - start:.0f} s)")
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+", help="Hugging Face Hub ids")
+    args = parser.parse_args(argv)
+    return 1 if prefetch(args.models) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
