@@ -14,8 +14,9 @@ sliders three times, waiting each time for the chart of that layer and head. It 
 - peak memory of the server process (RSS, sampled every 0.2 s).
 
 Also: all N students sending a ~500-token text at the same moment (memory under a burst of long captures).
-The server runs with this repository's .streamlit/config.toml ("tuned"), and optionally with Streamlit's
-defaults for the two settings that matter under load ("defaults": full GC after every run, file watcher on).
+The server runs with this repository's .streamlit/config.toml and the Dockerfile's malloc settings ("tuned"),
+and optionally with Streamlit's defaults for the two settings that matter under load ("defaults": full GC
+after every run, file watcher on).
 
 Everything talks to 127.0.0.1 only, and every wait is bounded.
 
@@ -48,6 +49,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
 TEXT_KEY, LAYER_KEY, HEAD_KEY = "text", "layer", "head"
+CONTAINER_MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
 WAIT = 180.0  # seconds: the longest any single step may take before it counts as an error
 TOPICS = [
     "the river",
@@ -89,6 +91,8 @@ class Server:
         self.port = free_port()
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         extra = ["--runner.postScriptGC", "true", "--server.fileWatcherType", "auto"] if defaults else []
+        if not defaults:
+            env.update(CONTAINER_MALLOC)  # as the Dockerfile sets them
         self.log = Path(f"/tmp/bench-class-{self.port}.log")
         command = [
             sys.executable,

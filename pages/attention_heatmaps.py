@@ -1,12 +1,17 @@
 """Attention heatmaps: one head's weights for the text you type, checked against a recomputation."""
 
-import numpy as np
 import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.compute.attention import attention_scores
-from explorer.render.heatmap import attention_heatmap, mask_heatmap, scores_heatmap, verification_caption
+from explorer.compute.attention import score_stages
+from explorer.render.heatmap import (
+    mask_heatmap,
+    masked_weights,
+    scores_heatmap,
+    verification_caption,
+    weights_heatmap,
+)
 from explorer.render.style import FigureInfo
 
 DEFAULT_TEXT = "time flies like an arrow"
@@ -16,16 +21,6 @@ SHOW = {
     "mask": "added to the scores",
 }
 
-
-def head_scores(stack, layer: int, head: int):
-    """[query, key] scale · q·k (+ bias, softcap) of one head, −∞ where its layer's mask forbids attending."""
-    one = slice(layer, layer + 1)
-    bias = None if stack.position_bias is None else stack.position_bias[one, head : head + 1]
-    cap = None if stack.softcap is None else stack.softcap[one]
-    scores = attention_scores(
-        stack.queries[one, head : head + 1], stack.keys[one, head : head + 1], stack.scale[one], bias, cap
-    )
-    return np.where(stack.masks_by_layer()[layer], scores[0, 0], -np.inf)
 
 
 ui.page_shell()
@@ -106,25 +101,34 @@ info = FigureInfo(
 )
 boundary = capture.segment_b_start if stack_name == "encoder" else None
 boundaries = () if boundary is None else (boundary,)
+# Builders keep only the matrix they draw (not the capture): exports run later, and a class of forty
+# must not keep forty long captures alive through their download buttons.
+query_tokens, key_tokens = stack.query_tokens, stack.key_tokens
 if show == "weights":
-    build = lambda look: attention_heatmap(  # noqa: E731
-        stack,
-        layer,
-        head,
+    weights = masked_weights(stack, layer, head)
+    build = ui.figure(
+        weights_heatmap,
+        weights,
+        query_tokens,
+        key_tokens,
         color_max=None if stretch else 1.0,
         info=info,
-        look=look,
-        segment_b_start=boundary,
+        boundaries=boundaries,
         skip_first_row=bool(skip_first),
     )
 elif show == "scores":
-    scores = head_scores(stack, layer, head)
-    build = lambda look: scores_heatmap(  # noqa: E731
-        scores, stack.query_tokens, stack.key_tokens, info=info, look=look, boundaries=boundaries
+    scores = score_stages(stack, layer, head)["masked"]
+    build = ui.figure(
+        scores_heatmap,
+        scores,
+        query_tokens,
+        key_tokens,
+        info=info,
+        boundaries=boundaries,
     )
 else:
-    allowed = stack.masks_by_layer()[layer]
-    build = lambda look: mask_heatmap(allowed, stack.query_tokens, stack.key_tokens, info=info, look=look)  # noqa: E731
+    allowed = stack.masks_by_layer()[layer].copy()
+    build = ui.figure(mask_heatmap, allowed, query_tokens, key_tokens, info=info)
 ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
 
 error = ui.cached_verification(lm.name, text, text_pair, target)[stack_name]

@@ -59,18 +59,15 @@ info = FigureInfo(
     text=view.shown_text,
     where=(f"layer {layer}", f"head {head}", f"query #{query}"),
 )
-values = None if stack.values is None else stack.values[layer, head]
+# Copies of what the figure draws, so a later export does not keep the whole capture alive.
+values = None if stack.values is None else stack.values[layer, head].copy()
+query_vector, key_vectors, key_tokens = (
+    stack.queries[layer, head, query].copy(),
+    stack.keys[layer, head].copy(),
+    stack.key_tokens,
+)
 ui.show_figure(
-    lambda look: step_by_step_figure(
-        stages,
-        stack.queries[layer, head, query],
-        stack.keys[layer, head],
-        values,
-        stack.key_tokens,
-        query,
-        info=info,
-        look=look,
-    ),
+    ui.figure(step_by_step_figure, stages, query_vector, key_vectors, values, key_tokens, query, info=info),
     info,
     key="steps",
 )

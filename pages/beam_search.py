@@ -110,7 +110,7 @@ upto = ui.index_slider_ui(
 )
 where = (f"{beams} beams", f"step {upto + 1} of {trace.num_steps}")
 info = FigureInfo("Beam search tree", model=lm.name, text=prompt, where=where)
-ui.show_figure(lambda look: beam_tree_figure(trace, info=info, look=look, upto_step=upto), info, key="tree")
+ui.show_figure(ui.figure(beam_tree_figure, trace, info=info, upto_step=upto), info, key="tree")
 counts = status_counts(trace.tree)
 st.caption(
     f"{len(trace.tree) - 1} candidates considered: {counts['running']} kept as running beams, "
@@ -147,6 +147,4 @@ greedy_column.metric("Greedy: log-probability", f"{logprobs[0]:.2f}")
 beam_column.metric(
     "Beam search (best): log-probability", f"{logprobs[1]:.2f}", delta=f"{logprobs[1] - logprobs[0]:+.2f}"
 )
-ui.show_figure(
-    lambda look: logprob_figure(labels, logprobs, texts, info=compare_info, look=look), compare_info, key="logprobs"
-)
+ui.show_figure(ui.figure(logprob_figure, labels, logprobs, texts, info=compare_info), compare_info, key="logprobs")

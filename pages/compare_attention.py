@@ -4,7 +4,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.render.heatmap import attention_heatmap
+from explorer.render.heatmap import masked_weights, weights_heatmap
 from explorer.render.style import FigureInfo
 
 ui.page_shell()
@@ -59,15 +59,18 @@ for column, capture, name, text in zip(st.columns(2), captures, (lm.name, other)
     with column:
         info = FigureInfo("Attention weights", model=name, text=text, where=(f"layer {layer}", f"head {head}"))
         key = f"compare-{'a' if capture is captures[0] else 'b'}"
+        # Only the drawn matrix is kept for a later export, not the capture.
+        weights, stack = masked_weights(capture.main, layer, head), capture.main
+        b = capture.segment_b_start
         ui.show_figure(
-            lambda look, c=capture, i=info: attention_heatmap(
-                c.main,
-                layer,
-                head,
+            ui.figure(
+                weights_heatmap,
+                weights,
+                stack.query_tokens,
+                stack.key_tokens,
                 color_max=None if stretch else 1.0,
-                info=i,
-                look=look,
-                segment_b_start=c.segment_b_start,
+                info=info,
+                boundaries=() if b is None else (b,),
             ),
             info,
             key=key,

@@ -64,12 +64,12 @@ for column, (label, trace) in zip(st.columns(3), traces.items(), strict=True):
 info = FigureInfo("Strategies compared", model=lm.name, text=prompt, where=(f"{steps} steps",))
 labels = list(traces)
 ui.show_figure(
-    lambda look: logprob_figure(
+    ui.figure(
+        logprob_figure,
         labels,
         [float(t.sequence_logprobs[0]) for t in traces.values()],
         [t.continuations[0] for t in traces.values()],
         info=info,
-        look=look,
     ),
     info,
     key="compare",

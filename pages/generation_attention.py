@@ -73,12 +73,12 @@ info = FigureInfo(
     where=(f"layer {layer}", f"head {head}", f"step {step + 1} of {generated}"),
 )
 ui.show_figure(
-    lambda look: token_matrix(
+    ui.figure(
+        token_matrix,
         shown,
         stack.query_tokens[:rows],
         stack.key_tokens[:columns],
         info=info,
-        look=look,
         row_title="query (prompt, then each generated token)",
         colorbar_title=colorbar_title(1.0, stretched=False),
         boundaries=(trace.prompt_length,) if stack_name == "decoder" else (),

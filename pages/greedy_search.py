@@ -74,7 +74,7 @@ if loop:
 
 st.dataframe(pd.DataFrame(greedy_table(trace, lm.tokenizer)), hide_index=True, width="stretch")
 info = FigureInfo("Greedy search", model=lm.name, text=prompt, where=(f"{trace.num_steps} steps",))
-ui.show_figure(lambda look: candidates_figure(trace, info=info, look=look), info, key="greedy")
+ui.show_figure(ui.figure(candidates_figure, trace, info=info), info, key="greedy")
 logprob_column, entropy_column = st.columns(2)
 logprob_column.metric(
     "Log-probability of the continuation",

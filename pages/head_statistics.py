@@ -65,7 +65,8 @@ info = FigureInfo("Attention weights", model=lm.name, text=view.shown_text, wher
 shown = weights[layer, head] if hide else masked_weights(stack, layer, head)
 if hide:
     shown = np.where(stack.masks_by_layer()[layer][:, kept], shown, np.nan)
-ui.show_figure(lambda look: token_matrix(shown, stack.query_tokens, keys, info=info, look=look), info, key="stats-head")
+query_tokens = stack.query_tokens
+ui.show_figure(ui.figure(token_matrix, shown, query_tokens, keys, info=info), info, key="stats-head")
 open_head_links(view, layer, head)
 
 st.subheader("View transform: attention rollout")
@@ -78,15 +79,16 @@ if stack.attentions.shape[-1] != stack.attentions.shape[-2]:
     st.caption("Rollout needs self-attention (square matrices): pick the encoder or decoder stack.")
 else:
     upto = ui.index_slider_ui("Rollout through layer", stack.num_layers, key="rollout_layer", default_last=True)
+    keys_all = stack.key_tokens
     rolled = rollout(np.where(stack.masks_by_layer()[:, None], stack.attentions, 0.0))[upto]
     rollout_info = FigureInfo("Attention rollout", model=lm.name, text=view.shown_text, where=(f"layers 0–{upto}",))
     ui.show_figure(
-        lambda look: token_matrix(
+        ui.figure(
+            token_matrix,
             rolled,
-            stack.query_tokens,
-            stack.key_tokens,
+            query_tokens,
+            keys_all,
             info=rollout_info,
-            look=look,
             colorbar_title=f"rollout<br>darkest = {float(rolled.max()):.2f}",
             zmax=float(rolled.max()),
         ),

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from explorer import ui
-from explorer.render.grid import MAX_THUMBNAIL, heads_grid
+from explorer.render.grid import MAX_THUMBNAIL, tiled, tiles_figure
 from explorer.render.style import FigureInfo
 from explorer.ui.attention import capture_ui, open_head_links
 
@@ -36,9 +36,10 @@ ui.notices_ui()
 info = FigureInfo(
     "All heads", model=lm.name, text=view.shown_text, where=(f"{stack.num_layers} layers × {stack.num_heads} heads",)
 )
-figure = heads_grid(
-    stack.attentions, stack.masks_by_layer(), info=info, look=ui.figure_look("grid"), selected=(layer, head)
-)
+# The tiled image is all the figure (and a later export) needs: the capture itself is not kept.
+image, rows, columns = tiled(stack.attentions, stack.masks_by_layer())
+shape = (rows, columns, stack.num_layers, stack.num_heads)
+figure = tiles_figure(image, *shape, info=info, look=ui.figure_look("grid"), selected=(layer, head))
 event = st.plotly_chart(
     figure,
     theme=None,
@@ -48,9 +49,7 @@ event = st.plotly_chart(
     selection_mode="points",
     config={"displaylogo": False},
 )
-ui.export_buttons(
-    lambda look: heads_grid(stack.attentions, stack.masks_by_layer(), info=info, look=look), info, key="grid"
-)
+ui.export_buttons(ui.figure(tiles_figure, image, *shape, info=info), info, key="grid")
 points = (
     (event or {}).get("selection", {}).get("points", [])
     if isinstance(event, dict)

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer import ui
-from explorer.models.anatomy import explain_layer, model_anatomy, textbook_layer
+from explorer.models.anatomy import explain_layer, textbook_layer
 from explorer.render.anatomy import parameters_figure
 from explorer.render.style import FigureInfo
 
@@ -22,12 +22,7 @@ if lm is None:
     st.stop()
 
 
-@st.cache_resource(show_spinner="Counting parameters…", max_entries=8)
-def anatomy_of(name: str):
-    return model_anatomy(ui.cached_model(name))
-
-
-anatomy = anatomy_of(lm.name)
+anatomy = ui.cached_anatomy(lm.name)
 facts = st.columns(4)
 facts[0].metric("Parameters", f"{anatomy.total_parameters:,}")
 facts[1].metric("Layers", anatomy.layers)
@@ -52,7 +47,7 @@ if anatomy.width and anatomy.heads:
 
 st.subheader("Where the parameters are")
 info = FigureInfo("Parameters by kind and layer", model=lm.name, where=(f"{anatomy.total_parameters:,} in all",))
-ui.show_figure(lambda look: parameters_figure(anatomy, info=info, look=look), info, key="parameters")
+ui.show_figure(ui.figure(parameters_figure, anatomy, info=info), info, key="parameters")
 totals = pd.DataFrame(
     [
         {"kind": kind, "parameters": count, "share": count / anatomy.total_parameters}
@@ -68,8 +63,7 @@ if first is not None and anatomy.width and anatomy.ffn_size:
     book = textbook_layer(anatomy.width, anatomy.ffn_size)
     st.latex(
         r"\text{attention: } 4d^2 + 4d \qquad \text{feed-forward: } 2\,d\,d_{ff} + d_{ff} + d \qquad "
-        r"\text{norms: } 2 \cdot 2d \qquad "
-        + rf"(d = {anatomy.width},\ d_{{ff}} = {anatomy.ffn_size})"
+        r"\text{norms: } 2 \cdot 2d \qquad " + rf"(d = {anatomy.width},\ d_{{ff}} = {anatomy.ffn_size})"
     )
     comparison = pd.DataFrame(
         [

@@ -42,17 +42,11 @@ token = stack.query_tokens[query]
 info = FigureInfo(
     "Neuron view", model=lm.name, text=view.shown_text, where=(f"layer {layer}", f"head {head}", f"query #{query}")
 )
+# Copies of what the figure draws, so a later export does not keep the whole capture alive.
+query_vector, key_vectors = stack.queries[layer, head, query].copy(), stack.keys[layer, head].copy()
+row, scale, key_tokens = stack.attentions[layer, head, query].copy(), float(stack.scale[layer]), stack.key_tokens
 ui.show_figure(
-    lambda look: neuron_view_figure(
-        stack.queries[layer, head, query],
-        stack.keys[layer, head],
-        float(stack.scale[layer]),
-        stack.attentions[layer, head, query],
-        stack.key_tokens,
-        token,
-        info=info,
-        look=look,
-    ),
+    ui.figure(neuron_view_figure, query_vector, key_vectors, scale, row, key_tokens, token, info=info),
     info,
     key="neuron",
 )

@@ -56,7 +56,7 @@ st.caption(
 )
 
 panels_info = FigureInfo("Next-token distribution", model=lm.name, text=prompt, where=(settings_text,))
-ui.show_figure(lambda look: distribution_panels(distribution, info=panels_info, look=look), panels_info, key="panels")
+ui.show_figure(ui.figure(distribution_panels, distribution, info=panels_info), panels_info, key="panels")
 st.caption(
     "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or min-p). "
     "Drag across it to highlight those tokens on the right. Right: the probability covered by the likeliest "
@@ -66,9 +66,7 @@ st.caption(
 st.subheader("Temperature, side by side")
 temperature_info = FigureInfo("Temperature", model=lm.name, text=prompt, where=("T = 0.5, 1, 2",))
 ui.show_figure(
-    lambda look: temperature_figure(
-        logits.logits, logits.tokens, current=temperature, info=temperature_info, look=look
-    ),
+    ui.figure(temperature_figure, logits.logits, logits.tokens, current=temperature, info=temperature_info),
     temperature_info,
     key="temperatures",
 )
@@ -84,7 +82,7 @@ st.dataframe(
     },
 )
 stages_info = FigureInfo("Sampling pipeline", model=lm.name, text=prompt, where=(settings_text,))
-ui.show_figure(lambda look: stages_figure(distribution, info=stages_info, look=look), stages_info, key="stages")
+ui.show_figure(ui.figure(stages_figure, distribution, info=stages_info), stages_info, key="stages")
 
 st.subheader("Seeded sampling")
 draw_column, seed_column, steps_column = st.columns([2, 1, 1], vertical_alignment="bottom")

@@ -51,7 +51,7 @@ found = explorer.embeddings(ui.cached_model(lm.name), ids, types, positions=max(
 labels = [f"#{r.position} {r.token}" for r in rows]
 st.subheader("Token embeddings")
 info = FigureInfo("Token embeddings", model=lm.name, text=text, where=(f"{found.token.shape[1]} dimensions",))
-ui.show_figure(lambda look: vectors_heatmap(found.token, labels, info=info, look=look), info, key="tokens")
+ui.show_figure(ui.figure(vectors_heatmap, found.token, labels, info=info), info, key="tokens")
 
 st.subheader("Positions")
 if found.position is not None:
@@ -60,16 +60,14 @@ if found.position is not None:
     with left:
         learned = FigureInfo("Learned position embeddings", model=lm.name, where=(f"first {len(found.position)}",))
         ui.show_figure(
-            lambda look: vectors_heatmap(found.position, position_labels, info=learned, look=look),
+            ui.figure(vectors_heatmap, found.position, position_labels, info=learned),
             learned,
             key="positions",
         )
     with right:
         formula = FigureInfo("Sinusoidal encoding (Vaswani et al., 2017)", where=(f"d = {found.token.shape[1]}",))
         encoding = sinusoidal_encoding(len(found.position), found.token.shape[1])
-        ui.show_figure(
-            lambda look: vectors_heatmap(encoding, position_labels, info=formula, look=look), formula, key="sinusoidal"
-        )
+        ui.show_figure(ui.figure(vectors_heatmap, encoding, position_labels, info=formula), formula, key="sinusoidal")
     st.caption(
         "Left: what this model learned for each position. Right: the original Transformer's fixed encoding, "
         "sin and cos of the position at frequencies that fall along the dimensions, for comparison."
@@ -78,11 +76,11 @@ elif found.inverse_frequency is not None:
     angles = rotary_angles(found.inverse_frequency, max(len(ids), 32))
     rotary = FigureInfo("Rotary position angles", model=lm.name, where=(f"{angles.shape[1]} pairs per head",))
     ui.show_figure(
-        lambda look: vectors_heatmap(
+        ui.figure(
+            vectors_heatmap,
             angles,
             [f"position {i}" for i in range(len(angles))],
             info=rotary,
-            look=look,
             x_title="rotated pair (fast to slow)",
             colorbar_title="angle (radians)",
         ),
@@ -118,7 +116,7 @@ if pa is None or pb is None or a.hidden_states is None:
 similarity = layerwise_cosine(a.hidden_states, pa, b.hidden_states, pb)
 context = FigureInfo("Context changes a token", model=lm.name, text=f"{sentence_a} / {sentence_b}", where=(word,))
 series = {f"“{word}” in sentence 1 vs sentence 2": similarity}
-ui.show_figure(lambda look: cosine_figure(series, info=context, look=look), context, key="context")
+ui.show_figure(ui.figure(cosine_figure, series, info=context), context, key="context")
 st.caption(
     f"Cosine similarity of the vector of “{ui.literal(word)}” in the two sentences: {similarity[0]:.3f} after the "
     f"embeddings, {similarity[-1]:.3f} after the last layer. The same token starts near identical (position "

@@ -62,9 +62,9 @@ def wait_until_healthy(url: str, server: subprocess.Popen, log: Path, timeout: f
 
 
 @contextlib.contextmanager
-def served_app(log: Path, *, extra_env: dict | None = None, args: list[str] | None = None):
-    """`streamlit run app.py` on a free port, offline; yields its URL and always stops it."""
-    port = free_port()
+def served_app(log: Path, *, extra_env: dict | None = None, args: list[str] | None = None, port: int | None = None):
+    """`streamlit run app.py` on a free port (or ``port``), offline; yields its URL and always stops it."""
+    port = port or free_port()
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",

@@ -59,7 +59,24 @@ def heads_grid(
 ) -> go.Figure:
     """Thumbnails of every head (weights [layer, head, query, key], masks [layer, query, key])."""
     image, rows, columns = tiled(weights, masks)
-    layers, heads = weights.shape[:2]
+    return tiles_figure(
+        image, rows, columns, *weights.shape[:2], info=info, look=look, selected=selected, color_max=color_max
+    )
+
+
+def tiles_figure(
+    image: np.ndarray,
+    rows: int,
+    columns: int,
+    layers: int,
+    heads: int,
+    *,
+    info: FigureInfo,
+    look: Look = SCREEN,
+    selected: tuple[int, int] | None = None,
+    color_max: float = 1.0,
+) -> go.Figure:
+    """The thumbnails figure from an image ``tiled`` already made (pages keep the image, not the capture)."""
     figure = go.Figure(
         go.Heatmap(
             z=image,

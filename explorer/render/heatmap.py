@@ -63,18 +63,44 @@ def attention_heatmap(
     every later row). ``info`` names the figure (default: "Attention weights · layer L · head H", counted
     from 0). ``segment_b_start`` draws the boundary of a sentence pair.
     """
-    weights = masked_weights(stack, layer, head)
     info = info or FigureInfo("Attention weights", where=(f"layer {layer}", f"head {head}"))
+    return weights_heatmap(
+        masked_weights(stack, layer, head),
+        stack.query_tokens,
+        stack.key_tokens,
+        color_max=color_max,
+        info=info,
+        look=look,
+        boundaries=() if segment_b_start is None else (segment_b_start,),
+        skip_first_row=skip_first_row,
+    )
+
+
+def weights_heatmap(
+    weights: np.ndarray,
+    query_tokens,
+    key_tokens,
+    *,
+    color_max: float | None = 1.0,
+    info: FigureInfo,
+    look: Look = SCREEN,
+    boundaries: tuple[int, ...] = (),
+    skip_first_row: bool = False,
+) -> go.Figure:
+    """One head's [query, key] weights (NaN where masked), coloured as ``attention_heatmap`` describes.
+
+    Takes only the matrix it draws, so a page can keep it for a later export without keeping a whole capture.
+    """
     top = _color_max(weights[1:] if skip_first_row and len(weights) > 1 else weights, color_max)
     return token_matrix(
         weights,
-        stack.query_tokens,
-        stack.key_tokens,
+        query_tokens,
+        key_tokens,
         info=info,
         look=look,
         zmax=top,
         colorbar_title=colorbar_title(top, stretched=color_max is None, without_first_row=skip_first_row),
-        boundaries=() if segment_b_start is None else (segment_b_start,),
+        boundaries=boundaries,
     )
 
 

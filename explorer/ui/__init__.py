@@ -13,10 +13,11 @@ One module per concern; pages import what they need from here:
 """
 
 from explorer.ui.captures import cached_capture, cached_verification
-from explorer.ui.figures import export_buttons, figure_look, show_figure
+from explorer.ui.figures import export_buttons, figure, figure_look, show_figure
 from explorer.ui.models import (
     MODEL_KEY,
     bundled_choices,
+    cached_anatomy,
     cached_model,
     model_picker_ui,
     request_model,
@@ -46,11 +47,13 @@ __all__ = [
     "app_shell",
     "apply_pending_preset",
     "bundled_choices",
+    "cached_anatomy",
     "cached_capture",
     "cached_model",
     "cached_verification",
     "choice_ui",
     "export_buttons",
+    "figure",
     "figure_look",
     "index_slider_ui",
     "literal",

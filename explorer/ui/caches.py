@@ -1,9 +1,11 @@
 """The server's cache of model results (captures, decoding traces), shared by every session.
 
 One ``explorer.caching.ByteBudgetCache`` per server process (``st.cache_resource`` makes it a
-singleton), bounded in bytes: ``EXPLORER_CACHE_MB`` (default 2048 MB: a class of 40 students each
-holding a 128-token MiniLM capture (~6 MB) and a few decodings stays far below it, and even twenty-four
-512-token captures fit). Concurrent requests for the same result run the model once.
+singleton), bounded in bytes: ``EXPLORER_CACHE_MB`` (default 1024 MB). A sentence-length MiniLM capture
+is about 0.2 MB and a 128-token one about 6 MB, so a class of 40 with a few texts each stays far below it
+and their slider moves never run the model again; fourteen 512-token captures (70 MB each) fill it, and
+the least recently used are then run again when asked for. Concurrent requests for the same result run
+the model once.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import streamlit as st
 
 from explorer.caching import MB, ByteBudgetCache
 
-DEFAULT_BUDGET_MB = 2048
+DEFAULT_BUDGET_MB = 1024
 
 
 @st.cache_resource(show_spinner=False)

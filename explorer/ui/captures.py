@@ -23,18 +23,34 @@ def cached_capture(
     cache, see ``ui.caches``); concurrent requests for one input run the model once. Arrays are read-only."""
     lm = cached_model(model_name)
     key = ("capture", model_name, text, text_pair, target)
-    return _run(key, lambda: explorer.capture(lm, text, text_pair=text_pair, target=target), "Running the model…")
+
+    def capture_and_verify():
+        # The check runs in the same slot as the capture: a session must not hold a long capture while it
+        # queues a second time behind the class for its verification (forty of them would pile up in memory).
+        result = explorer.capture(lm, text, text_pair=text_pair, target=target)
+        results_cache().get(_verification_key(key), lambda: _verify(result))
+        return result
+
+    return _run(key, capture_and_verify, "Running the model…")
+
+
+def _verification_key(capture_key: tuple) -> tuple:
+    return ("verification", *capture_key[1:])
+
+
+def _verify(result: explorer.AttentionCapture) -> dict[str, float]:
+    return {name: stack.verify() for name, stack in result.stacks.items()}
 
 
 def cached_verification(
     model_name: str, text: str, text_pair: str | None = None, target: str | None = None
 ) -> dict[str, float]:
     """{stack: max |recomputed - captured|}, computed once per capture (about 1 s at 512 tokens)."""
-    result = cached_capture(model_name, text, text_pair, target)
-    key = ("verification", model_name, text, text_pair, target)
-    return _run(
-        key, lambda: {name: stack.verify() for name, stack in result.stacks.items()}, "Checking the captured weights…"
-    )
+    key = _verification_key(("capture", model_name, text, text_pair, target))
+    if key in results_cache():
+        return results_cache().get(key, lambda: None)
+    result = cached_capture(model_name, text, text_pair, target)  # verifies as it captures
+    return _run(key, lambda: _verify(result), "Checking the captured weights…")
 
 
 def _run(key, compute, label: str):

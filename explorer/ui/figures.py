@@ -1,8 +1,11 @@
 """Showing a figure on a page: sized to the window, with PNG, SVG and HTML exports at slide size.
 
-Pages never size figures themselves. They hand ``show_figure`` a *builder*, a function from a
-``Look`` (pixel size and text sizes) to a finished Plotly figure or Altair chart, and the view's
-``FigureInfo``. The builder is called:
+Pages never size figures themselves. They hand ``show_figure`` a *builder*, a function called with a
+``look=`` (pixel size and text sizes) that returns a finished Plotly figure or Altair chart, and the view's
+``FigureInfo``. Pages build it with ``figure(render_function, *data, **options)`` (a ``functools.partial``):
+it holds only the data it draws. A lambda written at a page's top level would hold the page's whole
+namespace (the capture with it) for as long as its export buttons live, forty long captures for a class.
+The builder is called:
 
 - for the page, with a look that fits the window: a tiny browser-side probe (a Streamlit v2 component
   placed just above the figure) reports the content width and the room between the figure's top and the
@@ -16,6 +19,7 @@ Before the browser has reported (the first run of a session, and in ``AppTest``)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import streamlit as st
@@ -63,9 +67,14 @@ def figure_look(key: str) -> Look:
     return look_for(viewport.get("width"), viewport.get("room"), presentation=presenting())
 
 
+def figure(render, *args, **kwargs) -> Builder:
+    """A builder for ``show_figure``: ``render(*args, look=..., **kwargs)`` when called, holding only its arguments."""
+    return functools.partial(render, *args, **kwargs)
+
+
 def show_figure(build: Builder, info: FigureInfo, *, key: str, alt: str | None = None) -> object:
     """Draw ``build(look)`` sized to the window, with export buttons below it; returns the shown figure."""
-    figure = build(figure_look(key))
+    figure = build(look=figure_look(key))
     if hasattr(figure, "to_plotly_json"):
         config = _plotly_config(info)
         st.plotly_chart(figure, theme=None, key=key, width="content", alt=alt or info.title(), config=config)
@@ -113,7 +122,7 @@ def _images_problem() -> str | None:
 
 def _exporter(build: Builder, info: FigureInfo, fmt: str) -> Callable[[], bytes]:
     def make() -> bytes:
-        return export.export(build(SLIDE), fmt, title=f"{info.title()} — {info.subtitle()}")
+        return export.export(build(look=SLIDE), fmt, title=f"{info.title()} — {info.subtitle()}")
 
     return make
 

@@ -186,3 +186,11 @@ def selected_model() -> explorer.LoadedModel | None:
     """The model chosen in the sidebar (already loaded), or None when none could be loaded."""
     name = st.session_state.get(MODEL_KEY)
     return cached_model(name) if name else None
+
+
+@st.cache_resource(show_spinner="Counting parameters…", max_entries=8)
+def cached_anatomy(name: str):
+    """The anatomy of a loaded model (sizes, parameter counts), once per model."""
+    from explorer.models.anatomy import model_anatomy
+
+    return model_anatomy(cached_model(name))

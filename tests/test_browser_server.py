@@ -1,0 +1,107 @@
+"""The server as a class meets it, in a real browser: crafted links stay harmless, the first paint is the app's
+frame with a loading state, and a server restart keeps each visitor on their page with their text.
+
+Times are recorded (printed, and written to tests/artifacts/cold-start.json), never asserted: machines differ.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import quote
+
+import pytest
+
+from tests.browser import (
+    CHART,
+    ROOT,
+    chromium,
+    free_port,
+    needs_chromium,
+    open_tab,
+    served_app,
+    wait_for_chart,
+    wait_until_idle,
+)
+
+pytestmark = needs_chromium
+PHISHING = "x` [Your session expired, log in again](https://evil.example/login) ![i](https://evil.example/i.png) `"
+TIMES = ROOT / "tests" / "artifacts" / "cold-start.json"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as instance:
+        yield instance
+
+
+def _record(name: str, seconds: float) -> None:
+    TIMES.parent.mkdir(parents=True, exist_ok=True)
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    times[name] = round(seconds, 2)
+    TIMES.write_text(json.dumps(times, indent=2))
+    print(f"{name}: {seconds:.2f} s")
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        (f"model={quote(PHISHING)}", "Your session expired, log in again"),
+        ("model=" + quote("a/b/c d!"), "neither a Hugging Face Hub id"),
+        ("model=" + "x" * 5000, "too long"),
+        ("layer=999&head=-1", "Layer 999 does not exist here"),
+    ],
+)
+def test_crafted_links_show_literal_text_and_a_valid_view(browser, tmp_path, query, expected):
+    with served_app(tmp_path / "server.log") as url:
+        tab = open_tab(browser)
+        tab.page.goto(f"{url}/?{query}")
+        wait_for_chart(tab.page)
+        page = tab.page
+        body = page.locator("[data-testid='stApp']").inner_text()
+        assert expected in body
+        assert page.locator("a[href*='evil.example'], img[src*='evil.example']").count() == 0
+        assert "Traceback" not in body
+        assert page.locator(f"{CHART} .main-svg").count() >= 1  # a valid view all the same
+        assert tab.external == [] and tab.errors == []
+        tab.context.close()
+
+
+def test_cold_start_shows_the_frame_then_the_chart_on_a_shared_link(browser, tmp_path):
+    """A fresh server, a shared link to a decoding page: the app's frame first, then the chart."""
+    with served_app(tmp_path / "server.log") as url:
+        tab = open_tab(browser)
+        start = time.monotonic()
+        tab.page.goto(f"{url}/beam_search?model=bundled/prose-gpt2&beams=3", wait_until="commit")
+        tab.page.locator("[data-testid='stSidebar'], [data-testid='stMain']").first.wait_for(timeout=60_000)
+        _record("shared link: app frame painted", time.monotonic() - start)
+        wait_for_chart(tab.page)
+        _record("shared link: first chart", time.monotonic() - start)
+        nav = tab.page.locator("[data-testid='stSidebarNav']").inner_text()
+        assert "Decoding" in nav and "Beam search" in nav and "app" not in nav.split()
+        assert tab.external == [] and tab.errors == []
+        tab.context.close()
+
+
+def test_after_a_restart_each_visitor_keeps_their_page_and_text(browser, tmp_path):
+    port = free_port()
+    text = "the students kept their own sentence"
+    tab = open_tab(browser)
+    with served_app(tmp_path / "first.log", port=port) as url:
+        tab.page.goto(f"{url}/attention_step_by_step?text={quote(text)}&head=3")
+        wait_for_chart(tab.page)
+    with served_app(tmp_path / "second.log", port=port):
+        start = time.monotonic()
+        tab.page.wait_for_function(
+            "() => document.querySelector(\"[data-testid='stSidebarNav']\")?.innerText.includes('Attention step')",
+            timeout=60_000,
+        )
+        wait_until_idle(tab.page)
+        wait_for_chart(tab.page)
+        _record("after a restart: chart again", time.monotonic() - start)
+        assert "/attention_step_by_step" in tab.page.url
+        nav = tab.page.locator("[data-testid='stSidebarNav']").inner_text()
+        assert "pages" not in nav.lower() and "attention heatmaps" not in nav.split("\n")[0].lower()
+        assert tab.page.locator("textarea").first.input_value() == text
+        assert "head 3" in tab.page.locator(f"{CHART} .gtitle").first.text_content()
+    tab.context.close()
