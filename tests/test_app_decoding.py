@@ -206,3 +206,16 @@ def test_attention_while_generating_shows_the_stitched_matrix(prose, count_runs)
     assert len(count_runs) == runs
     assert decode_plotly_array(figure(at)["data"][0]["z"]).shape == (trace.prompt_length + 2,) * 2
     assert "verified" in " ".join(c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("page", ["pages/greedy_search.py", "pages/beam_search.py", "pages/generation_attention.py"])
+def test_a_seq2seq_model_decodes_on_the_pages(tiny_models, page):
+    at = open_page(page, model=tiny_models["t5"], prompt="the cat sat on the mat", steps="4")
+    assert not at.exception
+    assert at.get("plotly_chart")  # a T5 writes its decoder text from the prompt
+
+
+def test_an_untrained_model_says_so(tiny_models):
+    at = open_page("pages/greedy_search.py", model=tiny_models["gpt2"], prompt="the cat sat", steps="4")
+    assert not at.exception
+    assert any("looks untrained" in warning.value for warning in at.warning)
