@@ -30,10 +30,7 @@ header = ui.page_header(
     "in one head. Rows sum to 1. Blank cells are keys the query is not allowed to see.",
 )
 
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 
 ui.apply_pending_preset(lm.name)
 ui.preset_notice()

@@ -18,10 +18,7 @@ header = ui.page_header(
     "T5), a position bias is added where the model has one, masked keys get −∞, softmax turns the scores into "
     "weights that sum to 1, and the output is the weighted sum of the value vectors.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 view = capture_ui(lm, header)
 stack = view.stack
 layer_column, head_column, query_column = st.columns(3)

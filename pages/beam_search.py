@@ -26,10 +26,7 @@ ui.page_header(
     "hypotheses, ranked by its score divided by length^length_penalty. Every node below is a candidate the "
     "search really considered.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 decoding.require_generative_model(lm)
 
 prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)

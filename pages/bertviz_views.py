@@ -16,10 +16,7 @@ header = ui.page_header(
     "lines. The model view shows every layer and head as small line drawings: click one to enlarge it. For a "
     "sentence pair, the Attention menu filters A→A, B→B, A→B and B→A.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 ui.apply_pending_preset(lm.name)
 ui.preset_notice()
 ui.preset_button(

@@ -13,10 +13,7 @@ ui.page_header(
     "The same layer and head side by side: for two texts (how one head treats different sentences), or for two "
     "models on the same text (how two models spread their attention).",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 mode = ui.choice_ui(
     "Compare",
     ["texts", "models"],

@@ -16,10 +16,7 @@ ui.page_header(
     "at random (here seeded, so the draw is repeatable). The log-probability says how likely the model finds "
     "each continuation as a whole: nearer 0 is likelier, which is not the same as better.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 decoding.require_generative_model(lm)
 
 prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)

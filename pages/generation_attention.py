@@ -16,10 +16,7 @@ ui.page_header(
     "one causal matrix: rows above the dashed line are the prompt, rows below are generated tokens. Move the "
     "step slider to watch the matrix grow.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 decoding.require_generative_model(lm)
 
 prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)

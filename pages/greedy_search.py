@@ -17,10 +17,7 @@ ui.page_header(
     "the most likely one. Each row shows the text so far and the five most likely next tokens; the boxed cell "
     "is the token taken. Entropy measures how unsure the model is (0 = certain).",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 decoding.require_generative_model(lm)
 ui.apply_pending_preset(lm.name)
 ui.preset_notice()

@@ -19,10 +19,7 @@ header = ui.page_header(
     "first token or to special tokens ([CLS], [SEP], …), often a resting place. Previous-token score: near 1 for "
     "heads that look one token back. Click a column to sort; select a row to open that head.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 view = capture_ui(lm, header)
 stack, capture = view.stack, view.capture
 specials = set(ui.cached_model(lm.name).tokenizer.all_special_tokens)

@@ -15,10 +15,7 @@ header = ui.page_header(
     "diagonal just below the main one), at the first token (a dark first column), or broadly. Click a "
     "thumbnail to open that head.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 view = capture_ui(lm, header)
 stack = view.stack
 tokens = len(stack.query_tokens)

@@ -16,10 +16,7 @@ ui.page_header(
     "with a layer norm and a residual connection. Here are this model's sizes, where its parameters are, and how "
     "one of its layers compares with the original Transformer's formula.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 
 
 anatomy = ui.cached_anatomy(lm.name)

@@ -16,10 +16,7 @@ header = ui.page_header(
     "into attention weights by softmax. Orange is positive, blue negative: where query and key agree in sign, the "
     "product is orange and the score rises.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 ui.apply_pending_preset(lm.name)
 ui.preset_notice()
 ui.preset_button(

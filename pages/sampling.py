@@ -20,10 +20,7 @@ ui.page_header(
     "min-p times as likely as the favourite, in that order, as transformers applies them. Moving these "
     "controls never runs the model again: the next-token scores are computed once per prompt.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 decoding.require_generative_model(lm)
 
 prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)

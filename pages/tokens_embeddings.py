@@ -18,10 +18,7 @@ header = ui.page_header(
     "a fixed sinusoidal encoding, or (rotary models) by turning each query and key. After each layer a token's "
     "vector has mixed in its context: the same word ends up with different vectors in different sentences.",
 )
-lm = ui.selected_model()
-if lm is None:
-    st.info("Pick a model in the sidebar to start.")
-    st.stop()
+lm = ui.require_model()
 
 text = ui.text_ui("Text", DEFAULT_TEXT, key="text", height=68)
 pair = ui.text_ui("Second segment (optional)", "", key="pair", height=68) if lm.kind == "encoder" else ""

@@ -158,20 +158,7 @@ def step_by_step_figure(
         figure.add_trace(_score_column(stages[name][query_index], labels, name, look), 1, column)
     weights = stages["weights"][query_index]
     column = 3 + len(names)
-    figure.add_trace(
-        go.Bar(
-            x=weights,
-            y=labels,
-            orientation="h",
-            marker={"color": SEQUENTIAL[6][1]},
-            text=[f"{w:.2f}" for w in weights],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{y}: weight %{x:.4f}<extra></extra>",
-        ),
-        1,
-        column,
-    )
+    figure.add_trace(_weight_bars(weights, labels), 1, column)
     figure.update_xaxes(range=[0, 1.25], showticklabels=False, showgrid=False, row=1, col=column)
     if values is not None:
         weighted = weights[:, None] * values
@@ -200,6 +187,20 @@ def _band(values: np.ndarray, labels, top: float, what: str) -> go.Heatmap:
         colorscale=DIVERGING,
         showscale=False,
         hovertemplate=f"%{{y}}, {what} dim %{{x}}: <b>%{{z:.4f}}</b><extra></extra>",
+    )
+
+
+def _weight_bars(weights: np.ndarray, labels) -> go.Bar:
+    """The softmax weights as horizontal bars, one per key, each labelled with its value."""
+    return go.Bar(
+        x=weights,
+        y=labels,
+        orientation="h",
+        marker={"color": SEQUENTIAL[6][1]},
+        text=[f"{w:.2f}" for w in weights],
+        textposition="outside",
+        cliponaxis=False,
+        hovertemplate="%{y}: weight %{x:.4f}<extra></extra>",
     )
 
 
@@ -250,20 +251,7 @@ def neuron_view_figure(
     figure.add_trace(_band(products, labels, _symmetric(products), "q × k"), 2, 2)
     scaled = dots * scale
     figure.add_trace(_score_column(scaled, labels, "q·k × scale", look), 2, 3)
-    figure.add_trace(
-        go.Bar(
-            x=weights,
-            y=labels,
-            orientation="h",
-            marker={"color": SEQUENTIAL[6][1]},
-            text=[f"{w:.2f}" for w in weights],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="%{y}: weight %{x:.4f}<extra></extra>",
-        ),
-        2,
-        4,
-    )
+    figure.add_trace(_weight_bars(weights, labels), 2, 4)
     finish(figure, info, look)
     figure.update_layout(margin={"l": 20, "r": 30, "t": look.title_band + 20, "b": 20}, showlegend=False)
     figure.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)

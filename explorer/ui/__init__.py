@@ -21,6 +21,7 @@ from explorer.ui.models import (
     cached_model,
     model_picker_ui,
     request_model,
+    require_model,
     selected_model,
 )
 from explorer.ui.presets import apply_pending_preset, preset_button, preset_notice
@@ -67,6 +68,7 @@ __all__ = [
     "preset_notice",
     "prompt_and_continuation",
     "request_model",
+    "require_model",
     "selected_model",
     "set_value",
     "show_figure",

@@ -86,8 +86,3 @@ def open_head_links(view: CaptureView, layer: int, head: int) -> None:
         "pages/neuron_view.py", label="…in the neuron view", query_params=params, icon=":material/blur_linear:"
     )
 
-
-def require_capturable(lm) -> None:
-    if lm is None:
-        st.info("Pick a model in the sidebar to start.")
-        st.stop()

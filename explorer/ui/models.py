@@ -182,6 +182,15 @@ def _model_summary(name: str) -> str:
     return f"{bundled}{lm.kind} · {lm.num_layers} layers × {lm.num_heads} heads · up to {lm.max_tokens} tokens"
 
 
+def require_model() -> explorer.LoadedModel:
+    """The model in use; stops the page with a hint when none could be loaded."""
+    lm = selected_model()
+    if lm is None:
+        st.info("Pick a model in the sidebar to start.")
+        st.stop()
+    return lm
+
+
 def selected_model() -> explorer.LoadedModel | None:
     """The model chosen in the sidebar (already loaded), or None when none could be loaded."""
     name = st.session_state.get(MODEL_KEY)
