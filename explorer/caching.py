@@ -44,15 +44,42 @@ def nbytes(value, _seen: set[int] | None = None) -> int:
     return 32
 
 
+class _Flight:
+    """One run in progress: its waiters block on ``done``; an ordinary failure leaves only its type and args."""
+
+    __slots__ = ("done", "failure", "finished", "value")
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.failure: tuple[type[Exception], tuple] | None = None
+        self.finished = False
+        self.value = None
+
+
+def _fresh(failure: tuple[type[Exception], tuple]) -> Exception:
+    """A new exception like the failed run's, without its traceback (whose frames would keep the run's objects)."""
+    kind, args = failure
+    try:
+        return kind(*args)
+    except Exception:  # an exception class whose constructor wants other arguments
+        return RuntimeError(*args)
+
+
 class ByteBudgetCache:
-    """``get(key, compute)``: the cached value for ``key``, computing it once however many threads ask at once."""
+    """``get(key, compute)``: the cached value for ``key``, computing it once however many threads ask at once.
+
+    Failures are never cached. An ordinary error (an ``Exception``: bad input, a model that cannot load) reaches
+    the callers that were waiting on that one run, as a fresh exception of the same type and message, and the
+    next caller tries again. An *interruption* (a ``BaseException`` that is not an ``Exception``: Streamlit stops
+    a script run by raising one inside it when its visitor moves a widget or closes the tab) belongs to the
+    interrupted caller only: its waiters are woken and one of them runs the computation instead.
+    """
 
     def __init__(self, budget_bytes: int, *, size_of: Callable[[object], int] = nbytes):
         self.budget = int(budget_bytes)
         self.size_of = size_of
         self._entries: OrderedDict[Hashable, tuple[object, int]] = OrderedDict()
-        self._pending: dict[Hashable, threading.Event] = {}
-        self._errors: dict[Hashable, BaseException] = {}
+        self._pending: dict[Hashable, _Flight] = {}
         self._lock = threading.Lock()
         self.total = 0
         self.hits = self.misses = 0
@@ -64,37 +91,52 @@ class ByteBudgetCache:
                     self._entries.move_to_end(key)
                     self.hits += 1
                     return self._entries[key][0]
-                waiting = self._pending.get(key)
-                if waiting is None:
-                    self._pending[key] = threading.Event()
+                flight = self._pending.get(key)
+                if flight is None:
+                    flight = self._pending[key] = _Flight()
                     self.misses += 1
                     break
-            waiting.wait()
-            with self._lock:
-                error = self._errors.get(key)
-            if error is not None and key not in self._entries:
-                raise error
+            flight.done.wait()
+            if flight.failure is not None:
+                raise _fresh(flight.failure)
+            if flight.finished:
+                return flight.value  # also when it was too large to keep
+            # Interrupted: look again, and run it if nobody else has started to.
+        return self._run(key, flight, compute)
+
+    def _run(self, key: Hashable, flight: _Flight, compute: Callable[[], object]):
         try:
             value = compute()
-        except BaseException as error:
-            with self._lock:
-                self._errors[key] = error
-                self._pending.pop(key).set()
+        except Exception as error:
+            flight.failure = (type(error), error.args)
+            self._land(key, flight)
             raise
+        except BaseException:
+            self._land(key, flight)  # interrupted: the waiters find no value and no failure, and run it
+            raise
+        flight.value, flight.finished = value, True
         self._store(key, value)
+        self._land(key, flight)
         return value
 
-    def _store(self, key: Hashable, value) -> None:
-        size = self.size_of(value)
+    def _land(self, key: Hashable, flight: _Flight) -> None:
         with self._lock:
-            self._errors.pop(key, None)
+            if self._pending.get(key) is flight:
+                del self._pending[key]
+        flight.done.set()
+
+    def _store(self, key: Hashable, value) -> None:
+        # The key counts too: it holds the visitor's text.
+        size = self.size_of(value) + self.size_of(key)
+        with self._lock:
+            if key in self._entries:
+                self.total -= self._entries.pop(key)[1]
             if size <= self.budget:
                 self._entries[key] = (value, size)
                 self.total += size
                 while self.total > self.budget and self._entries:
                     _, (_, dropped) = self._entries.popitem(last=False)
                     self.total -= dropped
-            self._pending.pop(key).set()
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
