@@ -6,7 +6,11 @@ the render function is called again with ``style.SLIDE``, so labels are laid out
 - Plotly: PNG and SVG come from Kaleido, which drives a local Chrome or Chromium (no internet; the
   plotly.js it uses ships with the plotly package). HTML inlines plotly.js (about 4.7 MB), so the file
   opens offline anywhere.
-- Altair: vl-convert renders PNG and SVG without a browser; HTML inlines the Vega JavaScript it carries.
+- Altair: vl-convert renders PNG and SVG without a browser, on a canvas of exactly the slide's size; HTML
+  inlines the Vega JavaScript it carries.
+
+Both native renderers run in a worker process (``explorer.render.renderer``): a renderer that aborts or hangs
+fails one export with a ``RenderFailed`` sentence, never the process that asked for it.
 
 ``ExportUnavailable`` says what is missing when a format cannot be made on this machine.
 """
@@ -14,15 +18,16 @@ the render function is called again with ``style.SLIDE``, so labels are laid out
 from __future__ import annotations
 
 import html
-import threading
 from pathlib import Path
+
+from explorer.render import renderer
+from explorer.render.renderer import RenderFailed
+from explorer.render.style import SLIDE
 
 PNG_SCALE = 2
 FORMATS = ("png", "svg", "html")
 MIME = {"png": "image/png", "svg": "image/svg+xml", "html": "text/html"}
-
-# One Chrome at a time: each export starts a browser (~200 MB); a class exporting at once must queue.
-_kaleido_lock = threading.Lock()
+__all__ = ["FORMATS", "MIME", "ExportUnavailable", "RenderFailed", "export", "save"]
 
 
 class ExportUnavailable(RuntimeError):
@@ -50,8 +55,7 @@ def plotly_image(figure, fmt: str) -> bytes:
     if problem:
         raise ExportUnavailable(problem)
     scale = PNG_SCALE if fmt == "png" else 1
-    with _kaleido_lock:
-        return figure.to_image(format=fmt, scale=scale, validate=False)
+    return renderer.pool().render("plotly", figure.to_json(validate=False), fmt, scale)
 
 
 def plotly_html(figure, *, title: str | None = None) -> str:
@@ -70,13 +74,12 @@ def plotly_html(figure, *, title: str | None = None) -> str:
 def altair_image(chart, fmt: str) -> bytes:
     """PNG (at 2x) or SVG of an Altair chart, rendered by vl-convert (no browser, no network)."""
     try:
-        import vl_convert as vlc
+        import vl_convert  # noqa: F401 - only to say what is missing before starting a worker
     except ImportError as error:
         raise ExportUnavailable("Altair export needs `vl-convert-python`.") from error
-    spec = chart.to_dict()
-    if fmt == "png":
-        return vlc.vegalite_to_png(spec, scale=PNG_SCALE)
-    return vlc.vegalite_to_svg(spec).encode()
+    scale = PNG_SCALE if fmt == "png" else 1
+    spec = chart.to_json(validate=False, indent=None)
+    return renderer.pool().render("vega-lite", spec, fmt, scale, size=(SLIDE.width, SLIDE.height))
 
 
 def altair_html(chart, *, title: str | None = None) -> str:

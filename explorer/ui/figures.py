@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from explorer.render import export
+from explorer.render import export, renderer
 from explorer.render.style import SLIDE, FigureInfo, Look, look_for
 from explorer.ui.shell import presenting
 
@@ -105,8 +105,9 @@ def export_buttons(build: Builder, info: FigureInfo, *, key: str, plotly: bool =
 
 
 _EXPORT_HELP = {
-    "png": "1920×1080 slide, drawn at 2x (3840×2160 pixels)",
-    "svg": "1920×1080 vector image: sharp at any size, editable",
+    "png": "1920×1080 slide, drawn at 2x (3840×2160 pixels). The server draws one image at a time: the button "
+    "spins while yours waits.",
+    "svg": "1920×1080 vector image: sharp at any size, editable. The server draws one image at a time.",
     "html": "interactive, standalone: opens offline in any browser",
 }
 
@@ -116,11 +117,18 @@ _EXPORT_LABELS = {"png": "PNG", "svg": "SVG", "html": "HTML"}
 
 @st.cache_resource(show_spinner=False)
 def _images_problem() -> str | None:
-    """Checked once per server: whether a browser for PNG/SVG export exists here."""
-    return export.image_export_problem()
+    """Checked once per server: whether a browser for PNG/SVG export exists here. When it does, the renderer
+    worker and its Chrome start now, in the background, so the first click does not wait for them."""
+    problem = export.image_export_problem()
+    if problem is None:
+        renderer.pool().warm()
+    return problem
 
 
 def _exporter(build: Builder, info: FigureInfo, fmt: str) -> Callable[[], bytes]:
+    # Runs on the server when the button is clicked (the button spins meanwhile, also while other exports are
+    # ahead in the queue). A failure (RenderFailed: the renderer worker failed, died or overran; it is replaced)
+    # shows under the button as "Failed to generate file for download" and leaves the page and server as they were.
     def make() -> bytes:
         return export.export(build(look=SLIDE), fmt, title=f"{info.title()} — {info.subtitle()}")
 

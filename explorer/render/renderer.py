@@ -1,0 +1,253 @@
+"""Native renderers (kaleido's Chrome, vl-convert) in a worker process, never in the app's own process.
+
+vl-convert is Rust: a label it cannot parse makes it panic inside a function that cannot unwind, which aborts
+the whole Python process (measured: one U+0017 in a chart label ended the Streamlit server and every student's
+session with it). A browser can hang. So the server never calls them itself: it sends the figure's JSON to a
+worker process and waits, with a time limit, for the file. A worker that dies or overruns is killed and replaced;
+that export fails with a sentence and the next one works.
+
+The worker keeps one Chrome running (kaleido's sync server) instead of starting a browser per export, so a
+PNG takes a fraction of a second instead of seconds. ``EXPLORER_EXPORT_WORKERS`` workers (default 1: each
+holds a Chrome, and a 2-core machine draws one image at a time anyway) serve the whole server; requests queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+EXPORT_TIMEOUT_S = 30.0  # one export, Chrome's start included
+QUEUE_TIMEOUT_S = 60.0  # waiting for a free worker
+
+
+class RenderFailed(RuntimeError):
+    """The export could not be made (the renderer failed, died or took too long); the message says which."""
+
+
+class _DrawingFailed(RenderFailed):
+    """The renderer answered with an error: it is still healthy and serves the next export."""
+
+
+# --- inside the worker process ------------------------------------------------------------------------------
+
+
+_chrome_started = False
+
+
+def _plotly_bytes(spec: str, fmt: str, scale: float, size: tuple[int, int] | None) -> bytes:
+    import json
+
+    import kaleido
+
+    global _chrome_started
+    if not _chrome_started:
+        # One Chrome for every export of this worker. Offline: plotly.js from the installed plotly package
+        # (kaleido's default), MathJax off (kaleido's default fetches it from a CDN).
+        kaleido.start_sync_server(n=1, timeout=EXPORT_TIMEOUT_S, mathjax=False, silence_warnings=True)
+        _chrome_started = True
+    figure = json.loads(spec)
+    layout = figure.get("layout", {})
+    width, height = size or (layout.get("width", 700), layout.get("height", 500))
+    options = {"format": fmt, "width": width, "height": height, "scale": scale}
+    return kaleido.calc_fig_sync(figure, opts=options)
+
+
+def _vega_bytes(spec: str, fmt: str, scale: float, size: tuple[int, int] | None) -> bytes:
+    import vl_convert as vlc
+
+    svg = vlc.vegalite_to_svg(spec)
+    if size is not None:
+        svg = on_canvas(svg, *size)
+    if fmt == "png":
+        return vlc.svg_to_png(svg, scale=scale)
+    return svg.encode()
+
+
+def on_canvas(svg: str, width: int, height: int) -> str:
+    """The SVG fitted and centred on a white ``width`` x ``height`` canvas. Vega sizes a chart by its content:
+    a concatenated chart asked for 1920x1080 comes out 1884x1014, and a slide must be exactly the slide's size."""
+    import re
+
+    match = re.search(r"<svg\b[^>]*>", svg)
+    if match is None:
+        return svg
+    tag = match.group(0)
+    own_width = float(re.search(r'\swidth="([\d.]+)', tag).group(1))
+    own_height = float(re.search(r'\sheight="([\d.]+)', tag).group(1))
+    tag = re.sub(r'\s(width|height|viewBox)="[^"]*"', "", tag)[:-1]
+    inner = (
+        f'{tag} width="{width}" height="{height}" viewBox="0 0 {own_width:g} {own_height:g}" '
+        'preserveAspectRatio="xMidYMid meet">'
+    )
+    body = svg[match.end() :].rsplit("</svg>", 1)[0]
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}"><rect width="100%" height="100%" fill="white"/>{inner}{body}</svg></svg>'
+    )
+
+
+_RENDERERS = {"plotly": _plotly_bytes, "vega-lite": _vega_bytes}
+
+
+def _read_message(stream):
+    header = stream.read(8)
+    if len(header) < 8:
+        raise EOFError("the other side closed the pipe")
+    body = stream.read(int.from_bytes(header, "big"))
+    return pickle.loads(body)
+
+
+def _write_message(stream, message) -> None:
+    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(len(body).to_bytes(8, "big") + body)
+    stream.flush()
+
+
+def _serve() -> None:
+    """The worker's loop on stdin/stdout: (kind, spec, fmt, scale, size) in; ("ok", bytes) or ("error", text) out."""
+    # The protocol owns the real stdout; anything a library prints goes to stderr instead.
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    requests = sys.stdin.buffer
+    while True:
+        try:
+            kind, spec, fmt, scale, size = _read_message(requests)
+        except EOFError:
+            return
+        try:
+            _write_message(channel, ("ok", _RENDERERS[kind](spec, fmt, scale, size)))
+        except Exception as error:  # reported to the server as a sentence; the worker lives on
+            _write_message(channel, ("error", f"{type(error).__name__}: {str(error)[:300]}"))
+
+
+# --- in the app's process -----------------------------------------------------------------------------------
+
+
+class _Worker:
+    """One worker process running ``_serve``, spoken to over its stdin and stdout."""
+
+    def __init__(self):
+        self.process = subprocess.Popen(
+            # This file as a script: the worker imports the renderers only, not the explorer package (torch).
+            [sys.executable, str(Path(__file__).resolve())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def render(self, request: tuple, timeout: float) -> bytes:
+        answer: list = []
+
+        def read():
+            try:
+                answer.append(_read_message(self.process.stdout))
+            except Exception as error:  # the worker died: EOF or a torn message
+                answer.append(("died", repr(error)))
+
+        _write_message(self.process.stdin, request)
+        reader = threading.Thread(target=read, daemon=True, name="explorer-renderer-read")
+        reader.start()
+        reader.join(timeout)
+        if not answer:
+            raise RenderFailed(f"The renderer took longer than {timeout:.0f} s and was stopped.")
+        status, payload = answer[0]
+        if status == "died":
+            raise RenderFailed("The renderer stopped while drawing this figure; the next export starts a new one.")
+        if status != "ok":
+            raise _DrawingFailed(f"The renderer could not draw this figure ({payload}).")
+        return payload
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.process.kill()
+            self.process.wait(5)
+
+
+class RendererPool:
+    """A few worker processes; ``render`` sends one export to a free worker and replaces it if it fails."""
+
+    def __init__(self, size: int = 1, *, timeout: float = EXPORT_TIMEOUT_S):
+        self.size = max(1, int(size))
+        self.timeout = timeout
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._started = 0
+        self._lock = threading.Lock()
+        self.waiting = 0
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            if self._idle.empty() and self._started < self.size:
+                self._started += 1
+                return _Worker()
+            self.waiting += 1
+        try:
+            return self._idle.get(timeout=QUEUE_TIMEOUT_S)
+        except queue.Empty:
+            raise RenderFailed("The server is busy drawing other exports: try again in a moment.") from None
+        finally:
+            with self._lock:
+                self.waiting -= 1
+
+    def render(self, kind: str, spec: str, fmt: str, scale: float = 1, size: tuple[int, int] | None = None) -> bytes:
+        """``fmt`` ("png" or "svg") of a Plotly figure or Vega-Lite spec given as JSON, ``size`` in CSS pixels."""
+        worker = self._take()
+        try:
+            data = worker.render((kind, spec, fmt, scale, size), self.timeout)
+        except _DrawingFailed:
+            self._idle.put(worker)
+            raise
+        except RenderFailed:
+            self._replace(worker)
+            raise
+        except OSError:  # the pipe broke while sending: the worker had died
+            self._replace(worker)
+            raise RenderFailed(
+                "The renderer stopped while drawing this figure; the next export starts a new one."
+            ) from None
+        self._idle.put(worker)
+        return data
+
+    def _replace(self, worker: _Worker) -> None:
+        worker.stop()
+        self._idle.put(_Worker())
+
+    def warm(self) -> None:
+        """Start a worker and its Chrome now (in the background), so the first export does not wait for them."""
+
+        def start():
+            with contextlib.suppress(RenderFailed):
+                self.render("plotly", '{"data": [], "layout": {"width": 10, "height": 10}}', "png")
+
+        threading.Thread(target=start, daemon=True, name="explorer-renderer-warm").start()
+
+    def close(self) -> None:
+        while not self._idle.empty():
+            self._idle.get_nowait().stop()
+        self._started = 0
+
+
+def _pool_size() -> int:
+    configured = os.environ.get("EXPLORER_EXPORT_WORKERS", "")
+    return int(configured) if configured.isdigit() and int(configured) > 0 else 1
+
+
+_POOL: RendererPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def pool() -> RendererPool:
+    """The process's one renderer pool, started on first use."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = RendererPool(_pool_size())
+        return _POOL
+
+
+if __name__ == "__main__":
+    _serve()
