@@ -52,10 +52,12 @@ with head_column:
 with stretch_column:
     stretch = ui.toggle_ui("Stretch colours", key="stretch")
 ui.notices_ui()
-for column, capture, name, text in zip(st.columns(2), captures, (lm.name, other), (text_a, text_b), strict=True):
+# Keys by side, not by object: two identical texts share one cached capture.
+sides = zip(("a", "b"), st.columns(2), captures, (lm.name, other), (text_a, text_b), strict=True)
+for side, column, capture, name, text in sides:
     with column:
         info = FigureInfo("Attention weights", model=name, text=text, where=(f"layer {layer}", f"head {head}"))
-        key = f"compare-{'a' if capture is captures[0] else 'b'}"
+        key = f"compare-{side}"
         # Only the drawn matrix is kept for a later export, not the capture.
         weights, stack = masked_weights(capture.main, layer, head), capture.main
         b = capture.segment_b_start

@@ -174,3 +174,13 @@ def test_empty_text_gives_a_hint(page):
     at = open_page(page, text=" ")
     assert not at.exception
     assert any("Type some text" in info.value for info in at.info)
+
+
+def test_compare_two_identical_texts():
+    # Both sides share one cached capture: keys chosen by object identity collided (StreamlitDuplicateElementKey).
+    at = AppTest.from_file("../app.py", default_timeout=120)
+    at.query_params.update({"compare": "texts", "text": "same words", "text_b": "same words"})
+    at.run()
+    at.switch_page("pages/compare_attention.py").run()
+    assert not at.exception
+    assert len(at.get("plotly_chart")) == 2

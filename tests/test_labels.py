@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from explorer.render.labels import visible, visible_labels
+from explorer.labels import visible, visible_labels
 
 HOSTILE = [
     "\x00",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from explorer.labels import visible
+
 # Whitespace that would be invisible in a chart axis gets a visible stand-in.
 _VISIBLE = {"\n": "↵", "\t": "⇥", "\r": "␍"}
 
@@ -13,16 +15,18 @@ def token_label(tokenizer, raw: str, specials: frozenset[str] = frozenset()) -> 
     that is only part of a character keeps its raw form rather than showing a replacement mark.
     """
     if raw.startswith("##") or raw in specials:
-        return raw
+        return visible(raw)
     text = tokenizer.convert_tokens_to_string([raw])
     if "\ufffd" in text:
-        return raw
+        return visible(raw)
     # SentencePiece decoders drop a leading space; keep it so word starts stay visible.
     if raw.startswith("▁") and not text.startswith(" "):
         text = " " + text
     for char, stand_in in _VISIBLE.items():
         text = text.replace(char, stand_in)
-    return text if text.strip() else (text.replace(" ", "␣") or raw)
+    # Control characters, bidi controls and the like get visible stand-ins (explorer.labels): the axis, the
+    # table and every exported file then show the same label, and no renderer chokes on it.
+    return visible(text if text.strip() else (text.replace(" ", "␣") or raw))
 
 
 def token_labels(tokenizer, ids) -> tuple[str, ...]:

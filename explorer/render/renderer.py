@@ -121,9 +121,13 @@ def _serve() -> None:
         except EOFError:
             return
         try:
-            _write_message(channel, ("ok", _RENDERERS[kind](spec, fmt, scale, size)))
+            answer = ("ok", _RENDERERS[kind](spec, fmt, scale, size))
         except Exception as error:  # reported to the server as a sentence; the worker lives on
-            _write_message(channel, ("error", f"{type(error).__name__}: {str(error)[:300]}"))
+            answer = ("error", f"{type(error).__name__}: {str(error)[:300]}")
+        try:
+            _write_message(channel, answer)
+        except OSError:  # the server stopped waiting (its time limit) or exited
+            return
 
 
 # --- in the app's process -----------------------------------------------------------------------------------

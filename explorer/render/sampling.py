@@ -21,6 +21,7 @@ from plotly.subplots import make_subplots
 
 from explorer.compute.sampling import softmax
 from explorer.data.decoding import TokenDistribution
+from explorer.labels import visible
 from explorer.render.style import (
     CATEGORICAL,
     FONT,
@@ -84,7 +85,7 @@ def curve_rows(probabilities: np.ndarray, tokens: tuple[str, ...]) -> list[dict]
             "p": float(probabilities[order[rank]]),
             # Named like the histogram's field, so the band selected there tests this point's probability.
             "log_low": float(np.log10(max(probabilities[order[rank]], 1e-30))),
-            "token": tokens[order[rank]] if tokens else str(order[rank]),
+            "token": visible(tokens[order[rank]]) if tokens else str(order[rank]),
         }
         for rank in ranks
     ]
@@ -269,7 +270,7 @@ def stages_rows(distribution: TokenDistribution) -> list[dict]:
                 "stage": name,
                 "tokens kept": int(distribution.kept[name].sum()),
                 "mass removed": float(distribution.removed_mass[name]),
-                "most likely": distribution.tokens[top] if distribution.tokens else str(top),
+                "most likely": visible(distribution.tokens[top]) if distribution.tokens else str(top),
                 "its probability": float(probabilities[top]),
             }
         )

@@ -25,6 +25,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from explorer.labels import visible
+
 FONT = '"Source Sans", "Source Sans Pro", "Helvetica Neue", "DejaVu Sans", Arial, sans-serif'
 INK = "#1f2430"  # text
 MUTED = "#5b6170"  # secondary text, subtitles
@@ -123,18 +125,19 @@ class FigureInfo:
     where: tuple[str, ...] = ()
 
     def title(self) -> str:
-        return " · ".join((self.view, *self.where))
+        return visible(" · ".join((self.view, *self.where)))
 
     def subtitle(self) -> str:
+        # The model name and text come from visitors: shown with visible stand-ins for control characters.
         parts = [short_model_name(self.model)] if self.model else []
         if self.text.strip():
             parts.append(f"“{snippet(self.text)}”")
-        return " · ".join(parts)
+        return visible(" · ".join(parts))
 
     def file_stem(self) -> str:
         """A file name (no extension) naming the view, model, text and place; a hash of the full text and
         model keeps exports of different inputs apart even when their snippets agree."""
-        digest = hashlib.sha1(f"{self.model}\n{self.text}".encode()).hexdigest()[:6]
+        digest = hashlib.sha1(f"{self.model}\n{self.text}".encode("utf-8", "surrogatepass")).hexdigest()[:6]
         parts = [self.view, short_model_name(self.model), snippet(self.text, 32), *self.where]
         stem = "_".join(slug(part) for part in parts if slug(part))
         return f"{stem}_{digest}" if stem else digest
@@ -161,11 +164,13 @@ def slug(text: str, limit: int = 48) -> str:
 
 
 def escape(text: str) -> str:
-    """Escape what Plotly's label renderer would read as markup (it decodes the entities back)."""
-    return html.escape(text, quote=False)
+    """Escape what Plotly's label renderer would read as markup (it decodes the entities back), with visible
+    stand-ins for characters no renderer should be handed (``explorer.labels.visible``)."""
+    return html.escape(visible(text), quote=False)
 
 
 def abbreviate(label: str, limit: int = MAX_LABEL_CHARS) -> str:
+    label = visible(label)
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import string
 
+from explorer.labels import visible
+
 _ESCAPED = {ord(char): "\\" + char for char in string.punctuation}
 _FLATTENED = {ord("\n"): " ", ord("\r"): " ", ord("\t"): " ", 0x2028: " ", 0x2029: " "}
 
 
 def literal(text: object) -> str:
-    """``text`` as Markdown that displays exactly these characters and links, embeds or runs nothing."""
-    return str(text).translate(_FLATTENED).translate(_ESCAPED)
+    """``text`` as Markdown that displays exactly these characters and links, embeds or runs nothing; control,
+    bidirectional and invisible characters shown as visible stand-ins (``explorer.labels.visible``)."""
+    return visible(str(text).translate(_FLATTENED)).translate(_ESCAPED)
 
 
 
