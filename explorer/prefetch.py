@@ -27,7 +27,7 @@ def prefetch(names: list[str], *, say=print) -> int:
         start = time.monotonic()
         try:
             name = policy.check_model_name(name)
-            lm = load_model(name, device="cpu", progress=lambda stage: say(f"  {stage}"))
+            lm = load_model(name, device="cpu", progress=lambda stage: say(f"  {stage}"), hub_only=True)
         except ModelLoadError as error:
             failures += 1
             say(f"✗ {name}: {error}")

@@ -57,7 +57,8 @@ def test_hosted_mode_answers_existing_and_missing_folders_alike(tmp_path):
     for name in (existing, missing):
         with pytest.raises(explorer.ModelLoadError) as refused:
             HOSTED.check_model_name(name)
-        answers.append(str(refused.value).replace(name, "NAME"))
+        # The quoted name may be shortened (long temporary paths): compare what is said about it.
+        answers.append(re.sub(r"“[^”]*”", "“NAME”", str(refused.value)))
     assert answers[0] == answers[1]
 
 
@@ -181,3 +182,55 @@ def test_hosted_mode_refuses_local_folders_in_the_app(monkeypatch, tiny_models):
     assert not at.exception
     assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER
     assert "not a Hugging Face Hub id" in shown(at.sidebar.error[0].value)
+
+
+def _fake_hub_cache(root, repo_id: str, model_folder) -> None:
+    """A Hugging Face cache holding ``repo_id`` as huggingface_hub lays it out (refs/main -> snapshots/<rev>)."""
+    import shutil
+
+    repo = root / f"models--{repo_id.replace('/', '--')}"
+    revision = "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    shutil.copytree(model_folder, repo / "snapshots" / revision)
+
+
+def test_hosted_loading_never_reads_a_working_directory_folder(monkeypatch, tmp_path, tiny_models):
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(tiny_models["gpt2"], tmp_path / "org" / "model")  # a folder named like a Hub id
+    answers = []
+    for name in ("org/model", "org/missing"):
+        with pytest.raises(explorer.ModelLoadError) as refused:
+            explorer.load_model(name, device="cpu", token=False, max_parameters=10**9, hub_only=True)
+        answers.append(str(refused.value).replace(name, "NAME"))
+    assert answers[0] == answers[1]  # no existence oracle
+    assert explorer.load_model("org/model", device="cpu").num_layers == 2  # locally, folders stay fine
+
+
+def test_hosted_loading_uses_the_hub_cache(monkeypatch, tmp_path, tiny_models):
+    import huggingface_hub
+
+    _fake_hub_cache(tmp_path / "hub", "org/tiny-llama", tiny_models["llama"])
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    lm = explorer.load_model("org/tiny-llama", device="cpu", token=False, max_parameters=10**9, hub_only=True)
+    assert lm.name == "org/tiny-llama" and lm.num_layers == 2
+
+
+def test_hosted_loading_refuses_a_model_of_unknown_size(monkeypatch):
+    import huggingface_hub
+
+    def model_info(self, repo, **kwargs):
+        return SimpleNamespace(safetensors=None, siblings=[SimpleNamespace(rfilename="config.json", size=10)])
+
+    def snapshot_download(repo, **kwargs):
+        if not kwargs.get("local_files_only"):
+            pytest.fail("downloaded a model whose size is unknown")
+        raise huggingface_hub.errors.LocalEntryNotFoundError("not cached")
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", model_info)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    with pytest.raises(explorer.ModelLoadError, match="does not say how large"):
+        explorer.load_model("someone/mystery", token=False, max_parameters=200_000_000, hub_only=True)

@@ -90,6 +90,7 @@ def load_model(
     progress: Callable[[str], None] | None = None,
     token: str | bool | None = None,
     max_parameters: int | None = None,
+    hub_only: bool = False,
 ) -> LoadedModel:
     """Load ``name`` (a Hub id, a local folder or a bundled default) with recording attention.
 
@@ -98,16 +99,24 @@ def load_model(
     models and architectures whose attention cannot be captured. Never runs remote code.
     ``token`` is passed to every Hub call (``False``: never use a token this machine has, as a class server
     must for models its visitors name); ``max_parameters`` refuses, before downloading, a Hub model the Hub
-    says is larger.
+    says is larger. ``hub_only`` (a class server, for names its visitors type): the name is a Hub id and
+    nothing else. It is resolved through the Hub cache only (``huggingface_hub`` downloads into its cache,
+    transformers loads that snapshot folder), never as a folder of the working directory, which
+    ``from_pretrained("org/model")`` would otherwise try first; and a model whose size the Hub does not
+    report is refused (``max_parameters`` fails closed).
     """
     say = progress or (lambda message: None)
     if isinstance(name, os.PathLike):  # a pathlib.Path to a folder is as good as its string
         name = os.fspath(name)
     if not isinstance(name, str) or not name.strip():
         raise ModelLoadError("No model name given. Type a Hugging Face Hub id (e.g. gpt2) or a local folder.")
-    source = resolve_source(name)
     hub = {} if token is None else {"token": token}
-    download_bytes = _preflight_hub(name, source, say, hub, max_parameters)
+    if hub_only and name.strip() not in BUNDLED_MODELS:
+        name = name.strip()
+        source, download_bytes = _hub_snapshot(name, say, hub, max_parameters), None
+    else:
+        source = resolve_source(name)
+        download_bytes = _preflight_hub(name, source, say, hub, max_parameters)
     config = _load_config(name, source, hub)
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source, hub)
@@ -148,9 +157,47 @@ def _preflight_hub(
     """
     if Path(source).exists() or _is_cached(source) or huggingface_hub.constants.HF_HUB_OFFLINE:
         return None
+    info = _model_info(name, say, hub)
+    _check_size(name, info, max_parameters)
+    return _weights_size(info)
+
+
+# What the explorer needs from a Hub repository: configs, tokenizer files and one set of weights.
+_NEEDED_FILES = ["*.json", "*.txt", "*.model", "*.tiktoken", "merges.txt", "vocab.*"]
+
+
+def _hub_snapshot(name: str, say: Callable[[str], None], hub: dict, max_parameters: int | None) -> str:
+    """The folder of ``name``'s snapshot in the Hub cache, downloading it first if needed (hosted mode).
+
+    A folder of the working directory is never looked at, so one named like an id answers as a missing id
+    does. Offline, a model not in the cache gets the same sentence whatever the disk holds.
+    """
+    try:
+        return huggingface_hub.snapshot_download(name, local_files_only=True, **hub)
+    except Exception:  # not cached (or only partly): ask the Hub
+        pass
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        raise ModelLoadError(_hub_unreachable(name))
+    info = _model_info(name, say, hub)
+    _check_size(name, info, max_parameters, fail_closed=True)
+    weights = _weights_pattern(info)
+    size = _weights_size(info)
+    say(f"Downloading “{name}”" + (f" ({size / 1e6:,.0f} MB)…" if size else "…"))
+    try:
+        return huggingface_hub.snapshot_download(name, allow_patterns=[*_NEEDED_FILES, weights], **hub)
+    except Exception as error:
+        raise ModelLoadError(_explain_config_failure(name, error)) from error
+
+
+def _weights_pattern(info) -> str:
+    names = [f.rfilename for f in info.siblings or [] if "/" not in f.rfilename]
+    return "*.safetensors" if any(n.endswith(".safetensors") for n in names) else "*.bin"
+
+
+def _model_info(name: str, say: Callable[[str], None], hub: dict | None):
     say(f"Asking the Hugging Face Hub about “{name}”…")
     try:
-        info = huggingface_hub.HfApi().model_info(source, timeout=10, files_metadata=True, **(hub or {}))
+        return huggingface_hub.HfApi().model_info(name, timeout=10, files_metadata=True, **(hub or {}))
     except huggingface_hub.errors.GatedRepoError as error:
         raise ModelLoadError(_explain_config_failure(name, error)) from error
     except huggingface_hub.errors.RepositoryNotFoundError as error:
@@ -162,17 +209,20 @@ def _preflight_hub(
         raise ModelLoadError(_hub_unreachable(name)) from error
     except huggingface_hub.errors.HfHubHTTPError as error:
         raise ModelLoadError(_explain_config_failure(name, error)) from error
-    _check_size(name, info, max_parameters)
-    return _weights_size(info)
 
 
-def _check_size(name: str, info, max_parameters: int | None) -> None:
-    """Refuse, before downloading, a model larger than this server allows."""
+def _check_size(name: str, info, max_parameters: int | None, *, fail_closed: bool = False) -> None:
+    """Refuse, before downloading, a model larger than this server allows (or of unknown size, ``fail_closed``)."""
     from explorer.hosting import hub_parameter_count
 
     if max_parameters is None:
         return
     count, how = hub_parameter_count(info)
+    if count is None and fail_closed:
+        raise ModelLoadError(
+            f"The Hugging Face Hub does not say how large “{name}” is, so this server does not download it "
+            f"(it loads models of up to {max_parameters / 1e6:,.0f} million parameters)."
+        )
     if count is not None and count > max_parameters:
         raise ModelLoadError(
             f"“{name}” has about {count / 1e6:,.0f} million parameters ({how}); this server loads models of up "

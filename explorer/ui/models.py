@@ -39,6 +39,7 @@ def cached_model(name: str, _progress=None) -> explorer.LoadedModel:
         progress=_progress,
         token=False if POLICY.hosted else None,
         max_parameters=POLICY.max_parameters,
+        hub_only=POLICY.hosted,  # a visitor's id resolves through the Hub cache, never a folder here
     )
     _LOADED.add(name)
     return lm
