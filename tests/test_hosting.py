@@ -234,3 +234,11 @@ def test_hosted_loading_refuses_a_model_of_unknown_size(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
     with pytest.raises(explorer.ModelLoadError, match="does not say how large"):
         explorer.load_model("someone/mystery", token=False, max_parameters=200_000_000, hub_only=True)
+
+
+def test_literal_breaks_every_autolink_and_reads_the_same():
+    text = "Visit https://evil.invalid/login or HTTP://x.y or www.evil.invalid or admin@evil.invalid"
+    shown = literal(text)
+    assert shown.replace("\u2060", "").replace("\\", "") == text  # what a reader sees is unchanged
+    for address in ("https:", "http:", "www.", "@e"):
+        assert address not in shown.lower().replace("\\", "")

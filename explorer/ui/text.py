@@ -9,6 +9,7 @@ and gives Markdown nothing to interpret. Newlines become spaces so a value canno
 
 from __future__ import annotations
 
+import re
 import string
 
 from explorer.labels import visible
@@ -17,10 +18,22 @@ _ESCAPED = {ord(char): "\\" + char for char in string.punctuation}
 _FLATTENED = {ord("\n"): " ", ord("\r"): " ", ord("\t"): " ", 0x2028: " ", 0x2029: " "}
 
 
+# Streamlit's Markdown (GitHub's dialect) turns bare web and e-mail addresses into live links, escaped or not:
+# ``https://…``, ``www.…`` and ``name@domain``. A word joiner (U+2060, zero-width, invisible) inside "http",
+# "www" and after "@" keeps them from being recognised while the text reads exactly the same.
+_AUTOLINK = re.compile(r"(?i)(?<=h)(?=ttps?:)|(?<=w)(?=ww\.)|(?<=@)")
+_WORD_JOINER = "\u2060"
+
+
+def unlinked(text: str) -> str:
+    """``text`` with every address Markdown would make a link of broken by an invisible word joiner."""
+    return _AUTOLINK.sub(_WORD_JOINER, text)
+
+
 def literal(text: object) -> str:
     """``text`` as Markdown that displays exactly these characters and links, embeds or runs nothing; control,
     bidirectional and invisible characters shown as visible stand-ins (``explorer.labels.visible``)."""
-    return visible(str(text).translate(_FLATTENED)).translate(_ESCAPED)
+    return unlinked(visible(str(text).translate(_FLATTENED))).translate(_ESCAPED)
 
 
 
