@@ -133,7 +133,8 @@ def hub_parameter_count(info) -> tuple[int | None, str]:
 
 
 class DownloadGate:
-    """One model download at a time on a shared server; others learn what is being fetched and since when."""
+    """One model download at a time on a shared server; others learn that a model is being fetched and since
+    when, not which one (the name is what another visitor typed)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -152,10 +153,11 @@ class DownloadGate:
     def busy_message(self) -> str:
         if self.current is None:
             return "Another model is being downloaded: try again in a moment."
-        name, since = self.current
+        _, since = self.current
         return (
-            f"{name} is being downloaded for another visitor (for {time.monotonic() - since:.0f} s): this server "
-            "fetches one model at a time. Try again in a moment; the current model stays loaded."
+            f"Another visitor's model is being downloaded (for {time.monotonic() - since:.0f} s): this server "
+            "fetches one model at a time. Try again in a moment; the current model stays loaded, and the bundled "
+            "and preset models load at once."
         )
 
 

@@ -110,7 +110,8 @@ def test_one_download_at_a_time():
     gate = DownloadGate()
     assert gate.try_start("gpt2")
     assert not gate.try_start("bert-base-uncased")
-    assert "gpt2 is being downloaded" in gate.busy_message()
+    assert "being downloaded" in gate.busy_message()
+    assert "gpt2" not in gate.busy_message()  # another visitor's choice is theirs
     gate.finish()
     assert gate.try_start("bert-base-uncased")
 
@@ -144,8 +145,8 @@ def test_forward_gate_bounds_concurrency():
 
 
 def shown(markdown: str) -> str:
-    """What a reader sees of Markdown whose punctuation was backslash-escaped."""
-    return re.sub(r"\\(.)", r"\1", markdown)
+    """What a reader sees of Markdown whose punctuation was backslash-escaped (word joiners are invisible)."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u2060", "")
 
 
 def test_literal_markdown_shows_exactly_the_text():
@@ -242,3 +243,51 @@ def test_literal_breaks_every_autolink_and_reads_the_same():
     assert shown.replace("\u2060", "").replace("\\", "") == text  # what a reader sees is unchanged
     for address in ("https:", "http:", "www.", "@e"):
         assert address not in shown.lower().replace("\\", "")
+
+
+def test_streamlits_clear_cache_request_leaves_models_and_results():
+    """What Streamlit runs for a visitor's clear-cache message (AppSession._handle_clear_cache_request)."""
+    from streamlit.runtime import caching
+
+    from explorer import ui
+    from explorer.ui.caches import results_cache
+
+    model = ui.cached_model(explorer.DEFAULT_ENCODER)
+    capture = ui.cached_capture(explorer.DEFAULT_ENCODER, "a sentence kept for the class")
+    caching.cache_data.clear()
+    caching.cache_resource.clear()
+    assert ui.cached_model(explorer.DEFAULT_ENCODER) is model
+    assert ui.cached_capture(explorer.DEFAULT_ENCODER, "a sentence kept for the class") is capture
+    assert len(results_cache()) >= 1
+
+
+def test_prefetched_and_bundled_models_never_wait_on_the_download_gate(monkeypatch, tmp_path, tiny_models):
+    import huggingface_hub
+
+    import explorer.ui.models as models
+    from explorer.hosting import DOWNLOADS
+
+    _fake_hub_cache(tmp_path / "hub", "org/prefetched", tiny_models["gpt2"])
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(models, "POLICY", HOSTED)
+    assert DOWNLOADS.try_start("someone/big-model")  # another visitor's download is under way
+    try:
+        slot = SimpleNamespace(status=lambda *a, **k: _NullStatus())
+        assert models._load_once("org/prefetched", slot).name == "org/prefetched"
+        assert models._load_once(explorer.DEFAULT_DECODER, slot).name == explorer.DEFAULT_DECODER
+        with pytest.raises(explorer.ModelLoadError, match="being downloaded") as refused:
+            models._load_once("org/not-here", slot)
+        assert "someone/big-model" not in str(refused.value)
+    finally:
+        DOWNLOADS.finish()
+
+
+class _NullStatus:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, **kwargs):
+        pass

@@ -247,6 +247,11 @@ def _is_cached(repo_id: str) -> bool:
         return False
 
 
+def in_hub_cache(repo_id: str) -> bool:
+    """Whether a Hub model is already downloaded here (``explorer prefetch`` put it there, or an earlier load)."""
+    return _is_cached(repo_id)
+
+
 def _load_config(name: str, source: str, hub: dict | None = None):
     try:
         return AutoConfig.from_pretrained(source, trust_remote_code=False, **(hub or {}))

@@ -115,7 +115,7 @@ _EXPORT_HELP = {
 _EXPORT_LABELS = {"png": "PNG", "svg": "SVG", "html": "HTML"}
 
 
-@st.cache_resource(show_spinner=False)
+@functools.cache  # not st.cache_resource: a visitor's clear-cache request must not restart the renderer
 def _images_problem() -> str | None:
     """Checked once per server: whether a browser for PNG/SVG export exists here. When it does, the renderer
     worker and its Chrome start now, in the background, so the first click does not wait for them."""

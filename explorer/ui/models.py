@@ -1,6 +1,6 @@
 """The model every page shows: loading it once for every session, and the sidebar picker.
 
-``cached_model(name)`` is ``st.cache_resource``: one loaded model per name, shared by every session and
+``cached_model(name)``: one loaded model per name, shared by every session and
 thread (capture records into a ContextVar, so sharing is safe). The model in use is a name in
 ``st.session_state[MODEL_KEY]``, chosen in the sidebar by ``model_picker_ui``; a model that fails to
 load leaves the previous one in place and says why.
@@ -12,7 +12,8 @@ import streamlit as st
 
 import explorer
 from explorer.hosting import DOWNLOADS, POLICY
-from explorer.models.loading import BUNDLED_MODELS
+from explorer.models.loading import BUNDLED_MODELS, in_hub_cache
+from explorer.ui.caches import models_cache, results_cache
 from explorer.ui.text import literal
 
 MODEL_KEY = "model_name"  # session state: the name of the model every page shows
@@ -27,16 +28,20 @@ BUNDLED_LABELS = {
 }
 
 
-@st.cache_resource(max_entries=3, show_spinner=False)
 def cached_model(name: str, _progress=None) -> explorer.LoadedModel:
     """One loaded model per name, shared by every session (a few at most: models are large).
 
-    ``_progress`` (not part of the cache key) receives each loading stage for the first caller. In hosted mode
-    the server's Hub token is never used and models over the parameter cap are refused before download.
+    ``_progress`` receives each loading stage for the caller that loads it. In hosted mode the server's Hub
+    token is never used and models over the parameter cap are refused before download. Kept in a
+    process-wide cache (``caches.models_cache``) that Streamlit's clear-cache request does not reach.
     """
+    return models_cache().get(name, lambda: _load(name, _progress))
+
+
+def _load(name: str, progress) -> explorer.LoadedModel:
     lm = explorer.load_model(
         name,
-        progress=_progress,
+        progress=progress,
         token=False if POLICY.hosted else None,
         max_parameters=POLICY.max_parameters,
         hub_only=POLICY.hosted,  # a visitor's id resolves through the Hub cache, never a folder here
@@ -151,8 +156,12 @@ def _load_requested(slot) -> None:
 
 
 def _load_once(name: str, slot) -> explorer.LoadedModel:
-    """The cached model, loading it with progress in ``slot``; hosted servers download one model at a time."""
-    gated = POLICY.hosted and name not in _LOADED and name not in BUNDLED_MODELS
+    """The cached model, loading it with progress in ``slot``; hosted servers download one model at a time.
+
+    Only a real download waits on the gate: bundled models, models already loaded and models already in the
+    Hub cache (the presets' models, prefetched into the image) load at once, whatever another visitor fetches.
+    """
+    gated = POLICY.hosted and name not in _LOADED and name not in BUNDLED_MODELS and not in_hub_cache(name)
     if gated and not DOWNLOADS.try_start(name):
         raise explorer.ModelLoadError(DOWNLOADS.busy_message())
     try:
@@ -198,9 +207,12 @@ def selected_model() -> explorer.LoadedModel | None:
     return cached_model(name) if name else None
 
 
-@st.cache_resource(show_spinner="Counting parameters…", max_entries=8)
 def cached_anatomy(name: str):
-    """The anatomy of a loaded model (sizes, parameter counts), once per model."""
+    """The anatomy of a loaded model (sizes, parameter counts), once per model, in the shared results cache."""
     from explorer.models.anatomy import model_anatomy
 
-    return model_anatomy(cached_model(name))
+    key = ("anatomy", name)
+    if key in results_cache():
+        return results_cache().get(key, lambda: None)
+    with st.spinner("Counting parameters…"):
+        return results_cache().get(key, lambda: model_anatomy(cached_model(name)))
