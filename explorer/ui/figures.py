@@ -79,7 +79,10 @@ def show_figure(build: Builder, info: FigureInfo, *, key: str, alt: str | None =
         config = _plotly_config(info)
         st.plotly_chart(figure, theme=None, key=key, width="content", alt=alt or info.title(), config=config)
     else:
-        st.altair_chart(figure, theme=None, key=key, width="content")
+        # The spec, not st.altair_chart: that one validates the chart against the Vega-Lite schema while it holds
+        # a lock shared by every session (Altair's settings are global), so a class's charts queued behind
+        # each other (0.2 s each); the chart's own builder is the only source of specs here.
+        st.vega_lite_chart(figure.to_dict(validate=False), theme=None, key=key, width="content")
     export_buttons(build, info, key=key, plotly=hasattr(figure, "to_plotly_json"))
     return figure
 
