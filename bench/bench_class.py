@@ -1,34 +1,36 @@
-"""A class on one server: N simulated students open the app, type their own sentence and move sliders.
+"""A class on one server: N simulated students open a page with their own text and move its view sliders.
 
 Each student is a websocket client that speaks Streamlit's own protocol (the ``BackMsg``/``ForwardMsg``
 protobufs that ship with streamlit), so the benchmark measures the server, not a browser: the 2-core machine
-could not run forty Chromiums. A few real Chromium pages run alongside and report what a browser sees.
+could not run forty Chromiums. A few real Chromium pages open the same page *during* the class and report what a
+browser sees.
 
-Per student: connect and run the page (the default sentence), type the student's own sentence into the text
-box, wait for the chart of that sentence (its subtitle names the sentence), then move the layer and head
-sliders three times, waiting each time for the chart of that layer and head. It records:
+Per student: connect and open the page through a link carrying the student's own text (a unique marker word
+starts it) and the bundled model the page needs; wait for the run that draws a figure naming the marker (open to
+own result); then move the page's view sliders (those that never run the model) three times, each move timed
+until a finished run has sent a figure that was not in the run before (the message that carries the new figure,
+whatever its labels say). It records per page:
 
-- time from opening the page to the student's own chart, and per slider move (p50, p95, max);
+- time from opening to the student's own result, and per slider move (p50, p95, max);
 - errors (exceptions shown, closed connections, timeouts);
-- leaks: every message a student receives is scanned for any other student's sentence marker;
-- peak memory of the server process (RSS, sampled every 0.2 s).
+- leaks: every message a student receives is scanned for any other student's marker;
+- peak memory of the server process and its children (RSS, sampled every 0.2 s).
 
-Also: all N students sending a ~500-token text at the same moment (memory under a burst of long captures).
-The server runs with this repository's .streamlit/config.toml and the Dockerfile's malloc settings ("tuned"),
-and optionally with Streamlit's defaults for the two settings that matter under load ("defaults": full GC
-after every run, file watcher on).
+Scenarios: ``--page NAME`` (any page), ``--mix`` (students spread over every page), ``--interrupt`` (all
+students ask for one shared result while one of them moves a slider at once, so Streamlit interrupts the run the
+others wait on: every student must still get it), ``--long`` (~500-token texts at the same moment). The server
+runs in hosted mode with the Dockerfile's environment. ``--table`` runs every page at 10 and 40 students and
+prints the README's table. Everything talks to 127.0.0.1 only, and every wait is bounded.
 
-Everything talks to 127.0.0.1 only, and every wait is bounded.
-
-Run:  python bench/bench_class.py [--students 10 20 40] [--compare-defaults] [--browsers 2]
-Widget keys and URL parameters used (keep in sync with pages/attention_heatmaps.py): text area ``text``,
-sliders ``layer`` and ``head``.
+Run:  python bench/bench_class.py --page sampling --students 10 40
+      python bench/bench_class.py --table
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import socket
 import statistics
@@ -37,8 +39,9 @@ import sys
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -48,25 +51,55 @@ import websockets  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
-TEXT_KEY, LAYER_KEY, HEAD_KEY = "text", "layer", "head"
-CONTAINER_MALLOC = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072", "MALLOC_TRIM_THRESHOLD_": "131072"}
+CONTAINER_ENV = {
+    "EXPLORER_HOSTED": "1",
+    "MALLOC_ARENA_MAX": "2",
+    "MALLOC_MMAP_THRESHOLD_": "131072",
+    "MALLOC_TRIM_THRESHOLD_": "131072",
+}
 WAIT = 180.0  # seconds: the longest any single step may take before it counts as an error
-TOPICS = [
-    "the river",
-    "a mountain",
-    "the library",
-    "her garden",
-    "the old bridge",
-    "a small boat",
-    "the market",
-    "his violin",
-    "the winter",
-    "a letter",
-    "the harbour",
-    "the orchard",
-    "a lantern",
-    "the meadow",
-]
+FIGURES = ("plotly_chart", "vega_lite_chart", "arrow_vega_lite_chart", "iframe")
+ENCODER, DECODER = "sentence-transformers/all-MiniLM-L6-v2", "bundled/prose-gpt2"
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    """How a student uses a page: its URL path, model, the URL parameter that holds their text, and the
+    sliders that only change the view, with the values a student moves them to."""
+
+    path: str
+    model: str
+    text_key: str | None
+    moves: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    # A slider drawn before the page's model run, and another value for it: moving it while the run's progress
+    # bar shows interrupts that run (the interruption scenario).
+    interrupt: tuple[str, float] | None = None
+    extra: tuple[tuple[str, str], ...] = ()  # other URL parameters every student's link carries
+
+
+PAGES = {
+    "attention_heatmaps": PageSpec("", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
+    "tokens_embeddings": PageSpec("tokens_embeddings", ENCODER, "text"),
+    "model_anatomy": PageSpec("model_anatomy", ENCODER, None),
+    "attention_step_by_step": PageSpec(
+        "attention_step_by_step", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))
+    ),
+    "neuron_view": PageSpec("neuron_view", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
+    "heads_overview": PageSpec("heads_overview", ENCODER, "text", (("layer", (1, 3, 5)),)),
+    "bertviz_views": PageSpec("bertviz_views", ENCODER, "text", (("bv_layer", (1, 3, 5)),)),
+    "head_statistics": PageSpec("head_statistics", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
+    "compare_attention": PageSpec("compare_attention", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
+    "greedy_search": PageSpec("greedy_search", DECODER, "prompt"),
+    "beam_search": PageSpec(
+        "beam_search", DECODER, "prompt", (("upto", (1, 3, 5)),), interrupt=("beams", 2), extra=(("steps", "32"),)
+    ),
+    "sampling": PageSpec("sampling", DECODER, "prompt", (("temperature", (0.5, 1.5, 0.8)), ("top_p", (0.9, 0.5, 0.7)))),
+    "compare_strategies": PageSpec("compare_strategies", DECODER, "prompt"),
+    "generation_attention": PageSpec(
+        "generation_attention", DECODER, "prompt", (("layer", (1, 3, 4)), ("head", (2, 5, 1)))
+    ),
+}
+TOPICS = ["the river", "a mountain", "the library", "her garden", "the old bridge", "a small boat", "the market"]
 
 
 def marker(run: str, student: int) -> str:
@@ -85,29 +118,15 @@ def free_port() -> int:
 
 
 class Server:
-    """``streamlit run app.py`` on loopback, with the repository's settings or Streamlit's defaults."""
+    """``streamlit run app.py`` on loopback, in hosted mode with the Dockerfile's environment."""
 
-    def __init__(self, *, defaults: bool):
+    def __init__(self):
         self.port = free_port()
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        extra = ["--runner.postScriptGC", "true", "--server.fileWatcherType", "auto"] if defaults else []
-        if not defaults:
-            env.update(CONTAINER_MALLOC)  # as the Dockerfile sets them
+        env.update(CONTAINER_ENV)
         self.log = Path(f"/tmp/bench-class-{self.port}.log")
-        command = [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(self.port),
-            "--server.address",
-            "127.0.0.1",
-            *extra,
-        ]
+        command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
+        command += ["--server.port", str(self.port), "--server.address", "127.0.0.1"]
         with self.log.open("w") as output:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
         self.peak = 0
@@ -131,9 +150,6 @@ class Server:
                 return
             time.sleep(0.2)
 
-    def reset_peak(self) -> None:
-        self.peak = 0
-
     def stop(self) -> None:
         self._stop.set()
         self.process.terminate()
@@ -144,81 +160,102 @@ class Server:
 
 
 class Student:
-    """One websocket session: runs the page, types, moves sliders; watches every message it receives."""
+    """One websocket session on one page: opens it with its own text, moves sliders, watches every message."""
 
-    def __init__(self, port: int, run: str, number: int, others: list[str], *, long: bool = False):
+    def __init__(self, port: int, spec: PageSpec, own: str, text: str, others: list[str]):
         self.url = f"ws://127.0.0.1:{port}/_stcore/stream"
-        self.run_id, self.number, self.others, self.long = run, number, others, long
+        self.spec, self.own, self.text, self.others = spec, own, text, others
         self.widgets: dict[str, str] = {}  # user key -> widget id
         self.errors: list[str] = []
         self.leaks: list[str] = []
-        self.open_to_chart: float | None = None
+        self.open_to_result: float | None = None
         self.moves: list[float] = []
+        self.shown: set[str] = set()  # digests of the figures of the last finished run
+        self.progressing = False  # a progress bar was drawn (a model run is under way)
 
-    async def session(self, moves: int) -> None:
+    def query(self) -> str:
+        params = {"model": self.spec.model, **dict(self.spec.extra)}
+        if self.spec.text_key:
+            params[self.spec.text_key] = self.text
+        return urlencode(params)
+
+    async def session(self, moves: int, *, interrupt: bool = False) -> None:
         try:
             async with websockets.connect(self.url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
                 self.ws = ws
                 start = time.monotonic()
-                await self._rerun(query="")
-                await self._until(lambda spec: "Attention weights" in spec, "first chart")
-                await self._rerun(
-                    query="", widgets={TEXT_KEY: ("string_value", sentence(self.run_id, self.number, long=self.long))}
-                )
-                await self._until(lambda spec: marker(self.run_id, self.number) in spec, "own chart")
-                self.open_to_chart = time.monotonic() - start
-                for move in range(moves):
-                    layer, head = (move + 1) % 6, (3 * move + 2) % 12
+                await self._rerun()
+                if interrupt:  # move a slider at once: Streamlit stops the run the others are waiting on
+                    key, value = self.spec.interrupt
+                    await self._until_progress(key)
+                    await self._rerun({key: value})
+                await self._until(lambda figures: any(self.own in f for f in figures.values()), "own result")
+                self.open_to_result = time.monotonic() - start
+                for move in range(moves if self.spec.moves else 0):
+                    changes = {key: values[move % len(values)] for key, values in self.spec.moves}
                     begin = time.monotonic()
-                    await self._rerun(query="", widgets={LAYER_KEY: ("slider", layer), HEAD_KEY: ("slider", head)})
-                    await self._until(lambda spec, lh=(layer, head): f"layer {lh[0]} · head {lh[1]}" in spec, "move")
+                    before = set(self.shown)
+                    await self._rerun(changes)
+                    await self._until(lambda figures, b=before: bool(set(figures) - b), "move")
                     self.moves.append(time.monotonic() - begin)
         except Exception as error:  # a benchmark records failures; it does not stop at the first one
             self.errors.append(f"{type(error).__name__}: {error}"[:200])
 
-    async def _rerun(self, *, query: str, widgets: dict | None = None) -> None:
+    async def _rerun(self, changes: dict | None = None) -> None:
         message = BackMsg()
         state = message.rerun_script
-        state.query_string = query
-        for key, (kind, value) in (widgets or {}).items():
+        state.query_string = self.query()
+        state.page_name = self.spec.path
+        for key, value in (changes or {}).items():
+            if key not in self.widgets:
+                raise KeyError(f"no slider {key!r} on {self.spec.path or 'the heatmap page'}")
             widget = state.widget_states.widgets.add()
             widget.id = self.widgets[key]
-            if kind == "slider":
-                widget.double_array_value.data.append(float(value))
-            else:
-                widget.string_value = value
+            widget.double_array_value.data.append(float(value))
         await self.ws.send(message.SerializeToString())
 
-    async def _until(self, matches, what: str) -> None:
-        """Read messages until a finished run has drawn a chart matching ``matches``."""
-        found = False
+    async def _until_progress(self, key: str) -> None:
+        """Until the run's model computation is under way (its progress bar is drawn) and ``key`` is known."""
         deadline = time.monotonic() + WAIT
+        self.progressing = False
+        while key not in self.widgets or not self.progressing:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no progress bar (or no slider {key!r})")
+            await self._receive(deadline, {})
+
+    async def _until(self, matches, what: str) -> None:
+        """Read messages until a finished run has sent figures for which ``matches(figures)`` holds."""
+        deadline = time.monotonic() + WAIT
+        figures: dict[str, str] = {}  # digest -> spec, of this run
         while time.monotonic() < deadline:
-            raw = await asyncio.wait_for(self.ws.recv(), timeout=max(deadline - time.monotonic(), 0.1))
-            self._scan(raw)
-            message = ForwardMsg()
-            message.ParseFromString(raw)
-            kind = message.WhichOneof("type")
-            if kind == "delta" and message.delta.WhichOneof("type") == "new_element":
-                element = message.delta.new_element
-                field = element.WhichOneof("type")
-                if field == "exception":
-                    self.errors.append(f"exception: {element.exception.message[:120]}")
-                elif field == "plotly_chart" and matches(element.plotly_chart.spec):
-                    found = True
-                elif field in ("slider", "text_area"):
-                    widget = getattr(element, field)
-                    key = widget.id.rsplit("-", 1)[-1]
-                    self.widgets[key] = widget.id
-            elif kind == "script_finished" and found:
-                return
+            if await self._receive(deadline, figures):
+                if figures and matches(figures):
+                    self.shown = set(figures)
+                    return
+                figures = {}
         raise TimeoutError(f"no {what} within {WAIT:.0f} s")
 
-    def _scan(self, raw: bytes) -> None:
+    async def _receive(self, deadline: float, figures: dict) -> bool:
+        """One message; True when it ends a script run."""
+        raw = await asyncio.wait_for(self.ws.recv(), timeout=max(deadline - time.monotonic(), 0.1))
         text = raw.decode("utf-8", errors="ignore")
-        for other in self.others:
-            if other in text:
-                self.leaks.append(other)
+        self.leaks.extend(other for other in self.others if other in text)
+        message = ForwardMsg()
+        message.ParseFromString(raw)
+        kind = message.WhichOneof("type")
+        if kind == "delta" and message.delta.WhichOneof("type") == "new_element":
+            element = message.delta.new_element
+            field = element.WhichOneof("type")
+            if field == "exception":
+                self.errors.append(f"exception: {element.exception.message[:120]}")
+            elif field in FIGURES:
+                spec = str(getattr(element, field))
+                figures[hashlib.sha1(spec.encode()).hexdigest()] = spec
+            elif field == "slider":
+                self.widgets[element.slider.id.rsplit("-", 1)[-1]] = element.slider.id
+            elif field == "progress":
+                self.progressing = True
+        return kind == "script_finished"
 
 
 def percentiles(values: list[float]) -> str:
@@ -229,20 +266,31 @@ def percentiles(values: list[float]) -> str:
     return f"{statistics.median(ordered):.2f} / {p95:.2f} / {ordered[-1]:.2f}"
 
 
-async def class_run(port: int, count: int, run: str, *, moves: int, long: bool = False) -> list[Student]:
-    markers = [marker(run, n) for n in range(count)]
-    students = [Student(port, run, n, [m for m in markers if m != markers[n]], long=long) for n in range(count)]
-    await asyncio.gather(*(student.session(moves) for student in students))
+async def class_run(port: int, plan: list[PageSpec], run: str, *, moves: int, long=False, interrupt=False):
+    """Every student at once; ``plan[n]`` is student n's page. With ``interrupt``, all share one text."""
+    markers = [marker(run, n) for n in range(len(plan))]
+    students = []
+    for n, spec in enumerate(plan):
+        own = markers[0] if interrupt else markers[n]
+        text = sentence(run, 0 if interrupt else n, long=long)
+        others = [] if interrupt else [m for m in markers if m != own]
+        students.append(Student(port, spec, own, text, others))
+
+    async def start(n: int, student: Student):
+        if interrupt and n > 0:
+            await asyncio.sleep(0.3)  # student 0's run computes the shared result; the others wait on it
+        await student.session(moves, interrupt=interrupt and n == 0)
+
+    await asyncio.gather(*(start(n, s) for n, s in enumerate(students)))
     return students
 
 
-def browsers_alongside(port: int, count: int, run: str) -> list[float]:
-    """Real Chromium pages (Debian's), each opening a link with its own sentence: seconds to the chart."""
+def browsers_during(port: int, spec: PageSpec, count: int, run: str, results: list) -> None:
+    """Real Chromium pages (Debian's) opening the page with their own text while the class runs."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        return []
-    times = []
+        return
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"]
@@ -250,76 +298,84 @@ def browsers_alongside(port: int, count: int, run: str) -> list[float]:
         for n in range(count):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url else route.abort())
-            own = marker(run + "b", n)
+            params = {"model": spec.model, **({spec.text_key: sentence(run + "b", n)} if spec.text_key else {})}
             start = time.monotonic()
-            page.goto(f"http://127.0.0.1:{port}/?text={quote(sentence(run + 'b', n))}")
-            page.wait_for_function(
-                "() => [...document.querySelectorAll('.gtitle-subtitle, .gtitle')]"
-                f".some(e => e.textContent.includes('{own}'))",
-                timeout=WAIT * 1000,
-            )
-            times.append(time.monotonic() - start)
+            page.goto(f"http://127.0.0.1:{port}/{spec.path}?{urlencode(params)}")
+            try:
+                page.wait_for_selector(
+                    "[data-testid='stPlotlyChart'] .main-svg, [data-testid='stVegaLiteChart'] canvas, "
+                    "[data-testid='stVegaLiteChart'] svg, iframe",
+                    timeout=WAIT * 1000,
+                )
+                results.append(time.monotonic() - start)
+            except Exception:
+                results.append(float("nan"))
             page.close()
         browser.close()
-    return times
 
 
-def report(label: str, students: list[Student], server: Server, extra: str = "") -> str:
-    opens = [s.open_to_chart for s in students if s.open_to_chart is not None]
-    moves = [m for s in students for m in s.moves]
-    errors = sum(len(s.errors) for s in students)
-    leaks = sum(len(s.leaks) for s in students)
-    return (
-        f"| {label} | {len(students)} | {percentiles(opens)} | {percentiles(moves)} | {errors} | {leaks} | "
-        f"{server.peak / 1e9:.2f} GB | {extra} |"
+def measure(server: Server, name: str, count: int, run: str, args) -> str:
+    spec = PAGES.get(name)
+    plan = [PAGES[list(PAGES)[n % len(PAGES)]] for n in range(count)] if name == "mix" else [spec] * count
+    pages: list[float] = []
+    browsers = None
+    if args.browsers and name != "mix":
+        browsers = threading.Thread(target=browsers_during, args=(server.port, spec, args.browsers, run, pages))
+        browsers.start()
+    server.peak = 0
+    students = asyncio.run(
+        class_run(server.port, plan, run, moves=args.moves, long=args.long, interrupt=args.interrupt)
     )
+    if browsers:
+        browsers.join(WAIT)
+    opens = [s.open_to_result for s in students if s.open_to_result is not None]
+    moves = [m for s in students for m in s.moves]
+    without = sum(s.open_to_result is None for s in students)
+    errors, leaks = sum(len(s.errors) for s in students), sum(len(s.leaks) for s in students)
+    for s in students:
+        for error in s.errors[:1]:
+            print(f"  {name} student: {error}", flush=True)
+    chromium = ", ".join(f"{t:.1f}" for t in pages)
+    return (
+        f"| {name} | {count} | {percentiles(opens)} | {percentiles(moves)} | {errors} | {without} | {leaks} | "
+        f"{server.peak / 1e9:.2f} GB | {chromium} |"
+    )
+
+
+HEADER = [
+    "| page | students | open → own result s (p50 / p95 / max) | slider move s (p50 / p95 / max) | errors "
+    "| without result | leaks | peak memory | chromium during the class: open → figure s |",
+    "|---|---|---|---|---|---|---|---|---|",
+]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--students", type=int, nargs="+", default=[10, 20, 40])
+    parser.add_argument("--page", action="append", choices=[*PAGES, "mix"], help="repeatable; default: the heatmaps")
+    parser.add_argument("--mix", action="store_true", help="students spread over every page")
+    parser.add_argument("--table", action="store_true", help="every page at 10 and 40 students (the README's table)")
+    parser.add_argument("--students", type=int, nargs="+", default=[10, 40])
     parser.add_argument("--moves", type=int, default=3)
     parser.add_argument("--browsers", type=int, default=2)
-    parser.add_argument("--compare-defaults", action="store_true", help="also run N=max with Streamlit's defaults")
-    parser.add_argument("--no-burst", action="store_true")
+    parser.add_argument("--interrupt", action="store_true", help="one shared result, interrupted by one student")
+    parser.add_argument("--long", action="store_true", help="~500-token texts, all at once")
     args = parser.parse_args()
+    pages = list(PAGES) if args.table else (args.page or []) + (["mix"] if args.mix else [])
+    pages = pages or ["attention_heatmaps"]
     begun = time.monotonic()
-    rows = [
-        "| server | students | open → own chart s (p50 / p95 / max) | slider move s (p50 / p95 / max) | errors "
-        "| leaks | peak memory | browsers: open → chart s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    server = Server(defaults=False)
+    rows = list(HEADER)
+    server = Server()
     try:
-        for index, count in enumerate(args.students):
-            server.reset_peak()
-            students = asyncio.run(class_run(server.port, count, f"r{index}", moves=args.moves))
-            pages = browsers_alongside(server.port, args.browsers, f"r{index}") if args.browsers else []
-            rows.append(report("tuned", students, server, ", ".join(f"{t:.1f}" for t in pages)))
-            print(rows[-1], flush=True)
-            for student in students:
-                for error in student.errors[:1]:
-                    print(f"  student {student.number}: {error}", flush=True)
-        if not args.no_burst:
-            server.reset_peak()
-            count = max(args.students)
-            students = asyncio.run(class_run(server.port, count, "long", moves=0, long=True))
-            rows.append(report("tuned, ~500-token texts at once", students, server))
-            print(rows[-1], flush=True)
+        for index, name in enumerate(pages):
+            for count in args.students:
+                rows.append(measure(server, name, count, f"r{index}n{count}", args))
+                print(rows[-1], flush=True)
     finally:
         server.stop()
-    if args.compare_defaults:
-        server = Server(defaults=True)
-        try:
-            count = max(args.students)
-            students = asyncio.run(class_run(server.port, count, "d", moves=args.moves))
-            rows.append(report("Streamlit defaults", students, server))
-            print(rows[-1], flush=True)
-        finally:
-            server.stop()
     print()
     print("\n".join(rows))
-    print(f"\n{os.cpu_count()} CPU cores; total {time.monotonic() - begun:.0f} s")
+    load = os.getloadavg()[0]
+    print(f"\n{os.cpu_count()} CPU cores; load average at the end {load:.1f}; total {time.monotonic() - begun:.0f} s")
 
 
 if __name__ == "__main__":

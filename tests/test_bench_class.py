@@ -1,0 +1,35 @@
+"""The class benchmark's own client, on a real server: a small class runs with no errors and no leaks, and a
+student who interrupts a result others wait on (Streamlit stops that run) leaves nobody without it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bench import bench_class
+from tests.browser import needs_chromium
+
+pytestmark = needs_chromium[:1]  # a server, no browser: marked with the slow tests
+
+
+@pytest.fixture(scope="module")
+def server():
+    instance = bench_class.Server()
+    yield instance
+    instance.stop()
+
+
+def test_students_get_their_own_results_and_nothing_else(server):
+    plan = [bench_class.PAGES["attention_heatmaps"]] * 3
+    students = asyncio.run(bench_class.class_run(server.port, plan, "t", moves=2))
+    assert [s.errors for s in students] == [[], [], []]
+    assert all(s.open_to_result is not None and len(s.moves) == 2 for s in students)
+    assert sum(len(s.leaks) for s in students) == 0
+
+
+def test_an_interrupted_shared_run_leaves_nobody_without_a_result(server):
+    plan = [bench_class.PAGES["beam_search"]] * 4
+    students = asyncio.run(bench_class.class_run(server.port, plan, "i", moves=1, interrupt=True))
+    assert [s.open_to_result is not None for s in students] == [True] * 4
+    assert [s.errors for s in students] == [[], [], [], []]
