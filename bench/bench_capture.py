@@ -107,8 +107,10 @@ def main() -> None:
     print("| model | tokens | reference ms | capture ms | capture+verify ms | capture / ref | +verify / ref |")
     print("|---|---|---|---|---|---|---|")
     for label, length, ref, cap, ver in rows:
-        print(f"| {label} | {length} | {ref * 1e3:.1f} | {cap * 1e3:.1f} | {ver * 1e3:.1f} | "
-              f"{cap / ref:.2f}x | {ver / ref:.2f}x |")
+        print(
+            f"| {label} | {length} | {ref * 1e3:.1f} | {cap * 1e3:.1f} | {ver * 1e3:.1f} | "
+            f"{cap / ref:.2f}x | {ver / ref:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

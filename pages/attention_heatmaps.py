@@ -22,7 +22,6 @@ SHOW = {
 }
 
 
-
 ui.page_shell()
 header = ui.page_header(
     "Attention heatmaps",

@@ -15,4 +15,5 @@ fi
 python3 -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 
 python3 -m ruff check .
+python3 -m ruff format --check .
 python3 -m pytest "$@"

@@ -48,8 +48,7 @@ def test_heatmap_renders_updates_and_needs_no_internet(app_url, browser_tab):
     head.press("ArrowRight")
     head.blur()
     page.wait_for_function(
-        f"() => document.querySelector(\"{CHART} .gtitle\")?.textContent"
-        " === 'Attention weights · layer 0 · head 2'",
+        f"() => document.querySelector(\"{CHART} .gtitle\")?.textContent === 'Attention weights · layer 0 · head 2'",
         timeout=30_000,
     )
     page.wait_for_url("**head=2**", timeout=10_000)  # the new view is a shareable link

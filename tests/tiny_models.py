@@ -74,8 +74,13 @@ TINY = {
     "bert": (
         AutoModel,
         lambda: BertConfig(
-            hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-            max_position_embeddings=64, type_vocab_size=2, **IDS,
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=64,
+            type_vocab_size=2,
+            **IDS,
         ),
         lambda: word_tokenizer(pair_template=True),
     ),
@@ -89,7 +94,10 @@ TINY = {
     "gemma2": (
         AutoModelForCausalLM,
         lambda: _llama_like(
-            Gemma2Config, sliding_window=4, attn_logit_softcapping=5.0, query_pre_attn_scalar=8,
+            Gemma2Config,
+            sliding_window=4,
+            attn_logit_softcapping=5.0,
+            query_pre_attn_scalar=8,
             layer_types=["sliding_attention", "full_attention"],
         ),
         word_tokenizer,
@@ -97,8 +105,15 @@ TINY = {
     "t5": (
         T5ForConditionalGeneration,
         lambda: T5Config(
-            d_model=16, d_kv=8, d_ff=32, num_layers=2, num_decoder_layers=2, num_heads=2,
-            relative_attention_num_buckets=8, decoder_start_token_id=0, **IDS,
+            d_model=16,
+            d_kv=8,
+            d_ff=32,
+            num_layers=2,
+            num_decoder_layers=2,
+            num_heads=2,
+            relative_attention_num_buckets=8,
+            decoder_start_token_id=0,
+            **IDS,
         ),
         lambda: word_tokenizer(eos=True),
     ),

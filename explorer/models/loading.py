@@ -310,9 +310,7 @@ def _load_weights(name: str, source: str, kind: str, hub: dict | None = None) ->
     auto_class = AUTO_CLASS_OF_KIND[kind]
     try:
         # Eager first: sdpa returns no attention weights at all.
-        return auto_class.from_pretrained(
-            source, attn_implementation="eager", trust_remote_code=False, **(hub or {})
-        )
+        return auto_class.from_pretrained(source, attn_implementation="eager", trust_remote_code=False, **(hub or {}))
     except Exception as error:
         if _looks_offline(error):
             raise ModelLoadError(_explain_config_failure(name, error)) from error
@@ -384,8 +382,7 @@ def _config_int(config, attrs: tuple[str, ...], what: str) -> int:
 def max_input_tokens(config, tokenizer) -> int:
     """The position limit of the model, bounded by the tokenizer's own limit when it is sane."""
     limits = [
-        getattr(config.get_text_config(), attr, None)
-        for attr in ("max_position_embeddings", "n_positions", "n_ctx")
+        getattr(config.get_text_config(), attr, None) for attr in ("max_position_embeddings", "n_positions", "n_ctx")
     ]
     tokenizer_limit = getattr(tokenizer, "model_max_length", None)
     if isinstance(tokenizer_limit, int) and tokenizer_limit < 1_000_000:

@@ -106,4 +106,3 @@ def export(figure, fmt: str, *, title: str | None = None) -> bytes:
         page = plotly_html(figure, title=title) if is_plotly else altair_html(figure, title=title)
         return page.encode()
     return plotly_image(figure, fmt) if is_plotly else altair_image(figure, fmt)
-

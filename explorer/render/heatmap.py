@@ -150,9 +150,7 @@ def token_matrix(
     finish(figure, info, look)
     figure.update_layout(margin={"l": 0, "r": 0, "t": geometry.top, "b": 0, "autoexpand": False})
     figure.update_xaxes(_axis(columns, geometry.x_ticks, column_title, look), domain=geometry.x_domain)
-    figure.update_yaxes(
-        _axis(rows, geometry.y_ticks, row_title, look), domain=geometry.y_domain, autorange="reversed"
-    )
+    figure.update_yaxes(_axis(rows, geometry.y_ticks, row_title, look), domain=geometry.y_domain, autorange="reversed")
     for boundary in boundaries:
         _draw_boundary(figure, boundary, len(rows), len(columns))
     return figure
@@ -320,9 +318,7 @@ def scores_heatmap(
     )
 
 
-def mask_heatmap(
-    allowed: np.ndarray, query_tokens, key_tokens, *, info: FigureInfo, look: Look = SCREEN
-) -> go.Figure:
+def mask_heatmap(allowed: np.ndarray, query_tokens, key_tokens, *, info: FigureInfo, look: Look = SCREEN) -> go.Figure:
     """The additive attention mask [query, key]: 0 where a query may attend, −∞ where it may not."""
     zeros = np.where(allowed, 0.0, np.nan).astype(np.float32)
     return token_matrix(

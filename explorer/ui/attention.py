@@ -85,4 +85,3 @@ def open_head_links(view: CaptureView, layer: int, head: int) -> None:
     right.page_link(
         "pages/neuron_view.py", label="…in the neuron view", query_params=params, icon=":material/blur_linear:"
     )
-

@@ -36,7 +36,6 @@ def literal(text: object) -> str:
     return unlinked(visible(str(text).translate(_FLATTENED))).translate(_ESCAPED)
 
 
-
 def prompt_and_continuation(prompt: str, continuation: str) -> str:
     """Markdown: the prompt as it is, then the generated text in bold (both shown literally)."""
     lead = " " if continuation[:1].isspace() else ""

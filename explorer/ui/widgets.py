@@ -85,8 +85,9 @@ def text_inputs_ui(
     (the container ``page_header`` returns) when given.
     """
     label = f"Text: {literal(_preview(_resolve('text', str, default_text, 'text')))}"
-    with slot if slot is not None else st.container(), (
-        st.popover(label, width="stretch") if compact else st.container()
+    with (
+        slot if slot is not None else st.container(),
+        st.popover(label, width="stretch") if compact else st.container(),
     ):
         if kind == "decoder":
             return text_ui("Text", default_text, key="text"), None, None
