@@ -75,6 +75,8 @@ class PageSpec:
     # bar shows interrupts that run (the interruption scenario).
     interrupt: tuple[str, float] | None = None
     extra: tuple[tuple[str, str], ...] = ()  # other URL parameters every student's link carries
+    # Whether the figures name the text (titles do; BertViz's frames carry word pieces, not the text).
+    text_in_figures: bool = True
 
 
 PAGES = {
@@ -86,7 +88,7 @@ PAGES = {
     ),
     "neuron_view": PageSpec("neuron_view", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
     "heads_overview": PageSpec("heads_overview", ENCODER, "text", (("layer", (1, 3, 5)),)),
-    "bertviz_views": PageSpec("bertviz_views", ENCODER, "text", (("bv_layer", (1, 3, 5)),)),
+    "bertviz_views": PageSpec("bertviz_views", ENCODER, "text", (("bv_layer", (1, 3, 5)),), text_in_figures=False),
     "head_statistics": PageSpec("head_statistics", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
     "compare_attention": PageSpec("compare_attention", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
     "greedy_search": PageSpec("greedy_search", DECODER, "prompt"),
@@ -189,7 +191,10 @@ class Student:
                     key, value = self.spec.interrupt
                     await self._until_progress(key)
                     await self._rerun({key: value})
-                await self._until(lambda figures: any(self.own in f for f in figures.values()), "own result")
+                # A page without a text (the anatomy) shows the same figures to everyone: any is the result.
+                named = self.spec.text_key and self.spec.text_in_figures
+                mine = (lambda f: self.own in f) if named else (lambda f: True)
+                await self._until(lambda figures: any(mine(f) for f in figures.values()), "own result")
                 self.open_to_result = time.monotonic() - start
                 for move in range(moves if self.spec.moves else 0):
                     changes = {key: values[move % len(values)] for key, values in self.spec.moves}

@@ -8,6 +8,13 @@ from explorer.models.anatomy import explain_layer, textbook_layer
 from explorer.render.anatomy import parameters_figure
 from explorer.render.style import FigureInfo
 
+# (has output embeddings, tied) -> what to say about the embedding tables
+EMBEDDINGS = {
+    (False, False): "input embeddings only (no output embeddings: no language-model head)",
+    (True, True): "input and output embeddings shared (tied)",
+    (True, False): "input and output embeddings separate",
+}
+
 ui.page_shell()
 ui.page_header(
     "Model anatomy",
@@ -23,17 +30,17 @@ anatomy = ui.cached_anatomy(lm.name)
 facts = st.columns(4)
 facts[0].metric("Parameters", f"{anatomy.total_parameters:,}")
 facts[1].metric("Layers", anatomy.layers)
-facts[2].metric("d_model", anatomy.width or "?")
+facts[2].metric("d_model", f"{anatomy.width:,}" if anatomy.width else "?")
 facts[3].metric("Heads × head_dim", f"{anatomy.heads} × {anatomy.head_dim}")
 more = st.columns(4)
 more[0].metric("Key/value heads", anatomy.kv_heads, help="Fewer than the query heads: grouped-query attention.")
-more[1].metric("Feed-forward size", anatomy.ffn_size or "?")
+more[1].metric("Feed-forward size", f"{anatomy.ffn_size:,}" if anatomy.ffn_size else "?")
 more[2].metric("Vocabulary", f"{anatomy.vocabulary:,}")
 more[3].metric("Context (tokens)", f"{anatomy.context:,}")
 st.markdown(
     f"**{ui.literal(anatomy.architecture)}** ({ui.literal(anatomy.model_type)}, {anatomy.kind}) · layer norms: "
     f"**{anatomy.norm_placement}** ({anatomy.norm_kind}) · positions: **{anatomy.position_scheme}** · "
-    f"input and output embeddings {'shared (tied)' if anatomy.tied_embeddings else 'separate'}."
+    f"{EMBEDDINGS[anatomy.output_embeddings, anatomy.tied_embeddings]}."
 )
 if anatomy.width and anatomy.heads:
     st.caption(

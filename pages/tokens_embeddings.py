@@ -34,6 +34,8 @@ except explorer.InputError as error:
 
 st.subheader("The tokenization")
 table = pd.DataFrame([row.__dict__ for row in rows]).rename(columns={"token_id": "id", "start": "from", "end": "to"})
+for column in ("from", "to"):  # special tokens stand for no characters: an empty cell, not "None"
+    table[column] = ["" if value is None or pd.isna(value) else str(int(value)) for value in table[column]]
 st.dataframe(
     table,
     hide_index=True,

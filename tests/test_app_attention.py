@@ -43,6 +43,11 @@ def test_tokens_and_embeddings(minilm):
     table = at.dataframe[0].value
     rows = explorer.tokenize(minilm, TEXT, "fruit flies like a banana")
     assert list(table["id"]) == [r.token_id for r in rows] and list(table["segment"]).count("B") == 6
+    # Special tokens cover no characters: their span cells are empty, never "None" (issue 14).
+    assert [table["from"][i] for i, r in enumerate(rows) if r.special] == [""] * sum(r.special for r in rows)
+    assert [table["from"][i] for i, r in enumerate(rows) if not r.special] == [
+        str(r.start) for r in rows if not r.special
+    ]
     token_figure = figures(at)[0]
     expected = minilm.model.get_input_embeddings().weight[[r.token_id for r in rows]].detach().numpy()
     np.testing.assert_allclose(decode_plotly_array(token_figure["data"][0]["z"]), expected, atol=1e-6)
@@ -65,6 +70,11 @@ def test_model_anatomy_numbers_are_the_models(minilm):
     comparison = at.dataframe[1].value
     assert list(comparison["difference"]) == [0, 0, 0]  # a BERT layer is the textbook layer
     assert "Exactly the textbook layer" in " ".join(m.value for m in at.markdown)
+    # An encoder has no output embeddings: the page says so rather than "separate" (issue 14).
+    assert "input embeddings only" in " ".join(m.value for m in at.markdown)
+    assert "separate" not in " ".join(m.value for m in at.markdown)
+    shown_metrics = {m.label: m.value for m in at.metric}
+    assert shown_metrics["Feed-forward size"] == f"{anatomy.ffn_size:,}" == "1,536"  # thousands separators
 
 
 def test_step_by_step_restores_from_a_link_and_equals_the_capture(minilm):

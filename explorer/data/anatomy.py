@@ -54,6 +54,7 @@ class ModelAnatomy:
     norm_kind: str
     position_scheme: str
     tied_embeddings: bool
+    output_embeddings: bool  # a language-model head (an encoder such as MiniLM has none)
     total_parameters: int
     by_kind: dict[str, int]
     layer_counts: tuple[LayerCounts, ...]

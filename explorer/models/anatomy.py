@@ -74,6 +74,7 @@ def model_anatomy(lm) -> ModelAnatomy:
         norm_kind=_norm_kind(model),
         position_scheme=positions,
         tied_embeddings=_tied(model),
+        output_embeddings=_output_embeddings(model) is not None,
         total_parameters=int(sum(p.numel() for p in model.parameters())),
         by_kind={kind: int(sum(row.counts[kind] for row in counts)) for kind in KINDS},
         layer_counts=tuple(counts),
@@ -234,8 +235,12 @@ def _norm_kind(model) -> str:
     return "LayerNorm" if kinds else "none"
 
 
+def _output_embeddings(model):
+    return getattr(model, "get_output_embeddings", lambda: None)()
+
+
 def _tied(model) -> bool:
-    inputs, outputs = model.get_input_embeddings(), getattr(model, "get_output_embeddings", lambda: None)()
+    inputs, outputs = model.get_input_embeddings(), _output_embeddings(model)
     return outputs is not None and inputs is not None and outputs.weight is inputs.weight
 
 

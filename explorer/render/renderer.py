@@ -17,6 +17,7 @@ import contextlib
 import os
 import pickle
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -111,6 +112,8 @@ def _write_message(stream, message) -> None:
 
 def _serve() -> None:
     """The worker's loop on stdin/stdout: (kind, spec, fmt, scale, size) in; ("ok", bytes) or ("error", text) out."""
+    if hasattr(os, "nice"):  # a class's model runs and pages come before an export; Chrome inherits it
+        os.nice(10)
     # The protocol owns the real stdout; anything a library prints goes to stderr instead.
     channel = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -142,6 +145,8 @@ class _Worker:
             [sys.executable, str(Path(__file__).resolve())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            # Its own process group (POSIX), so stopping it also stops the Chrome it started.
+            start_new_session=hasattr(os, "killpg"),
         )
 
     def render(self, request: tuple, timeout: float) -> bytes:
@@ -168,7 +173,10 @@ class _Worker:
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
-            self.process.kill()
+            if hasattr(os, "killpg"):
+                os.killpg(self.process.pid, signal.SIGKILL)  # the worker and its Chrome
+            else:
+                self.process.kill()
             self.process.wait(5)
 
 
