@@ -146,12 +146,28 @@ def wait_until_idle(page) -> None:
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
 
 
+_CHART_SIZE = """
+() => {
+  const plot = document.querySelector("[data-testid='stPlotlyChart'] .js-plotly-plot");
+  return plot && plot.layout ? `${plot.layout.width}x${plot.layout.height}` : "";
+}
+"""
+
+
 def wait_for_chart(page, *, settle: float = 1.5) -> None:
-    """The chart drawn and the page settled (the size probe may ask for one more run after the first)."""
+    """The chart drawn and the page settled: the size probe may ask for one more run after the first, later on a
+    busy machine, so wait until the drawn size has stayed the same across a settle period (at most 30 s)."""
     page.locator(f"{CHART} .main-svg").first.wait_for(timeout=120_000)
     wait_until_idle(page)
-    time.sleep(settle)
-    wait_until_idle(page)
+    deadline = time.monotonic() + 30
+    size = page.evaluate(_CHART_SIZE)
+    while True:
+        time.sleep(settle)
+        wait_until_idle(page)
+        now = page.evaluate(_CHART_SIZE)
+        if now == size or time.monotonic() > deadline:
+            return
+        size = now
 
 
 def chart_title(page) -> str:
