@@ -174,6 +174,7 @@ class Student:
         self.moves: list[float] = []
         self.shown: set[str] = set()  # digests of the figures of the last finished run
         self.progressing = False  # a progress bar was drawn (a model run is under way)
+        self.interrupted = False  # this student's slider move stopped a run under way (interruption scenario)
 
     def query(self) -> str:
         params = {"model": self.spec.model, **dict(self.spec.extra)}
@@ -189,7 +190,7 @@ class Student:
                 await self._rerun()
                 if interrupt:  # move a slider at once: Streamlit stops the run the others are waiting on
                     key, value = self.spec.interrupt
-                    await self._until_progress(key)
+                    self.interrupted = await self._until_progress(key)
                     await self._rerun({key: value})
                 # A page without a text (the anatomy) shows the same figures to everyone: any is the result.
                 named = self.spec.text_key and self.spec.text_in_figures
@@ -219,14 +220,17 @@ class Student:
             widget.double_array_value.data.append(float(value))
         await self.ws.send(message.SerializeToString())
 
-    async def _until_progress(self, key: str) -> None:
-        """Until the run's model computation is under way (its progress bar is drawn) and ``key`` is known."""
+    async def _until_progress(self, key: str) -> bool:
+        """Until the run's model computation is under way (its progress bar is drawn) and ``key`` is known: True.
+        False when the run finished first (a run too quick for its progress bar to reach the browser)."""
         deadline = time.monotonic() + WAIT
         self.progressing = False
         while key not in self.widgets or not self.progressing:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no progress bar (or no slider {key!r})")
-            await self._receive(deadline, {})
+            if await self._receive(deadline, {}) and key in self.widgets:
+                return False
+        return True
 
     async def _until(self, matches, what: str) -> None:
         """Read messages until a finished run has sent figures for which ``matches(figures)`` holds."""
@@ -280,6 +284,9 @@ async def class_run(port: int, plan: list[PageSpec], run: str, *, moves: int, lo
         text = sentence(run, 0 if interrupt else n, long=long)
         others = [] if interrupt else [m for m in markers if m != own]
         students.append(Student(port, spec, own, text, others))
+
+    if interrupt:  # the page and its model loaded before the class, as in a lesson: the shared run is the decoding
+        await Student(port, plan[0], marker(run, 99), sentence(run, 99), []).session(0)
 
     async def start(n: int, student: Student):
         if interrupt and n > 0:
@@ -340,6 +347,9 @@ def measure(server: Server, name: str, count: int, run: str, args) -> str:
     for s in students:
         for error in s.errors[:1]:
             print(f"  {name} student: {error}", flush=True)
+    if args.interrupt:
+        stopped = "stopped the shared run" if students[0].interrupted else "came after the run (not an interruption)"
+        print(f"  {name}: the interrupting move {stopped}", flush=True)
     chromium = ", ".join(f"{t:.1f}" for t in pages)
     return (
         f"| {name} | {count} | {percentiles(opens)} | {percentiles(moves)} | {errors} | {without} | {leaks} | "

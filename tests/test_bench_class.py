@@ -31,5 +31,6 @@ def test_students_get_their_own_results_and_nothing_else(server):
 def test_an_interrupted_shared_run_leaves_nobody_without_a_result(server):
     plan = [bench_class.PAGES["beam_search"]] * 4
     students = asyncio.run(bench_class.class_run(server.port, plan, "i", moves=1, interrupt=True))
+    assert students[0].interrupted, "the move came after the shared run had finished: nothing was interrupted"
     assert [s.open_to_result is not None for s in students] == [True] * 4
     assert [s.errors for s in students] == [[], [], [], []]

@@ -51,10 +51,15 @@ export default function(component) {
     if (key !== last && value.width > 0) { last = key; setStateValue("viewport", value); }
   }
   report();
+  // The window's size, and the page above the probe: a notice or spinner above it that goes away moves the
+  // figure up without resizing the window (the container's size changes, and the timer catches the rest).
   const observer = new ResizeObserver(report);
   observer.observe(document.body);
+  const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+  if (main) observer.observe(main);
+  const timer = setInterval(report, 1000);
   window.addEventListener("resize", report);
-  return () => { observer.disconnect(); window.removeEventListener("resize", report); };
+  return () => { observer.disconnect(); clearInterval(timer); window.removeEventListener("resize", report); };
 }
 """
 _probe = st.components.v2.component("explorer_viewport_probe", js=_PROBE_JS, html="<span></span>")
