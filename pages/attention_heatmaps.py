@@ -58,33 +58,36 @@ if capture.truncated:
 for note in capture.notes:
     st.caption(note)
 
-stack_name = ui.stack_ui(list(capture.stacks))
-stack = capture.stacks[stack_name]
-layer_column, head_column, show_column, scale_column = st.columns([3, 3, 3, 2], vertical_alignment="bottom")
-with layer_column:
-    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer", help="Counted from 0, input side first.")
-with head_column:
-    head = ui.index_slider_ui("Head", stack.num_heads, key="head", help="Counted from 0.")
-with show_column:
-    show = ui.choice_ui(
-        "Show",
-        list(SHOW),
-        key="show",
-        help="Weights: after softmax. Scores: scale · q·k + bias before softmax, with −∞ where the mask forbids "
-        "attending. Mask: what is added to the scores.",
-    )
-with scale_column:
-    stretch = ui.toggle_ui("Stretch colours", key="stretch", help="Darkest colour = this head's largest weight, not 1.")
-    skip_first = (
-        stack.is_causal
-        and stretch
-        and ui.toggle_ui(
-            "…ignoring the first row",
-            key="skip_first",
-            help="In a causal model the first token can only attend to itself (weight 1 in every head): leave it "
-            "out of the colour scale so later rows are readable.",
+with ui.controls():
+    stack_name = ui.stack_ui(list(capture.stacks))
+    stack = capture.stacks[stack_name]
+    layer_column, head_column, show_column, scale_column = st.columns([3, 3, 3, 2], vertical_alignment="bottom")
+    with layer_column:
+        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer", help="Counted from 0, input side first.")
+    with head_column:
+        head = ui.index_slider_ui("Head", stack.num_heads, key="head", help="Counted from 0.")
+    with show_column:
+        show = ui.choice_ui(
+            "Show",
+            list(SHOW),
+            key="show",
+            help="Weights: after softmax. Scores: scale · q·k + bias before softmax, with −∞ where the mask forbids "
+            "attending. Mask: what is added to the scores.",
         )
-    )
+    with scale_column:
+        stretch = ui.toggle_ui(
+            "Stretch colours", key="stretch", help="Darkest colour = this head's largest weight, not 1."
+        )
+        skip_first = (
+            stack.is_causal
+            and stretch
+            and ui.toggle_ui(
+                "…ignoring the first row",
+                key="skip_first",
+                help="In a causal model the first token can only attend to itself (weight 1 in every head): leave it "
+                "out of the colour scale so later rows are readable.",
+            )
+        )
 ui.notices_ui()
 
 where = (ui.STACK_LABELS[stack_name].lower(),) if len(capture.stacks) > 1 else ()
@@ -125,7 +128,8 @@ elif show == "scores":
 else:
     allowed = stack.masks_by_layer()[layer].copy()
     build = ui.figure(mask_heatmap, allowed, query_tokens, key_tokens, info=info)
-ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
+with ui.stage():
+    ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
 
 error = ui.cached_verification(lm.name, text, text_pair, target)[stack_name]
 check_column, size_column = st.columns([1, 2])

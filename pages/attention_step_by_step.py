@@ -21,15 +21,16 @@ header = ui.page_header(
 lm = ui.require_model()
 view = capture_ui(lm, header)
 stack = view.stack
-layer_column, head_column, query_column = st.columns(3)
-with layer_column:
-    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
-with head_column:
-    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
-with query_column:
-    query = ui.index_slider_ui(
-        "Query token", len(stack.query_tokens), key="query", help="Which token's row to follow (counted from 0)."
-    )
+with ui.controls():
+    layer_column, head_column, query_column = st.columns(3)
+    with layer_column:
+        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+    with head_column:
+        head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+    with query_column:
+        query = ui.index_slider_ui(
+            "Query token", len(stack.query_tokens), key="query", help="Which token's row to follow (counted from 0)."
+        )
 ui.notices_ui()
 
 stages = score_stages(stack, layer, head)
@@ -63,11 +64,12 @@ query_vector, key_vectors, key_tokens = (
     stack.keys[layer, head].copy(),
     stack.key_tokens,
 )
-ui.show_figure(
-    ui.figure(step_by_step_figure, stages, query_vector, key_vectors, values, key_tokens, query, info=info),
-    info,
-    key="steps",
-)
+with ui.stage():
+    ui.show_figure(
+        ui.figure(step_by_step_figure, stages, query_vector, key_vectors, values, key_tokens, query, info=info),
+        info,
+        key="steps",
+    )
 
 table = {"key": [f"#{i} {t}" for i, t in enumerate(stack.key_tokens)]}
 for name in ("dot", "scaled", "capped", "biased", "masked"):

@@ -5,7 +5,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.compute.decoding import bans_table, pool_table, status_counts
+from explorer.compute.decoding import bans_table, pool_table, status_counts, tree_at
 from explorer.render.decoding import beam_tree_figure, logprob_figure
 from explorer.render.style import FigureInfo
 from explorer.ui import decoding
@@ -27,48 +27,49 @@ ui.page_header(
     "search really considered.",
 )
 lm = ui.require_model()
-decoding.require_generative_model(lm)
+lm = decoding.generative_model(lm)
 
-prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
-beams_column, steps_column, returned_column = st.columns(3)
-with beams_column:
-    beams = ui.number_slider_ui("Beams", 1, decoding.PAGE_MAX_BEAMS, 3, key="beams", step=1)
-with steps_column:
-    steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 8, key="steps", step=1)
-with returned_column:
-    returned = ui.number_slider_ui(
-        "Sequences returned",
-        1,
-        max(beams, 2),
-        1,
-        key="returned",
-        step=1,
-        help="num_return_sequences: at most the number of beams.",
-    )
-    returned = min(returned, beams)
-penalty_column, ngram_column, early_column = st.columns([1, 1, 2])
-with penalty_column:
-    length_penalty = ui.number_slider_ui(
-        "Length penalty",
-        -1.0,
-        3.0,
-        1.0,
-        key="lp",
-        step=0.1,
-        help="Finished scores are divided by length^length_penalty: above 0 favours longer texts.",
-    )
-with ngram_column:
-    ngram = ui.number_slider_ui(
-        "No-repeat n-gram size",
-        0,
-        5,
-        0,
-        key="ngram",
-        step=1,
-        help="Ban any token that would repeat an n-gram already in the text (0 = off).",
-    )
-with early_column:
-    early = ui.choice_ui("Early stopping", EARLY, key="early", captions=EARLY_CAPTIONS)
+with ui.controls():
+    prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+    beams_column, steps_column, returned_column = st.columns(3)
+    with beams_column:
+        beams = ui.number_slider_ui("Beams", 1, decoding.PAGE_MAX_BEAMS, 3, key="beams", step=1)
+    with steps_column:
+        steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 8, key="steps", step=1)
+    with returned_column:
+        returned = ui.number_slider_ui(
+            "Sequences returned",
+            1,
+            max(beams, 2),
+            1,
+            key="returned",
+            step=1,
+            help="num_return_sequences: at most the number of beams.",
+        )
+        returned = min(returned, beams)
+    penalty_column, ngram_column, early_column = st.columns([1, 1, 2])
+    with penalty_column:
+        length_penalty = ui.number_slider_ui(
+            "Length penalty",
+            -1.0,
+            3.0,
+            1.0,
+            key="lp",
+            step=0.1,
+            help="Finished scores are divided by length^length_penalty: above 0 favours longer texts.",
+        )
+    with ngram_column:
+        ngram = ui.number_slider_ui(
+            "No-repeat n-gram size",
+            0,
+            5,
+            0,
+            key="ngram",
+            step=1,
+            help="Ban any token that would repeat an n-gram already in the text (0 = off).",
+        )
+    with early_column:
+        early = ui.choice_ui("Early stopping", EARLY, key="early", captions=EARLY_CAPTIONS)
 ui.notices_ui()
 if not prompt.strip():
     st.info("Type a prompt to watch beam search explore its continuations.")
@@ -98,19 +99,24 @@ for note in trace.notes:
 for place, (continuation, score) in enumerate(zip(trace.continuations, trace.sequence_scores, strict=True), 1):
     st.markdown(f"**{place}.** {ui.prompt_and_continuation(trace.prompt, continuation)}  ·  score {score:.3f}")
 
-upto = ui.index_slider_ui(
-    "Show the search up to step",
-    trace.num_steps,
-    key="upto",
-    default_last=True,
-    help="Replay the search: the tree and the finished pool as they stood after this step (counted from 0).",
-)
+with ui.controls():
+    upto = ui.index_slider_ui(
+        "Show the search up to step",
+        trace.num_steps,
+        key="upto",
+        default_last=True,
+        first=1,
+        help="Replay the search: the tree and the finished pool as they stood after this step (step 1 chose the "
+        "first new token).",
+    )
 where = (f"{beams} beams", f"step {upto + 1} of {trace.num_steps}")
 info = FigureInfo("Beam search tree", model=lm.name, text=prompt, where=where)
-ui.show_figure(ui.figure(beam_tree_figure, trace, info=info, upto_step=upto), info, key="tree")
-counts = status_counts(trace.tree)
+with ui.stage():
+    ui.show_figure(ui.figure(beam_tree_figure, trace, info=info, upto_step=upto), info, key="tree")
+shown_tree = tree_at(trace.tree, upto)  # the counts as the search stood at the replay step
+counts = status_counts(shown_tree)
 st.caption(
-    f"{len(trace.tree) - 1} candidates considered: {counts['running']} kept as running beams, "
+    f"{len(shown_tree) - 1} candidates considered up to step {upto + 1}: {counts['running']} kept as running beams, "
     f"{counts['pruned']} pruned, {counts['finished']} finished (entered the pool), {counts['returned']} on the "
     "returned path(s). Hover a node for its scores."
 )

@@ -4,7 +4,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.render.bertviz import frame_height, head_view_html, model_view_html
+from explorer.render.bertviz import frame_height, head_view_html, head_view_zoom, model_view_html
 from explorer.ui.attention import DEFAULT_PAIR, capture_ui
 
 LONG = 128  # tokens: past this, line views are limited to chosen layers or heads
@@ -27,29 +27,36 @@ ui.preset_button(
 )
 view = capture_ui(lm, header, stacks=False)
 capture = view.capture
-which = ui.choice_ui("View", ["head", "model"], key="bv_view")
+with ui.controls():
+    which = ui.choice_ui("View", ["head", "model"], key="bv_view")
 stack = capture.main
 tokens = max(len(s.query_tokens) for s in capture.stacks.values())
-layer_column, head_column = st.columns(2)
-with layer_column:
-    if tokens > LONG or which == "head":
-        layer = ui.index_slider_ui("Layer", stack.num_layers, key="bv_layer")
-        layers = [layer]
-    else:
-        layers = None
-with head_column:
-    head = ui.index_slider_ui("Head", stack.num_heads, key="bv_head", help="The head selected at first.")
+with ui.controls():
+    layer_column, head_column = st.columns(2)
+    with layer_column:
+        if tokens > LONG or which == "head":
+            layer = ui.index_slider_ui("Layer", stack.num_layers, key="bv_layer")
+            layers = [layer]
+        else:
+            layers = None
+    with head_column:
+        head = ui.index_slider_ui("Head", stack.num_heads, key="bv_head", help="The head selected at first.")
 ui.notices_ui()
 if tokens > LONG:
     st.info(
         f"{tokens} tokens: line views are drawn for the chosen layer only (layer {layers[0]}); heatmaps stay usable "
         "at any length on the Attention heatmaps page."
     )
-if which == "head":
-    html = head_view_html(capture, layers=layers or None, heads=[head], layer=layers[0] if layers else None)
-else:
-    html = model_view_html(capture, layers=layers)
-st.iframe(html, height=frame_height(which, capture, layers=None if layers is None else len(layers)))
+with ui.stage():
+    # On a projector the head view is enlarged to the room the window leaves (thicker lines too).
+    zoom = head_view_zoom(capture, ui.figure_look("bertviz").height) if which == "head" and ui.presenting() else 1.0
+    if which == "head":
+        html = head_view_html(
+            capture, layers=layers or None, heads=[head], layer=layers[0] if layers else None, zoom=zoom
+        )
+    else:
+        html = model_view_html(capture, layers=layers)
+    st.iframe(html, height=frame_height(which, capture, layers=None if layers is None else len(layers), zoom=zoom))
 st.caption(
     "Drawn by BertViz's own JavaScript, served with this page (no internet needed); weights are sent to the "
     "browser at 8-bit precision (±0.002), which line darkness cannot show anyway."

@@ -14,23 +14,26 @@ ui.page_header(
     "models on the same text (how two models spread their attention).",
 )
 lm = ui.require_model()
-mode = ui.choice_ui(
-    "Compare",
-    ["texts", "models"],
-    key="compare",
-    captions={"texts": "two texts, this model", "models": "one text, two models"},
-)
-first_column, second_column = st.columns(2)
-with first_column:
-    text_a = ui.text_ui("Text" if mode == "models" else "First text", "time flies like an arrow", key="text", height=68)
-with second_column:
-    if mode == "texts":
-        text_b = ui.text_ui("Second text", "fruit flies like a banana", key="text_b", height=68)
-        other = lm.name
-    else:
-        text_b = text_a
-        choices = [name for name in ui.bundled_choices() if name != lm.name] or [lm.name]
-        other = ui.choice_ui("Second model", choices, key="model_b", horizontal=False)
+with ui.controls():
+    mode = ui.choice_ui(
+        "Compare",
+        ["texts", "models"],
+        key="compare",
+        captions={"texts": "two texts, this model", "models": "one text, two models"},
+    )
+    first_column, second_column = st.columns(2)
+    with first_column:
+        text_a = ui.text_ui(
+            "Text" if mode == "models" else "First text", "time flies like an arrow", key="text", height=68
+        )
+    with second_column:
+        if mode == "texts":
+            text_b = ui.text_ui("Second text", "fruit flies like a banana", key="text_b", height=68)
+            other = lm.name
+        else:
+            text_b = text_a
+            choices = [name for name in ui.bundled_choices() if name != lm.name] or [lm.name]
+            other = ui.choice_ui("Second model", choices, key="model_b", horizontal=False)
 if not text_a.strip() or not text_b.strip():
     ui.notices_ui()
     st.info("Type the text(s) to compare.")
@@ -44,35 +47,37 @@ except (explorer.InputError, explorer.ModelLoadError) as error:
     st.stop()
 layers = min(c.main.num_layers for c in captures)
 heads = min(c.main.num_heads for c in captures)
-layer_column, head_column, stretch_column = st.columns([3, 3, 2], vertical_alignment="bottom")
-with layer_column:
-    layer = ui.index_slider_ui("Layer", layers, key="layer")
-with head_column:
-    head = ui.index_slider_ui("Head", heads, key="head")
-with stretch_column:
-    stretch = ui.toggle_ui("Stretch colours", key="stretch")
+with ui.controls():
+    layer_column, head_column, stretch_column = st.columns([3, 3, 2], vertical_alignment="bottom")
+    with layer_column:
+        layer = ui.index_slider_ui("Layer", layers, key="layer")
+    with head_column:
+        head = ui.index_slider_ui("Head", heads, key="head")
+    with stretch_column:
+        stretch = ui.toggle_ui("Stretch colours", key="stretch")
 ui.notices_ui()
 # Keys by side, not by object: two identical texts share one cached capture.
-sides = zip(("a", "b"), st.columns(2), captures, (lm.name, other), (text_a, text_b), strict=True)
-for side, column, capture, name, text in sides:
-    with column:
-        info = FigureInfo("Attention weights", model=name, text=text, where=(f"layer {layer}", f"head {head}"))
-        key = f"compare-{side}"
-        # Only the drawn matrix is kept for a later export, not the capture.
-        weights, stack = masked_weights(capture.main, layer, head), capture.main
-        b = capture.segment_b_start
-        ui.show_figure(
-            ui.figure(
-                weights_heatmap,
-                weights,
-                stack.query_tokens,
-                stack.key_tokens,
-                color_max=None if stretch else 1.0,
-                info=info,
-                boundaries=() if b is None else (b,),
-            ),
-            info,
-            key=key,
-        )
+with ui.stage():
+    sides = zip(("a", "b"), st.columns(2), captures, (lm.name, other), (text_a, text_b), strict=True)
+    for side, column, capture, name, text in sides:
+        with column:
+            info = FigureInfo("Attention weights", model=name, text=text, where=(f"layer {layer}", f"head {head}"))
+            key = f"compare-{side}"
+            # Only the drawn matrix is kept for a later export, not the capture.
+            weights, stack = masked_weights(capture.main, layer, head), capture.main
+            b = capture.segment_b_start
+            ui.show_figure(
+                ui.figure(
+                    weights_heatmap,
+                    weights,
+                    stack.query_tokens,
+                    stack.key_tokens,
+                    color_max=None if stretch else 1.0,
+                    info=info,
+                    boundaries=() if b is None else (b,),
+                ),
+                info,
+                key=key,
+            )
 if mode == "models" and second_model.num_layers != lm.num_layers:
     st.caption(f"The two models differ in depth: layers shown go up to {layers - 1}, heads up to {heads - 1}.")

@@ -17,20 +17,23 @@ ui.page_header(
     "each continuation as a whole: nearer 0 is likelier, which is not the same as better.",
 )
 lm = ui.require_model()
-decoding.require_generative_model(lm)
+lm = decoding.generative_model(lm)
 
-prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
-columns = st.columns(5)
-with columns[0]:
-    steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 16, key="steps", step=1)
-with columns[1]:
-    beams = ui.number_slider_ui("Beams", 2, decoding.PAGE_MAX_BEAMS, 4, key="beams", step=1)
-with columns[2]:
-    ngram = ui.number_slider_ui("No-repeat n-gram", 0, 5, 0, key="ngram", step=1, help="For all three; 0 = off.")
-with columns[3]:
-    temperature = ui.number_slider_ui("Temperature", 0.05, 3.0, 0.8, key="temperature", step=0.05, help="For sampling.")
-with columns[4]:
-    seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="For sampling.")
+with ui.controls():
+    prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+    columns = st.columns(5)
+    with columns[0]:
+        steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 16, key="steps", step=1)
+    with columns[1]:
+        beams = ui.number_slider_ui("Beams", 2, decoding.PAGE_MAX_BEAMS, 4, key="beams", step=1)
+    with columns[2]:
+        ngram = ui.number_slider_ui("No-repeat n-gram", 0, 5, 0, key="ngram", step=1, help="For all three; 0 = off.")
+    with columns[3]:
+        temperature = ui.number_slider_ui(
+            "Temperature", 0.05, 3.0, 0.8, key="temperature", step=0.05, help="For sampling."
+        )
+    with columns[4]:
+        seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="For sampling.")
 ui.notices_ui()
 if not prompt.strip():
     st.info("Type a prompt to compare the strategies on it.")
@@ -60,14 +63,15 @@ for column, (label, trace) in zip(st.columns(3), traces.items(), strict=True):
 
 info = FigureInfo("Strategies compared", model=lm.name, text=prompt, where=(f"{steps} steps",))
 labels = list(traces)
-ui.show_figure(
-    ui.figure(
-        logprob_figure,
-        labels,
-        [float(t.sequence_logprobs[0]) for t in traces.values()],
-        [t.continuations[0] for t in traces.values()],
-        info=info,
-    ),
-    info,
-    key="compare",
-)
+with ui.stage():
+    ui.show_figure(
+        ui.figure(
+            logprob_figure,
+            labels,
+            [float(t.sequence_logprobs[0]) for t in traces.values()],
+            [t.continuations[0] for t in traces.values()],
+            info=info,
+        ),
+        info,
+        key="compare",
+    )

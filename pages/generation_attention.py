@@ -17,16 +17,17 @@ ui.page_header(
     "step slider to watch the matrix grow.",
 )
 lm = ui.require_model()
-decoding.require_generative_model(lm)
+lm = decoding.generative_model(lm)
 
-prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
-strategy_column, steps_column, seed_column = st.columns([2, 1, 1], vertical_alignment="bottom")
-with strategy_column:
-    strategy = ui.choice_ui("Strategy", ["greedy", "sample"], key="strategy")
-with steps_column:
-    steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 10, key="steps", step=1)
-with seed_column:
-    seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="For sampling.")
+with ui.controls():
+    prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+    strategy_column, steps_column, seed_column = st.columns([2, 1, 1], vertical_alignment="bottom")
+    with strategy_column:
+        strategy = ui.choice_ui("Strategy", ["greedy", "sample"], key="strategy")
+    with steps_column:
+        steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 10, key="steps", step=1)
+    with seed_column:
+        seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="For sampling.")
 if not prompt.strip():
     ui.notices_ui()
     st.info("Type a prompt to watch its attention grow token by token.")
@@ -42,18 +43,24 @@ except explorer.InputError as error:
     st.stop()
 
 stacks = {name: stack for name, stack in trace.attention.items() if name != "encoder"}
-stack_name = ui.stack_ui(list(stacks))
-stack = stacks[stack_name]
-generated = len(trace.generated_tokens[0])
-layer_column, head_column, step_column = st.columns(3)
-with layer_column:
-    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
-with head_column:
-    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
-with step_column:
-    step = ui.index_slider_ui(
-        "Step", generated, key="step", default_last=True, help="Up to which generated token (counted from 0)."
-    )
+with ui.controls():
+    stack_name = ui.stack_ui(list(stacks))
+    stack = stacks[stack_name]
+    generated = len(trace.generated_tokens[0])
+    layer_column, head_column, step_column = st.columns(3)
+    with layer_column:
+        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+    with head_column:
+        head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+    with step_column:
+        step = ui.index_slider_ui(
+            "Step",
+            generated,
+            key="step",
+            default_last=True,
+            first=1,
+            help="Up to which generated token (step 1: the first).",
+        )
 ui.notices_ui()
 st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0]))
 
@@ -69,18 +76,19 @@ info = FigureInfo(
     text=prompt,
     where=(f"layer {layer}", f"head {head}", f"step {step + 1} of {generated}"),
 )
-ui.show_figure(
-    ui.figure(
-        token_matrix,
-        shown,
-        stack.query_tokens[:rows],
-        stack.key_tokens[:columns],
-        info=info,
-        row_title="query (prompt, then each generated token)",
-        colorbar_title=colorbar_title(1.0, stretched=False),
-        boundaries=(trace.prompt_length,) if stack_name == "decoder" else (),
-    ),
-    info,
-    key="generation",
-)
+with ui.stage():
+    ui.show_figure(
+        ui.figure(
+            token_matrix,
+            shown,
+            stack.query_tokens[:rows],
+            stack.key_tokens[:columns],
+            info=info,
+            row_title="query (prompt, then each generated token)",
+            colorbar_title=colorbar_title(1.0, stretched=False),
+            boundaries=(trace.prompt_length,) if stack_name == "decoder" else (),
+        ),
+        info,
+        key="generation",
+    )
 st.caption(verification_caption(stack.verify()))

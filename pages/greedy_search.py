@@ -18,18 +18,25 @@ ui.page_header(
     "is the token taken. Entropy measures how unsure the model is (0 = certain).",
 )
 lm = ui.require_model()
-decoding.require_generative_model(lm)
+lm = decoding.generative_model(lm)
 ui.apply_pending_preset(lm.name)
 ui.preset_notice()
 
-prompt_column, steps_column = st.columns([4, 1], vertical_alignment="bottom")
-with prompt_column:
-    prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
-with steps_column:
-    steps = ui.number_slider_ui(
-        "Steps", 1, decoding.PAGE_MAX_STEPS, 8, key="steps", step=1, help="How many tokens to generate, one per step."
-    )
-decoding.chapter_preset_button("Chapter preset: gpt2, “Transformers are the”, 8 steps", steps=8)
+with ui.controls():
+    prompt_column, steps_column = st.columns([4, 1], vertical_alignment="bottom")
+    with prompt_column:
+        prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+    with steps_column:
+        steps = ui.number_slider_ui(
+            "Steps",
+            1,
+            decoding.PAGE_MAX_STEPS,
+            8,
+            key="steps",
+            step=1,
+            help="How many tokens to generate, one per step.",
+        )
+    decoding.chapter_preset_button("Chapter preset: gpt2, “Transformers are the”, 8 steps", steps=8)
 ui.notices_ui()
 if not prompt.strip():
     st.info("Type a prompt to see which token greedy search picks at each step.")
@@ -71,7 +78,8 @@ if loop:
 
 st.dataframe(pd.DataFrame(greedy_table(trace, lm.tokenizer)), hide_index=True, width="stretch")
 info = FigureInfo("Greedy search", model=lm.name, text=prompt, where=(f"{trace.num_steps} steps",))
-ui.show_figure(ui.figure(candidates_figure, trace, info=info), info, key="greedy")
+with ui.stage():
+    ui.show_figure(ui.figure(candidates_figure, trace, info=info), info, key="greedy")
 logprob_column, entropy_column = st.columns(2)
 logprob_column.metric(
     "Log-probability of the continuation",

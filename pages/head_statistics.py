@@ -24,11 +24,12 @@ view = capture_ui(lm, header)
 stack, capture = view.stack, view.capture
 specials = set(ui.cached_model(lm.name).tokenizer.all_special_tokens)
 special_positions = [i for i, token in enumerate(stack.key_tokens) if token in specials]
-hide = ui.toggle_ui(
-    "View transform: hide special tokens and renormalise rows",
-    key="hide_special",
-    help="Drops the special tokens' columns and rescales each row to sum to 1 again: a view, not the model.",
-) and bool(special_positions)
+with ui.controls():
+    hide = ui.toggle_ui(
+        "View transform: hide special tokens and renormalise rows",
+        key="hide_special",
+        help="Drops the special tokens' columns and rescales each row to sum to 1 again: a view, not the model.",
+    ) and bool(special_positions)
 weights = np.where(stack.masks_by_layer()[:, None], stack.attentions, 0.0)
 keys, kept = stack.key_tokens, None
 if hide:
@@ -46,15 +47,16 @@ event = st.dataframe(
     column_config={name: st.column_config.NumberColumn(format="%.3f") for name in table.columns[2:]},
 )
 selected = event.selection.rows if event and event.selection else []
-layer_column, head_column = st.columns(2)
 if selected:
     picked = rows[selected[0]]
     ui.set_value("layer", picked["layer"])
     ui.set_value("head", picked["head"])
-with layer_column:
-    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
-with head_column:
-    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+with ui.controls():
+    layer_column, head_column = st.columns(2)
+    with layer_column:
+        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+    with head_column:
+        head = ui.index_slider_ui("Head", stack.num_heads, key="head")
 ui.notices_ui()
 
 where = (f"layer {layer}", f"head {head}") + (("special tokens hidden",) if hide else ())
@@ -63,7 +65,8 @@ shown = weights[layer, head] if hide else masked_weights(stack, layer, head)
 if hide:
     shown = np.where(stack.masks_by_layer()[layer][:, kept], shown, np.nan)
 query_tokens = stack.query_tokens
-ui.show_figure(ui.figure(token_matrix, shown, query_tokens, keys, info=info), info, key="stats-head")
+with ui.stage():
+    ui.show_figure(ui.figure(token_matrix, shown, query_tokens, keys, info=info), info, key="stats-head")
 open_head_links(view, layer, head)
 
 st.subheader("View transform: attention rollout")

@@ -24,11 +24,12 @@ if max(tokens, len(stack.key_tokens)) > MAX_THUMBNAIL:
         f"{tokens} tokens: each thumbnail shows blocks of tokens averaged into {MAX_THUMBNAIL} × {MAX_THUMBNAIL} "
         "cells (the browser could not show more). Open a head for every token."
     )
-layer_column, head_column = st.columns(2)
-with layer_column:
-    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
-with head_column:
-    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+with ui.controls():
+    layer_column, head_column = st.columns(2)
+    with layer_column:
+        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+    with head_column:
+        head = ui.index_slider_ui("Head", stack.num_heads, key="head")
 ui.notices_ui()
 info = FigureInfo(
     "All heads", model=lm.name, text=view.shown_text, where=(f"{stack.num_layers} layers × {stack.num_heads} heads",)
@@ -36,17 +37,18 @@ info = FigureInfo(
 # The tiled image is all the figure (and a later export) needs: the capture itself is not kept.
 image, rows, columns = tiled(stack.attentions, stack.masks_by_layer())
 shape = (rows, columns, stack.num_layers, stack.num_heads)
-figure = tiles_figure(image, *shape, info=info, look=ui.figure_look("grid"), selected=(layer, head))
-event = st.plotly_chart(
-    figure,
-    theme=None,
-    key="grid",
-    width="content",
-    on_select="rerun",
-    selection_mode="points",
-    config={"displaylogo": False},
-)
-ui.export_buttons(ui.figure(tiles_figure, image, *shape, info=info), info, key="grid")
+with ui.stage():
+    figure = tiles_figure(image, *shape, info=info, look=ui.figure_look("grid"), selected=(layer, head))
+    event = st.plotly_chart(
+        figure,
+        theme=None,
+        key="grid",
+        width="content",
+        on_select="rerun",
+        selection_mode="points",
+        config={"displaylogo": False},
+    )
+    ui.export_buttons(ui.figure(tiles_figure, image, *shape, info=info), info, key="grid")
 points = (
     (event or {}).get("selection", {}).get("points", [])
     if isinstance(event, dict)

@@ -51,7 +51,8 @@ if anatomy.width and anatomy.heads:
 
 st.subheader("Where the parameters are")
 info = FigureInfo("Parameters by kind and layer", model=lm.name, where=(f"{anatomy.total_parameters:,} in all",))
-ui.show_figure(ui.figure(parameters_figure, anatomy, info=info), info, key="parameters")
+with ui.stage():
+    ui.show_figure(ui.figure(parameters_figure, anatomy, info=info), info, key="parameters")
 totals = pd.DataFrame(
     [
         {"kind": kind, "parameters": count, "share": count / anatomy.total_parameters}

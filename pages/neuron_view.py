@@ -27,13 +27,14 @@ ui.preset_button(
 )
 view = capture_ui(lm, header)
 stack = view.stack
-layer_column, head_column, query_column = st.columns(3)
-with layer_column:
-    layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
-with head_column:
-    head = ui.index_slider_ui("Head", stack.num_heads, key="head")
-with query_column:
-    query = ui.index_slider_ui("Query token", len(stack.query_tokens), key="query")
+with ui.controls():
+    layer_column, head_column, query_column = st.columns(3)
+    with layer_column:
+        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+    with head_column:
+        head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+    with query_column:
+        query = ui.index_slider_ui("Query token", len(stack.query_tokens), key="query")
 ui.notices_ui()
 token = stack.query_tokens[query]
 info = FigureInfo(
@@ -42,11 +43,12 @@ info = FigureInfo(
 # Copies of what the figure draws, so a later export does not keep the whole capture alive.
 query_vector, key_vectors = stack.queries[layer, head, query].copy(), stack.keys[layer, head].copy()
 row, scale, key_tokens = stack.attentions[layer, head, query].copy(), float(stack.scale[layer]), stack.key_tokens
-ui.show_figure(
-    ui.figure(neuron_view_figure, query_vector, key_vectors, scale, row, key_tokens, token, info=info),
-    info,
-    key="neuron",
-)
+with ui.stage():
+    ui.show_figure(
+        ui.figure(neuron_view_figure, query_vector, key_vectors, scale, row, key_tokens, token, info=info),
+        info,
+        key="neuron",
+    )
 st.caption(
     "These are the vectors the model's own attention used (after rotary embeddings and q/k norms where the model "
     "has them); the weights are its own. Masked keys get weight 0."

@@ -21,18 +21,19 @@ ui.page_header(
     "controls never runs the model again: the next-token scores are computed once per prompt.",
 )
 lm = ui.require_model()
-decoding.require_generative_model(lm)
+lm = decoding.generative_model(lm)
 
-prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
-columns = st.columns(4)
-with columns[0]:
-    temperature = ui.number_slider_ui("Temperature", 0.05, 3.0, 1.0, key="temperature", step=0.05)
-with columns[1]:
-    top_k = ui.number_slider_ui("Top-k", 0, 200, 0, key="top_k", step=1, help="0 = off.")
-with columns[2]:
-    top_p = ui.number_slider_ui("Top-p", 0.01, 1.0, 1.0, key="top_p", step=0.01, help="1 = off.")
-with columns[3]:
-    min_p = ui.number_slider_ui("Min-p", 0.0, 0.5, 0.0, key="min_p", step=0.01, help="0 = off.")
+with ui.controls():
+    prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+    columns = st.columns(4)
+    with columns[0]:
+        temperature = ui.number_slider_ui("Temperature", 0.05, 3.0, 1.0, key="temperature", step=0.05)
+    with columns[1]:
+        top_k = ui.number_slider_ui("Top-k", 0, 200, 0, key="top_k", step=1, help="0 = off.")
+    with columns[2]:
+        top_p = ui.number_slider_ui("Top-p", 0.01, 1.0, 1.0, key="top_p", step=0.01, help="1 = off.")
+    with columns[3]:
+        min_p = ui.number_slider_ui("Min-p", 0.0, 0.5, 0.0, key="min_p", step=0.01, help="0 = off.")
 ui.notices_ui()
 if not prompt.strip():
     st.info("Type a prompt to see the distribution of the next token.")
@@ -53,7 +54,8 @@ st.caption(
 )
 
 panels_info = FigureInfo("Next-token distribution", model=lm.name, text=prompt, where=(settings_text,))
-ui.show_figure(ui.figure(distribution_panels, distribution, info=panels_info), panels_info, key="panels")
+with ui.stage():
+    ui.show_figure(ui.figure(distribution_panels, distribution, info=panels_info), panels_info, key="panels")
 st.caption(
     "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or min-p). "
     "Drag across it to highlight those tokens on the right. Right: the probability covered by the likeliest "

@@ -20,8 +20,9 @@ header = ui.page_header(
 )
 lm = ui.require_model()
 
-text = ui.text_ui("Text", DEFAULT_TEXT, key="text", height=68)
-pair = ui.text_ui("Second segment (optional)", "", key="pair", height=68) if lm.kind == "encoder" else ""
+with ui.controls():
+    text = ui.text_ui("Text", DEFAULT_TEXT, key="text", height=68)
+    pair = ui.text_ui("Second segment (optional)", "", key="pair", height=68) if lm.kind == "encoder" else ""
 ui.notices_ui()
 if not text.strip():
     st.info("Type some text to see its tokens.")
@@ -50,7 +51,8 @@ found = explorer.embeddings(ui.cached_model(lm.name), ids, types, positions=max(
 labels = [f"#{r.position} {r.token}" for r in rows]
 st.subheader("Token embeddings")
 info = FigureInfo("Token embeddings", model=lm.name, text=text, where=(f"{found.token.shape[1]} dimensions",))
-ui.show_figure(ui.figure(vectors_heatmap, found.token, labels, info=info), info, key="tokens")
+with ui.stage():
+    ui.show_figure(ui.figure(vectors_heatmap, found.token, labels, info=info), info, key="tokens")
 
 st.subheader("Positions")
 if found.position is not None:

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.render.bertviz import decode_payload, head_view_html, model_view_html, payload
+from explorer.render.bertviz import (
+    decode_payload,
+    frame_height,
+    head_view_html,
+    head_view_zoom,
+    model_view_html,
+    payload,
+)
 
 XSS = "</script><img src=x onerror=alert(1)>"
 
@@ -91,3 +98,22 @@ def test_tokens_cannot_close_the_script_or_inject_markup(tiny_models):
     data = re.search(r'id="bertviz-data">(.*?)</script>', page, re.S)[1]
     assert "</script>" not in data and "<img" not in data
     assert decode_payload(json.loads(data))[0]["left_text"][0] == XSS  # the text itself is intact
+
+
+def test_the_head_view_opens_at_the_layer_asked_for(minilm):
+    """BertViz finds the first layer by its number among the layers sent, not by its index in them."""
+    capture = explorer.capture(minilm, "time flies like an arrow")
+    params = _embedded(head_view_html(capture, layers=[3], heads=[1], layer=3))["params"]
+    assert (params["layer"], params["include_layers"]) == (3, [3])
+    assert _embedded(head_view_html(capture, layers=[2, 4]))["params"]["layer"] == 2
+
+
+def test_a_zoomed_head_view_fills_the_room_it_is_given(minilm):
+    capture = explorer.capture(minilm, "time flies like an arrow")
+    zoom = head_view_zoom(capture, 600)
+    assert 1 < zoom <= 3 and abs(frame_height("head", capture, zoom=zoom) - 600) <= 1
+    assert "zoom: 1;" in head_view_html(capture) and "#vis line" not in head_view_html(capture)
+    assert f"zoom: {zoom:g};" in head_view_html(capture, zoom=zoom) and "#vis line" in head_view_html(
+        capture, zoom=zoom
+    )
+    assert head_view_zoom(capture, 10) == 1.0

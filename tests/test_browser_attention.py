@@ -76,6 +76,16 @@ def test_bertviz_frames_draw_offline(browser, app_url, view):
     _done(tab, f"bertviz-{view}-view.png")
 
 
+def test_bertviz_head_view_draws_any_layer(browser, app_url):
+    """A link to a later layer (only that layer is sent) draws its lines; it once drew nothing (a script error)."""
+    tab = _open(browser, f"{app_url}/bertviz_views?bv_view=head&bv_layer=3", chart=False)
+    frame = tab.page.frame_locator("iframe").first
+    frame.locator("svg line").first.wait_for(state="attached", timeout=30_000)
+    assert frame.locator("svg line").count() > 20
+    assert frame.locator("#layer").input_value() == "3"
+    assert tab.errors == []
+
+
 def test_hostile_text_stays_text_in_every_view(browser, app_url):
     """Through a link: no dialog, no injected image, the text shown literally (heatmap labels, BertViz frame)."""
     for path in ("", "bertviz_views", "greedy_search?model=bundled/prose-gpt2&prompt="):

@@ -323,3 +323,14 @@ def test_an_encoder_cannot_generate_and_says_so(minilm):
         explorer.decode(minilm, "hello", strategy="greedy")
     with pytest.raises(explorer.InputError, match="Type a prompt"):
         explorer.decode(explorer.load_model(explorer.DEFAULT_DECODER, device="cpu"), "  ", strategy="greedy")
+
+
+def test_the_greedy_tables_input_column_shows_line_breaks_as_the_token_columns_do(models):
+    """A prompt with a line break: the input column carries "↵" where the text breaks, like the tokens."""
+    from explorer.compute.decoding import greedy_table
+
+    lm = models["prose"]
+    trace = explorer.decode(lm, "first line\nsecond  line", strategy="greedy", max_new_tokens=2, top_n=3)
+    rows = greedy_table(trace, lm.tokenizer)
+    assert rows[0]["input"] == "first line↵second line"
+    assert all("\n" not in row["input"] for row in rows)

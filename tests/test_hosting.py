@@ -3,6 +3,7 @@ no server token for visitors' models, one download at a time, and every echo of 
 
 from __future__ import annotations
 
+import html
 import re
 import threading
 from types import SimpleNamespace
@@ -291,3 +292,24 @@ class _NullStatus:
 
     def update(self, **kwargs):
         pass
+
+
+@pytest.mark.parametrize(
+    ("prompt", "continuation"),
+    [
+        ("It was that", '. "Well, sir," said'),
+        ("It was that", " the most of the world,"),
+        ("Visit", ":) **now** https://evil.example"),
+        ("Plain", "words"),
+    ],
+)
+def test_generated_text_is_bold_whatever_it_starts_with(prompt, continuation):
+    """Rendered by a CommonMark parser (Streamlit's is one too): the continuation bold, no stars left over."""
+    from markdown_it import MarkdownIt
+
+    from explorer.ui.text import prompt_and_continuation
+
+    rendered = MarkdownIt("commonmark").render(prompt_and_continuation(prompt, continuation))
+    assert "*" not in re.sub(r"<strong>.*</strong>", "", rendered, flags=re.S)
+    strong = re.search(r"<strong>(.*)</strong>", rendered, re.S)
+    assert strong and html.unescape(strong[1]).replace("\u2060", "") == continuation.strip()

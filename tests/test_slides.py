@@ -114,6 +114,9 @@ def test_presentation_figures_are_16_by_9_with_projector_text():
         if room:
             assert look.height <= room
     assert presentation_look(1820, 850).tick_size >= 19  # grows with a 1920×1080 screen
+    # Half the window (Compare's two sides) with room below: taller than 16:9, up to square.
+    assert (presentation_look(552, 600).width, presentation_look(552, 600).height) == (560, 560)
+    assert (presentation_look(860, 960).width, presentation_look(860, 960).height) == (860, 860)
 
 
 def _figure():

@@ -7,10 +7,12 @@ dicts for tables, coordinates for the beam tree); nothing runs a model.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, BeamNode, DecodeTrace
+from explorer.labels import visible as visible_label
 
 LOST = -1.0e8  # scores below this are generate()'s "cannot win" placeholders
 
@@ -53,7 +55,10 @@ def _input_text(trace: DecodeTrace, step, row: int, tokenizer, limit: int) -> st
             text = f"{trace.prompt} → {text}"
     else:
         text = " ".join(str(i) for i in prefix.tolist())
-    text = " ".join(text.split())
+    # One line, as the token columns show it: a line break is "↵" (as in the chosen token), other runs of
+    # whitespace one space.
+    text = "↵".join(" ".join(line.split()) for line in text.replace("\r\n", "\n").split("\n"))
+    text = visible_label(text)
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
@@ -176,6 +181,24 @@ def path_to(nodes: dict[int, BeamNode], node_id: int) -> list[int]:
         path.append(node_id)
         node_id = nodes[node_id].parent
     return path[::-1]
+
+
+def tree_at(tree: tuple[BeamNode, ...], upto_step: int | None = None) -> tuple[BeamNode, ...]:
+    """The search as it stood after ``upto_step``: only the candidates of steps 0..upto_step, each with the
+    status it had then. Which hypotheses are returned is only known at the end: before it, a returned path's
+    nodes were running beams (or, for one that had finished, a hypothesis in the pool)."""
+    last = max((node.step for node in tree), default=-1)
+    if upto_step is None or upto_step >= last:
+        return tree
+    shown = []
+    for node in tree:
+        if node.step > upto_step:
+            continue
+        if node.status == RETURNED:
+            in_pool = node.pool_step is not None and node.pool_step <= upto_step
+            node = replace(node, status=FINISHED if in_pool else RUNNING)
+        shown.append(node)
+    return tuple(shown)
 
 
 def status_counts(tree: tuple[BeamNode, ...]) -> dict[str, int]:

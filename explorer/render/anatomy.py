@@ -34,8 +34,8 @@ def parameters_figure(anatomy: ModelAnatomy, *, info: FigureInfo, look: Look = S
         margin={"l": 90, "r": 20, "t": look.title_band + 30, "b": 80},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
     )
-    figure.update_yaxes(title="parameters", gridcolor=GRID, tickformat="~s", tickfont={"size": look.tick_size - 1})
-    figure.update_xaxes(tickfont={"size": look.tick_size - 2}, tickangle=-45 if len(labels) > 12 else 0)
+    figure.update_yaxes(title="parameters", gridcolor=GRID, tickformat="~s", tickfont={"size": look.smaller_ticks(1)})
+    figure.update_xaxes(tickfont={"size": look.smaller_ticks(2)}, tickangle=-45 if len(labels) > 12 else 0)
     return figure
 
 

@@ -67,6 +67,10 @@ _PRELUDE = """
 """
 
 
+# Enlarged for a projector, the head view's lines are also drawn thicker (their opacity still gives the weight).
+_THICK = " #vis line { stroke-width: 3px; }"
+
+
 def head_view_html(
     capture: AttentionCapture,
     *,
@@ -75,22 +79,25 @@ def head_view_html(
     heads: list[int] | None = None,
     layer: int | None = None,
     uid: str | None = None,
+    zoom: float = 1.0,
 ) -> str:
     """BertViz's head view: one layer, lines from each token to those it attends to, one colour per head.
 
     ``stacks`` picks which of the capture's stacks to offer (default: all; encoder-decoder models get
     BertViz's Encoder / Decoder / Cross filter, sentence pairs its A/B filter). ``layers`` limits the
     layers sent (long inputs), ``heads`` the heads selected at first, ``layer`` the layer shown first.
+    ``zoom`` enlarges the whole view (a projector); ``frame_height`` takes the same factor.
     """
     included = _layers(capture, layers)
     params = {
         "default_filter": "0",
         "root_div_id": uid or _uid(),
-        "layer": included.index(layer) if layer in included else 0,
+        # BertViz looks the layer *number* up in include_layers (an index here showed nothing for layer > 0).
+        "layer": layer if layer in included else included[0],
         "heads": heads,
         "include_layers": included,
     }
-    return _document("head", capture, stacks, included, None, params)
+    return _document("head", capture, stacks, included, None, params, zoom)
 
 
 def model_view_html(
@@ -100,10 +107,11 @@ def model_view_html(
     layers: list[int] | None = None,
     heads: list[int] | None = None,
     uid: str | None = None,
+    zoom: float = 1.0,
 ) -> str:
     """BertViz's model view: a thumbnail of every (layer, head), click one to enlarge it.
 
-    ``layers`` and ``heads`` limit what is sent and drawn (long inputs).
+    ``layers`` and ``heads`` limit what is sent and drawn (long inputs); ``zoom`` as for the head view.
     """
     included = _layers(capture, layers)
     total_heads = capture.main.num_heads
@@ -116,7 +124,7 @@ def model_view_html(
         "include_heads": head_list,
         "total_heads": total_heads,
     }
-    return _document("model", capture, stacks, included, head_list, params)
+    return _document("model", capture, stacks, included, head_list, params, zoom)
 
 
 def payload(capture: AttentionCapture, *, layers=None, heads=None, stacks=None) -> dict:
@@ -141,19 +149,28 @@ def decode_payload(packed: dict) -> list[dict]:
     return filters
 
 
-def frame_height(view: str, capture: AttentionCapture, *, layers: int | None = None) -> int:
-    """Pixels the iframe needs so the view shows whole, from BertViz's own layout constants."""
+def frame_height(view: str, capture: AttentionCapture, *, layers: int | None = None, zoom: float = 1.0) -> int:
+    """Pixels the iframe needs so the view shows whole, from BertViz's own layout constants (times ``zoom``)."""
+    return int(zoom * _natural_height(view, capture, layers))
+
+
+def head_view_zoom(capture: AttentionCapture, height: int) -> float:
+    """How much to enlarge the head view so that it is ``height`` pixels tall (between 1 and 3 times)."""
+    return float(min(max(height / _natural_height("head", capture, None), 1.0), 3.0))
+
+
+def _natural_height(view: str, capture: AttentionCapture, layers: int | None) -> float:
     tokens = max(max(len(s.query_tokens), len(s.key_tokens)) for s in capture.stacks.values())
     chrome = 60  # the selects above the drawing, and the page's padding
     if view == "head":
-        return int(chrome + 30 + 22.5 * tokens + 20)  # TEXT_TOP + BOXHEIGHT per token
+        return chrome + 30 + 22.5 * tokens + 20  # TEXT_TOP + BOXHEIGHT per token
     rows = layers if layers is not None else capture.main.num_layers
     thumbnail = tokens * 7 * 12 / capture.main.num_heads + 10  # thumbnailBoxHeight per token + padding
     detail = tokens * 18 + 2 * 15 + 25  # the enlarged head shown on click
-    return int(chrome + 60 + max(rows * thumbnail, detail))
+    return chrome + 60 + max(rows * thumbnail, detail)
 
 
-def _document(view: str, capture, stacks, included, heads, params) -> str:
+def _document(view: str, capture, stacks, included, heads, params, zoom: float = 1.0) -> str:
     packed = _payload(capture, stacks, included, heads, params)
     select = ""
     if len(packed["filters"]) > 1:
@@ -166,7 +183,7 @@ def _document(view: str, capture, stacks, included, heads, params) -> str:
     code = _read(*BERTVIZ_JS[view]).replace("PYTHON_PARAMS", "window.__explorerBertvizParams")
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>BertViz {view} view</title>
-<style>body {{ margin: 0; padding: 8px; background: white; }}</style></head>
+<style>body {{ margin: 0; padding: 8px; background: white; zoom: {zoom:g}; }}{_THICK if zoom > 1 else ""}</style></head>
 <body>
 <div id="{root}" style="font-family:'Helvetica Neue', Helvetica, Arial, sans-serif;">
   <span style="user-select:none">{layer_select} {select}</span>

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.compute.decoding import tree_layout
+from explorer.compute.decoding import tree_at, tree_layout
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, DecodeTrace
 from explorer.render.style import (
     CATEGORICAL,
@@ -59,7 +59,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             colorscale=SEQUENTIAL,
             text=cell_text,
             texttemplate="%{text}",
-            textfont={"size": max(look.tick_size - 3, 10)},
+            textfont={"size": look.cell_text_size},
             xgap=2,
             ygap=2,
             hovertemplate="step %{x}, choice %{y}<br>%{text}<extra></extra>",
@@ -117,7 +117,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
     figure.update_xaxes(tickvals=x, showgrid=False, zeroline=False, row=1, col=1)
     figure.update_yaxes(
         title={"text": "entropy<br>(nats)", "font": {"size": look.font_size - 2}},
-        tickfont={"size": look.tick_size - 2},
+        tickfont={"size": look.smaller_ticks(2)},
         gridcolor=GRID,
         row=2,
         col=1,
@@ -140,7 +140,8 @@ def beam_tree_figure(
     finished and returned candidates drawn distinctly, the returned paths highlighted. Hover gives the
     cumulative and length-normalised scores. ``upto_step`` shows the search as it stood after that step."""
     positions = tree_layout(trace.tree, upto_step)
-    nodes = {node.id: node for node in trace.tree if node.id in positions}
+    # Statuses as they stood at the replay step: "returned" is painted only once the search has returned.
+    nodes = {node.id: node for node in tree_at(trace.tree, upto_step) if node.id in positions}
     figure = go.Figure()
     for status in (PRUNED, RUNNING, FINISHED, RETURNED):  # edges, drawn under the nodes, returned on top
         xs, ys = [], []
@@ -169,7 +170,7 @@ def beam_tree_figure(
                 mode="markers" if crowded and status == PRUNED else "markers+text",
                 text=[escape(abbreviate(node.token, 10)) for node in chosen],
                 textposition="top center",
-                textfont={"size": max(look.tick_size - 3, 9), "color": INK if status != PRUNED else MUTED},
+                textfont={"size": look.cell_text_size, "color": INK if status != PRUNED else MUTED},
                 marker={"symbol": symbol, "size": base * size, "color": colour, "line": {"width": 1, "color": colour}},
                 name=label,
                 customdata=[_node_hover(node, trace) for node in chosen],
@@ -198,7 +199,7 @@ def beam_tree_figure(
             "yanchor": "bottom",
             "x": 1,
             "xanchor": "right",
-            "font": {"size": look.tick_size - 1},
+            "font": {"size": look.smaller_ticks(1)},
         },
     )
     figure.update_xaxes(

@@ -88,7 +88,7 @@ def tiles_figure(
             colorbar={
                 "title": {"text": f"weight<br>darkest = {color_max:g}", "side": "top"},
                 "thickness": 12,
-                "tickfont": {"size": look.tick_size - 2},
+                "tickfont": {"size": look.smaller_ticks(2)},
             },
         )
     )
@@ -127,7 +127,7 @@ def tiles_figure(
         title="head",
         showgrid=False,
         zeroline=False,
-        tickfont={"size": look.tick_size - 1},
+        tickfont={"size": look.smaller_ticks(1)},
         constrain="domain",
     )
     figure.update_yaxes(
@@ -139,7 +139,7 @@ def tiles_figure(
         zeroline=False,
         scaleanchor="x",
         scaleratio=1,
-        tickfont={"size": look.tick_size - 1},
+        tickfont={"size": look.smaller_ticks(1)},
         color=MUTED,
     )
     return figure

@@ -262,8 +262,9 @@ def _color_max(weights: np.ndarray, color_max: float | None) -> float:
 def _cell_style(cell: float, look: Look, value_format: str = ".2f") -> dict:
     """Thin gaps while cells are big enough to show them; printed values while they fit in a cell."""
     style = {"xgap": 1, "ygap": 1} if cell >= 6 else {}
-    size = min(look.tick_size - 2, cell / 2.8)
-    if size >= MIN_CELL_TEXT:
+    size = min(look.cell_text_size, cell / 2.8)
+    # On a projector a value is printed only where it can be as large as the ticks (16 px or more).
+    if size >= (look.cell_text_size if look.presentation else MIN_CELL_TEXT):
         style["texttemplate"] = f"%{{z:{value_format}}}"
         style["textfont"] = {"size": int(size)}
     return style

@@ -221,10 +221,10 @@ def temperature_figure(
         )
     finish(figure, info, look)
     figure.update_layout(showlegend=False, margin={"l": 110, "r": 20, "t": look.title_band + 20, "b": 60})
-    figure.update_yaxes(autorange="reversed", tickfont={"size": look.tick_size - 1})
+    figure.update_yaxes(autorange="reversed", tickfont={"size": look.smaller_ticks(1)})
     # One scale for every panel, to the tallest bar: the temperatures compare at a glance.
     figure.update_xaxes(
-        range=[0, min(1.0, tallest * 1.1)], tickformat=".0%", gridcolor=GRID, tickfont={"size": look.tick_size - 2}
+        range=[0, min(1.0, tallest * 1.1)], tickformat=".0%", gridcolor=GRID, tickfont={"size": look.smaller_ticks(2)}
     )
     for annotation in figure.layout.annotations:
         annotation.font = {"size": look.font_size, "color": INK}
@@ -256,10 +256,10 @@ def stages_figure(
         barmode="group",
         bargap=0.25,
         margin={"l": 70, "r": 20, "t": look.title_band + 30, "b": 90},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": look.tick_size - 2}},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": look.smaller_ticks(2)}},
     )
-    figure.update_yaxes(title="probability", gridcolor=GRID, tickfont={"size": look.tick_size - 1})
-    figure.update_xaxes(tickangle=-45 if count > 8 else 0, tickfont={"size": look.tick_size - 1})
+    figure.update_yaxes(title="probability", gridcolor=GRID, tickfont={"size": look.smaller_ticks(1)})
+    figure.update_xaxes(tickangle=-45 if count > 8 else 0, tickfont={"size": look.smaller_ticks(1)})
     return figure
 
 

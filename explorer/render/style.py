@@ -70,6 +70,15 @@ class Look:
     def subtitle_size(self) -> int:
         return max(self.font_size - 1, 11)
 
+    def smaller_ticks(self, by: int) -> int:
+        """A secondary axis's tick size: ``by`` px smaller on a screen, never below the ticks on a projector."""
+        return self.tick_size if self.presentation else self.tick_size - by
+
+    @property
+    def cell_text_size(self) -> int:
+        """Numbers and words written inside cells and beside markers: as large as the ticks on a projector."""
+        return self.tick_size if self.presentation else max(self.tick_size - 3, 10)
+
     @property
     def title_band(self) -> int:
         """Pixels above the plot taken by the title and subtitle (fitted to where Plotly draws them), plus a gap."""
@@ -97,13 +106,15 @@ def screen_look(width: int | None = None, height: int | None = None) -> Look:
 def presentation_look(width: int | None = None, height: int | None = None) -> Look:
     """A 16:9 figure that fits the room left in the window, with projector-sized text.
 
-    Tick labels are at least 16 px, and grow with the figure (20 px on a 1920×1080 screen).
+    A figure in a narrow column (two side by side) may grow taller than 16:9, up to square, where the window
+    has the room. Tick labels are at least 16 px, and grow with the figure (20 px on a 1920×1080 screen).
     """
     width = int(width or SCREEN.width)
-    if height:
-        width = int(min(width, max(height, MIN_HEIGHT * 0.8) * ASPECT))
+    room = max(height, MIN_HEIGHT * 0.8) if height else None
+    if room:
+        width = int(min(width, room * ASPECT))
     width = max(width, 560)
-    height = int(width / ASPECT)
+    height = int(max(min(room, width), width / ASPECT)) if room else int(width / ASPECT)
     tick = max(16, round(height / 44))
     return Look(width, height, font_size=tick + 2, tick_size=tick, title_size=tick + 8, presentation=True)
 

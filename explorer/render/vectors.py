@@ -68,7 +68,7 @@ def vectors_heatmap(
                     "side": "top",
                 },
                 "thickness": 14,
-                "tickfont": {"size": look.tick_size - 2},
+                "tickfont": {"size": look.smaller_ticks(2)},
             },
             hovertemplate="%{y}, dimension %{x}: <b>%{z:.4f}</b><extra></extra>",
         )
@@ -80,11 +80,11 @@ def vectors_heatmap(
     figure.update_yaxes(
         autorange="reversed",
         type="category",
-        tickfont={"size": look.tick_size - 1},
+        tickfont={"size": look.smaller_ticks(1)},
         tickvals=row_labels[::step],
         automargin=True,
     )
-    figure.update_xaxes(title=x_title, tickfont={"size": look.tick_size - 2}, showgrid=False)
+    figure.update_xaxes(title=x_title, tickfont={"size": look.smaller_ticks(2)}, showgrid=False)
     return figure
 
 
@@ -166,7 +166,7 @@ def step_by_step_figure(
     finish(figure, info, look)
     figure.update_layout(margin={"l": 20, "r": 20, "t": look.title_band + 24, "b": 30}, showlegend=False)
     figure.update_yaxes(
-        autorange="reversed", type="category", automargin=True, tickfont={"size": look.tick_size - 1}, row=1, col=1
+        autorange="reversed", type="category", automargin=True, tickfont={"size": look.smaller_ticks(1)}, row=1, col=1
     )
     for annotation in figure.layout.annotations:
         annotation.font = {"size": max(look.font_size - 2, 11), "color": INK}
@@ -219,7 +219,7 @@ def _score_column(scores: np.ndarray, labels, name: str, look: Look) -> go.Heatm
         showscale=False,
         text=[[t] for t in text],
         texttemplate="%{text}",
-        textfont={"size": max(look.tick_size - 4, 9)},
+        textfont={"size": look.cell_text_size if look.presentation else max(look.tick_size - 4, 9)},
         hoverongaps=False,
         hovertemplate="%{y}: %{text}<extra>" + name + "</extra>",
     )
@@ -262,11 +262,11 @@ def neuron_view_figure(
             type="category",
             showticklabels=col == 1,
             automargin=True,
-            tickfont={"size": look.tick_size - 1},
+            tickfont={"size": look.smaller_ticks(1)},
             row=2,
             col=col,
         )
-    figure.update_yaxes(type="category", automargin=True, tickfont={"size": look.tick_size - 1}, row=1, col=1)
+    figure.update_yaxes(type="category", automargin=True, tickfont={"size": look.smaller_ticks(1)}, row=1, col=1)
     for col in (2, 3, 4):
         figure.update_xaxes(visible=False, row=1, col=col)
         figure.update_yaxes(visible=False, row=1, col=col)

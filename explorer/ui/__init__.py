@@ -25,7 +25,7 @@ from explorer.ui.models import (
     selected_model,
 )
 from explorer.ui.presets import apply_pending_preset, preset_button, preset_notice
-from explorer.ui.shell import app_shell, page_header, page_shell, presenting
+from explorer.ui.shell import app_shell, controls, page_header, page_shell, presenting, stage
 from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import (
     STACK_LABELS,
@@ -53,6 +53,7 @@ __all__ = [
     "cached_model",
     "cached_verification",
     "choice_ui",
+    "controls",
     "export_buttons",
     "figure",
     "figure_look",
@@ -73,6 +74,7 @@ __all__ = [
     "set_value",
     "show_figure",
     "stack_ui",
+    "stage",
     "text_inputs_ui",
     "text_ui",
     "toggle_ui",

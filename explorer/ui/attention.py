@@ -13,7 +13,7 @@ import streamlit as st
 
 import explorer
 from explorer.ui.captures import cached_capture
-from explorer.ui.shell import presenting
+from explorer.ui.shell import controls, presenting
 from explorer.ui.text import literal
 from explorer.ui.widgets import stack_ui, text_inputs_ui
 
@@ -56,7 +56,8 @@ def capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks: boo
     for note in capture.notes:
         st.caption(literal(note))
     names = list(capture.stacks)
-    stack_name = stack_ui(names) if stacks else names[0]
+    with controls():
+        stack_name = stack_ui(names) if stacks else names[0]
     return CaptureView(text, text_pair, target, capture, stack_name, capture.stacks[stack_name])
 
 

@@ -14,7 +14,7 @@ from explorer.hosting import POLICY
 from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS
 from explorer.serving import FORWARD_GATE
 from explorer.ui.caches import results_cache
-from explorer.ui.models import cached_model, request_model
+from explorer.ui.models import cached_model
 from explorer.ui.presets import preset_button
 from explorer.ui.text import literal
 
@@ -69,22 +69,17 @@ def decode_with_progress(model_name: str, prompt: str, **settings) -> explorer.D
         bar.empty()
 
 
-def require_generative_model(lm) -> None:
-    """Stop the page with a message (and a way out) when the model cannot generate text."""
+def generative_model(lm) -> explorer.LoadedModel:
+    """The model a decoding page runs: the sidebar's, or the bundled decoder when that one cannot generate
+    text (an encoder), said in one line. The sidebar's model stays as it is for the attention pages."""
     if lm.kind in ("decoder", "encoder-decoder"):
-        return
-    st.info(
-        f"{literal(lm.name)} is an encoder: it reads text but has no language-model head, so it cannot "
-        "choose a next token. Decoding needs a causal language model (or a seq2seq model such as T5)."
+        return lm
+    st.caption(
+        f"{literal(lm.name)} is an encoder: it reads text but has no language-model head, so it cannot choose a "
+        f"next token. This page uses the bundled {literal(explorer.DEFAULT_DECODER)} instead (offline); pick a "
+        "decoder or a seq2seq model in the sidebar to use your own."
     )
-    st.button(
-        "Load the bundled prose-gpt2 (works offline)",
-        on_click=request_model,
-        args=(explorer.DEFAULT_DECODER,),
-        icon=":material/swap_horiz:",
-        type="primary",
-    )
-    st.stop()
+    return cached_model(explorer.DEFAULT_DECODER)
 
 
 def chapter_preset_button(label: str, *, prompt_key: str = "prompt", **state) -> None:

@@ -38,6 +38,11 @@ export default function(component) {
   // Rounded to 8 px so that sub-pixel layout jitter never triggers another run.
   const round = (x) => Math.round(x / 8) * 8;
   function report() {
+    // Only between runs: a report while the script runs would interrupt it (a widget changed in that run,
+    // such as a clamped head, would then count as the visitor's choice). The timer reports after the run.
+    const app = document.querySelector('[data-testid="stApp"]');
+    const state = app && app.getAttribute("data-test-script-state");
+    if (state && state !== "notRunning") return;
     const main = document.querySelector('[data-testid="stMainBlockContainer"]');
     const box = host.getBoundingClientRect();
     let content = box.width;

@@ -19,6 +19,7 @@ from explorer.ui.text import literal
 MODEL_KEY = "model_name"  # session state: the name of the model every page shows
 _REQUEST_KEY = "_model_request"  # a name the user just picked, loaded on this run
 _ERROR_KEY = "_model_error"  # the last load failure, shown until the next pick
+_NOTE_KEY = "_model_note"  # a preset's model could not be loaded and its planned fallback was: said calmly
 _FALLBACK_KEY = "_model_fallback"  # what to load instead if the requested model cannot be loaded
 _CHOICE_KEY = "model_choice"
 _CUSTOM_KEY = "model_custom"
@@ -75,6 +76,8 @@ def model_picker_ui() -> str | None:
         if st.session_state.get(_ERROR_KEY):
             # Messages quote names a visitor typed or linked: shown literally, never as Markdown.
             st.error(literal(st.session_state[_ERROR_KEY]))
+        elif st.session_state.get(_NOTE_KEY):
+            st.info(literal(st.session_state[_NOTE_KEY]), icon=":material/info:")
         current = st.session_state.get(MODEL_KEY)
         options = bundled_choices() + ([current] if current and current not in BUNDLED_MODELS else [])
         if current in options:
@@ -119,7 +122,7 @@ def _request_custom() -> None:
 def _request(name: str | None) -> None:
     if name:
         st.session_state[_REQUEST_KEY] = name
-        st.session_state[_ERROR_KEY] = None  # a new pick replaces the last failure
+        st.session_state[_ERROR_KEY] = st.session_state[_NOTE_KEY] = None  # a new pick replaces the last failure
         st.session_state.pop(_FALLBACK_KEY, None)
 
 
@@ -138,6 +141,7 @@ def _load_requested(slot) -> None:
     if not name or name == current:
         return
     fallback = st.session_state.pop(_FALLBACK_KEY, None)
+    planned = fallback is not None
     try:
         name = POLICY.check_model_name(name, bundled=BUNDLED_MODELS)  # before the disk or the Hub is asked
         lm = _load_once(name, slot)
@@ -149,7 +153,9 @@ def _load_requested(slot) -> None:
             st.session_state[_REQUEST_KEY] = fallback
             _load_requested(slot)
         shown = st.session_state.get(MODEL_KEY)
-        st.session_state[_ERROR_KEY] = str(error) + (f" Showing {shown} instead." if shown else "")
+        message = str(error) + (f" Showing {shown} instead." if shown else "")
+        # A preset that falls back (its model cannot be downloaded here) did what it promised: a note, not an error.
+        st.session_state[_NOTE_KEY if planned and shown == fallback else _ERROR_KEY] = message
         return
     slot.empty()  # success is said by the caption under the picker
     st.session_state[MODEL_KEY] = lm.name
@@ -166,7 +172,11 @@ def _load_once(name: str, slot) -> explorer.LoadedModel:
         raise explorer.ModelLoadError(DOWNLOADS.busy_message())
     try:
         with slot.status(f"Loading {literal(name)}…", expanded=False) as status:
-            return cached_model(name, _progress=lambda stage: status.update(label=literal(stage)))
+            try:
+                return cached_model(name, _progress=lambda stage: status.update(label=literal(stage)))
+            except explorer.ModelLoadError as error:
+                failure = error  # raised outside the status box: it would turn red before the sidebar says why
+        raise failure
     finally:
         if gated:
             DOWNLOADS.finish()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.ui.models import request_model
+from explorer.ui.shell import controls
 from explorer.ui.text import literal
 from explorer.ui.widgets import set_value
 
@@ -32,7 +33,8 @@ def preset_button(
         request_model(model, fallback=fallback)
         st.session_state[_PENDING] = {"model": model, "values": values, "fallback_values": fallback_values or values}
 
-    st.button(label, on_click=apply, icon=":material/auto_stories:", key=key)
+    with controls():
+        st.button(label, on_click=apply, icon=":material/auto_stories:", key=key)
 
 
 def apply_pending_preset(model_name: str) -> None:
@@ -41,13 +43,24 @@ def apply_pending_preset(model_name: str) -> None:
     if not preset:
         return
     exact = model_name == preset["model"]
-    for key, value in (preset["values"] if exact else preset["fallback_values"]).items():
+    values = preset["values"] if exact else preset["fallback_values"]
+    for key, value in values.items():
         set_value(key, value)
+    # Say what the preset set (it replaces the visitor's text), and with which model.
+    applied = "Preset applied: " + ", ".join(_setting(key, value) for key, value in values.items()) + "."
     if not exact:
-        st.session_state[_NOTICE] = (
-            f"{literal(preset['model'])} could not be downloaded here, so this preset shows the bundled "
-            f"{literal(model_name)} instead (the sidebar says why)."
+        applied += (
+            f" {literal(preset['model'])} could not be downloaded here, so this preset shows the bundled "
+            f"{literal(model_name)} instead (the sidebar says why)"
+            + (", with the values above chosen for it." if values != preset["values"] else ".")
         )
+    st.session_state[_NOTICE] = applied
+
+
+def _setting(key: str, value) -> str:
+    if isinstance(value, str):
+        return f"{literal(key)} “{literal(value)}”" if value else f"no {literal(key)}"
+    return f"{literal(key)} {literal(value)}"
 
 
 def preset_notice() -> None:

@@ -6,13 +6,17 @@ line: Streamlit runs a page file on its own (without app.py) until the server's 
 ``AppTest`` does so on every rerun; it then draws the same shell.
 
 Presentation mode (a toggle kept in the URL as ``present``) is for projectors: the page's header
-and padding shrink, explanations fold away, and figures become 16:9 with projector-sized text that
-fit the window without scrolling (see ``explorer.ui.figures``).
+and padding shrink, and its title, text, controls and explanation share one row of small buttons. The
+page's controls (``with controls():``) open from a "Controls" button over the figure, and its main view
+(``with stage():``) comes right below that row, so a 16:9 figure with projector-sized text fills the
+window without scrolling (see ``explorer.ui.figures``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import runpy
+import threading
 from pathlib import Path
 
 import streamlit as st
@@ -24,14 +28,23 @@ PAGE_CONFIG = {"page_title": "Attention & Decoding Explorer", "page_icon": "🔍
 APP_FILE = Path(__file__).resolve().parents[2] / "app.py"
 PRESENT_KEY = "present"
 _SHELL_KEY = "_shell_drawn"  # set by app.py's run, consumed by the page it runs
+# Where this script run draws its controls and main view in presentation mode. Per thread: each session's
+# run has its own script thread, and page_header sets both at the start of every run.
+_slots = threading.local()
 
 # Less chrome for a projector: a transparent, shorter header and less padding above the content.
 _PRESENTATION_CSS = """
 <style>
 [data-testid="stHeader"] { background: transparent; height: 2.25rem; }
+/* The header overlaps the top of the page's first row: only its own buttons take clicks. */
+[data-testid="stHeader"], [data-testid="stHeader"] * { pointer-events: none !important; }
+[data-testid="stHeader"] button, [data-testid="stHeader"] a,
+[data-testid="stHeader"] button *, [data-testid="stHeader"] a * { pointer-events: auto !important; }
 [data-testid="stMainBlockContainer"] { padding-top: 1.5rem; padding-bottom: 1rem; }
 [data-testid="stMainBlockContainer"] h1 { font-size: 1.75rem; padding-top: 0; padding-bottom: 0.25rem; }
 [data-testid="stToolbar"] [data-testid="stAppDeployButton"] { display: none; }
+/* Controls open over the figure: wide enough for a page's row of sliders. */
+[data-testid="stPopoverBody"] { min-width: min(760px, 90vw); }
 </style>
 """
 
@@ -78,16 +91,31 @@ def presenting() -> bool:
 def page_header(title: str, explanation: str):
     """The page's title and a sentence or two for students; returns a container for the page's text inputs.
 
-    In presentation mode the title, the text (behind a small button, see ``text_inputs_ui(compact=True)``)
-    and the explanation (behind "What am I looking at?") share one row, to leave the window to the figure.
+    In presentation mode the title, the text (behind a small button, see ``text_inputs_ui(compact=True)``),
+    the controls and the explanation (behind "What am I looking at?") share one row, to leave the window
+    to the figure.
     """
+    _slots.controls = _slots.stage = None
     if not presenting():
         st.title(title)
         st.caption(explanation)
         return st.container()
-    title_column, text_column, about_column = st.columns([3, 3, 2], vertical_alignment="center")
-    with title_column:
+    columns = st.columns([3, 3, 2, 2], vertical_alignment="center")
+    with columns[0]:
         st.title(title)
-    with about_column, st.popover("What am I looking at?", width="stretch"):
+    with columns[2]:
+        _slots.controls = st.popover("Controls", icon=":material/tune:", width="stretch")
+    with columns[3], st.popover("What am I looking at?", width="stretch"):
         st.caption(explanation)
-    return text_column
+    _slots.stage = st.container()
+    return columns[1]
+
+
+def controls():
+    """Where the page's controls go: in place, or behind the "Controls" button in presentation mode."""
+    return getattr(_slots, "controls", None) or contextlib.nullcontext()
+
+
+def stage():
+    """Where the page's main view goes: in place, or right below the header row in presentation mode."""
+    return getattr(_slots, "stage", None) or contextlib.nullcontext()

@@ -40,4 +40,13 @@ def prompt_and_continuation(prompt: str, continuation: str) -> str:
     """Markdown: the prompt as it is, then the generated text in bold (both shown literally)."""
     lead = " " if continuation[:1].isspace() else ""
     body = continuation.strip()
-    return f"{literal(prompt)}{lead}**{literal(body)}**" if body else literal(prompt)
+    return f"{literal(prompt)}{lead}{bold(literal(body))}" if body else literal(prompt)
+
+
+def bold(markdown: str) -> str:
+    """``**markdown**`` that is bold whatever it starts or ends with: Markdown does not open bold on ``**``
+    followed by punctuation right after a letter ("that**, sir**" prints the stars), so an invisible word
+    joiner stands between the stars and punctuation at either end."""
+    start = _WORD_JOINER if not markdown[:1].isalnum() else ""
+    end = _WORD_JOINER if not markdown[-1:].isalnum() else ""
+    return f"**{start}{markdown}{end}**"

@@ -146,26 +146,31 @@ def _index(raw: str) -> int:
     return value
 
 
-def index_slider_ui(label: str, count: int, *, key: str, help: str | None = None, default_last: bool = False) -> int:
-    """A 0-based index slider kept in the URL.
+def index_slider_ui(
+    label: str, count: int, *, key: str, help: str | None = None, default_last: bool = False, first: int = 0
+) -> int:
+    """A slider over ``count`` positions kept in the URL; returns the 0-based index.
 
-    An index that does not fit ``count`` (a link to head 9 of a model with 2 heads) is clamped with a
-    notice and remembered, so it comes back when a model where it fits is loaded again. With
-    ``default_last``, an index nobody chose follows the last one (a replay slider that starts at the end).
+    Layers, heads and tokens are numbered from 0 (as in code); steps from 1 (``first=1``: "step 1" is the
+    first generated token, as in every title and table). The slider and the URL show the numbers. A number
+    that does not fit ``count`` (a link to head 9 of a model with 2 heads) is clamped with a notice and
+    remembered, so it comes back when a model where it fits is loaded again. With ``default_last``, a value
+    nobody chose follows the last one (a replay slider that starts at the end).
     """
-    asked = _resolve(key, _index, None if default_last else 0, label)
+    asked = _resolve(key, _index, None if default_last else first, label)
     _remember(key, asked)
-    shown = count - 1 if asked is None else min(asked, max(count - 1, 0))
-    if asked is not None and asked >= count:
+    last = count - 1 + first
+    shown = last if asked is None else min(max(asked, first), max(last, first))
+    if asked is not None and asked > last:
         add_notice(
-            f"{label} {asked} does not exist here ({count} {label.lower()}s, 0–{count - 1}): showing "
+            f"{label} {asked} does not exist here ({count} {label.lower()}s, {first}–{last}): showing "
             f"{label.lower()} {shown}. It comes back when a model that has it is loaded."
         )
-    _write_url(key, None if asked in (None, 0) else str(asked))
+    _write_url(key, None if asked in (None, first) else str(asked))
     if count <= 1:
         return 0
     st.session_state[key] = shown
-    return st.slider(label, 0, count - 1, key=key, help=help, on_change=_on_change, args=(key,))
+    return st.slider(label, first, last, key=key, help=help, on_change=_on_change, args=(key,)) - first
 
 
 def number_slider_ui(

@@ -1,0 +1,95 @@
+"""Presentation mode on a projector, in a real browser: every page's main view fills the window.
+
+At 1280×720 and 1920×1080 with ``?present=true``, each page's main view (its first chart, or BertViz's frame)
+takes at least 75% of the window's width or height, lies wholly inside the window without scrolling, and
+its tick labels and the numbers written in its cells are at least 16 px. Screenshots of every page at both
+sizes land in tests/artifacts/screenshots/ (docs/screenshots/ keeps a copy).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import chromium, needs_chromium, open_tab, screenshot, served_app, wait_for_chart, wait_until_idle
+
+pytestmark = needs_chromium
+
+DECODER = "model=bundled%2Fprose-gpt2"
+PAGES = {
+    "attention-heatmaps": "",
+    "tokens-embeddings": "tokens_embeddings",
+    "model-anatomy": "model_anatomy",
+    "attention-step-by-step": "attention_step_by_step",
+    "neuron-view": "neuron_view",
+    "all-heads": "heads_overview",
+    "bertviz-head-view": "bertviz_views",
+    "head-statistics": "head_statistics",
+    "compare": "compare_attention",
+    "greedy-search": f"greedy_search?{DECODER}",
+    "beam-search": f"beam_search?{DECODER}",
+    "sampling": f"sampling?{DECODER}",
+    "compare-strategies": f"compare_strategies?{DECODER}",
+    "attention-while-generating": f"generation_attention?{DECODER}",
+}
+SIZES = [(1280, 720), (1920, 1080)]
+
+# The main view: the largest chart or frame on the page (Compare's two charts side by side count as one view).
+MAIN_VIEW = """
+() => {
+  const views = [...document.querySelectorAll(
+      "[data-testid='stPlotlyChart'], [data-testid='stVegaLiteChart'], [data-testid='stIFrame'], iframe")]
+    .map((e) => e.getBoundingClientRect()).filter((r) => r.width > 50 && r.height > 50);
+  if (!views.length) return null;
+  const first = views.reduce((a, b) => (b.width * b.height > a.width * a.height ? b : a));
+  const row = views.filter((r) => Math.abs(r.top - first.top) < 2 && Math.abs(r.height - first.height) < 2);
+  const left = Math.min(...row.map((r) => r.left)), right = Math.max(...row.map((r) => r.right));
+  return {left, right, top: first.top, bottom: first.bottom, width: right - left, height: first.height,
+          window: [window.innerWidth, window.innerHeight]};
+}
+"""
+# Font sizes of the first chart's tick labels and of the text written in its cells or beside its markers.
+TEXT_SIZES = """
+() => {
+  const chart = document.querySelector("[data-testid='stPlotlyChart']");
+  if (!chart) return null;
+  const size = (t) => parseFloat(getComputedStyle(t).fontSize);
+  return {ticks: [...chart.querySelectorAll(".xtick text, .ytick text")].map(size),
+          cells: [...chart.querySelectorAll(".textpoint text, .heatmaplayer text")].map(size)};
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as instance:
+        yield instance
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("name", list(PAGES))
+def test_the_main_view_fills_the_projector(browser, app_url, name, width, height):
+    tab = open_tab(browser, width=width, height=height)
+    path = PAGES[name]
+    tab.page.goto(f"{app_url}/{path}{'&' if '?' in path else '?'}present=true")
+    if name.startswith("bertviz"):
+        tab.page.frame_locator("iframe").first.locator("svg line").first.wait_for(state="attached", timeout=120_000)
+        wait_until_idle(tab.page)
+    else:
+        wait_for_chart(tab.page)
+    view = tab.page.evaluate(MAIN_VIEW)
+    screenshot(tab.page, f"{name}-{width}x{height}-presentation.png")
+    assert view is not None
+    assert max(view["width"] / width, view["height"] / height) >= 0.75, view
+    assert view["left"] >= 0 and view["top"] >= 0 and view["right"] <= width and view["bottom"] <= height, view
+    sizes = tab.page.evaluate(TEXT_SIZES)
+    if sizes is not None:
+        assert sizes["ticks"] and min(sizes["ticks"]) >= 16, sizes
+        assert not sizes["cells"] or min(sizes["cells"]) >= 16, sizes
+    assert tab.errors == [] and tab.external == []
+    tab.context.close()
