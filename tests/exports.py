@@ -25,6 +25,9 @@ def check_export(fmt: str, data: bytes) -> None:
         image = Image.open(io.BytesIO(data))
         image.load()  # decodes every pixel
         assert image.size == PNG_SIZE
+        # Drawn, not a blank slide: text, marks and lines leave dark pixels.
+        histogram = image.convert("L").histogram()
+        assert sum(histogram[:128]) > 0.002 * sum(histogram), "a blank image"
     elif fmt == "svg":
         root = ElementTree.fromstring(data)  # raises on a non-XML character
         assert (root.get("width"), root.get("height")) == SVG_SIZE

@@ -50,6 +50,7 @@ CATEGORICAL = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
 # Slides are 16:9; exports are drawn at 1920×1080 (PNG at twice that, for sharp projection).
 SLIDE_WIDTH, SLIDE_HEIGHT = 1920, 1080
 ASPECT = SLIDE_WIDTH / SLIDE_HEIGHT
+TITLE_CHARS = 120  # longer titles are cut (with an ellipsis)
 MAX_LABEL_CHARS = 12  # longer token labels are abbreviated on axes (hover shows them whole)
 CHAR_WIDTH = 0.6  # a conservative average glyph width, in ems, for sans-serif labels
 LINE_HEIGHT = 1.3  # ems between two horizontal labels so that they never touch
@@ -136,7 +137,10 @@ class FigureInfo:
     where: tuple[str, ...] = ()
 
     def title(self) -> str:
-        return visible(" · ".join((self.view, *self.where)))
+        # Capped: a title as long as a paragraph (a long label in ``where``) would shrink a slide's chart to
+        # fit it (Vega sizes a chart by its content).
+        title = visible(" · ".join((self.view, *self.where)))
+        return title if len(title) <= TITLE_CHARS else title[: TITLE_CHARS - 1] + "…"
 
     def subtitle(self) -> str:
         # The model name and text come from visitors: shown with visible stand-ins for control characters.
