@@ -90,6 +90,13 @@ def altair_html(chart, *, title: str | None = None) -> str:
     return page
 
 
+def warm_html() -> None:
+    """Load the JavaScript that Altair's HTML pages inline (vl-convert builds it on first use, about 1.5 s)."""
+    import altair as alt
+
+    altair_html(alt.Chart(alt.Data(values=[{"a": 1}])).mark_point())
+
+
 def save(figure, info, fmt: str = "png", folder: str | Path = ".") -> Path:
     """Write the figure as ``<info.file_stem()>.<fmt>`` in ``folder`` and return the path (for notebooks)."""
     path = Path(folder) / f"{info.file_stem()}.{fmt}"

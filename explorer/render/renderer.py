@@ -270,6 +270,8 @@ class RendererPool:
         def start():
             with contextlib.suppress(RenderFailed):
                 self.render("plotly", '{"data": [], "layout": {"width": 10, "height": 10}}', "png")
+                # vl-convert starts its JavaScript engine on its first chart (about 1 s): that too, now.
+                self.render("vega-lite", '{"mark": "point", "data": {"values": [{"a": 1}]}}', "svg")
 
         threading.Thread(target=start, daemon=True, name="explorer-renderer-warm").start()
 
