@@ -10,6 +10,7 @@ import io
 import itertools
 import json
 import math
+import time
 import xml.etree.ElementTree as ElementTree
 from urllib.parse import quote
 
@@ -166,4 +167,22 @@ def test_a_clamped_head_comes_back_in_the_browser(browser, app_url):
     wait_for_chart(page)
     assert page.locator(f"{CHART} .gtitle").first.text_content().endswith("head 9")
     assert tab.external == [] and tab.errors == []
+    tab.context.close()
+
+
+def test_scrolling_never_reruns_the_page(browser, app_url):
+    """The size probe measures the figure's place in the page, not in the window: scrolling sends the server
+    nothing (it once reran the page while the visitor scrolled, which also broke the export buttons just drawn)."""
+    tab = open_tab(browser, width=1600, height=1000)
+    sent = []
+    tab.page.on("websocket", lambda socket: socket.on("framesent", lambda payload: sent.append(payload)))
+    tab.page.goto(f"{app_url}/sampling?model=bundled%2Fprose-gpt2")
+    wait_for_chart(tab.page)
+    before = len(sent)
+    for distance in (400, 900, 1500, -600, 2000):
+        tab.page.mouse.move(800, 500)
+        tab.page.mouse.wheel(0, distance)
+        time.sleep(1.5)
+    assert len(sent) == before
+    assert tab.errors == []
     tab.context.close()

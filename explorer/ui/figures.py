@@ -38,6 +38,16 @@ export default function(component) {
   let last = "";
   // Rounded to 8 px so that sub-pixel layout jitter never triggers another run.
   const round = (x) => Math.round(x / 8) * 8;
+  function scrollOffset(element) {
+    let offset = window.scrollY;
+    for (let node = element.parentElement; node; node = node.parentElement) {
+      const overflow = getComputedStyle(node).overflowY;
+      if ((overflow === "auto" || overflow === "scroll") && node.scrollHeight > node.clientHeight) {
+        offset += node.scrollTop;
+      }
+    }
+    return offset;
+  }
   function report() {
     // Only between runs: a report while the script runs would interrupt it (a widget changed in that run,
     // such as a clamped head, would then count as the visitor's choice). The timer reports after the run.
@@ -51,7 +61,10 @@ export default function(component) {
       const style = getComputedStyle(main);
       content = main.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
     }
-    const top = box.top + window.scrollY;
+    // The figure's place in the page, not in the window: Streamlit scrolls an inner container, and scrolling
+    // must not count as a new room (it would rerun the page while the visitor scrolls, and a rerun
+    // invalidates the export buttons just drawn).
+    const top = box.top + scrollOffset(host);
     const value = {width: round(Math.min(content, box.width || content)), room: round(window.innerHeight - top - 24)};
     const key = JSON.stringify(value);
     if (key !== last && value.width > 0) { last = key; setStateValue("viewport", value); }
