@@ -18,6 +18,7 @@ fails one export with a ``RenderFailed`` sentence, never the process that asked 
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 from explorer.render import renderer
@@ -83,18 +84,14 @@ def altair_image(chart, fmt: str) -> bytes:
 
 
 def altair_html(chart, *, title: str | None = None) -> str:
-    """A standalone HTML page of the chart with Vega, Vega-Lite and vega-embed inlined."""
-    page = chart.to_html(inline=True)
+    """A standalone HTML page of the chart with Vega, Vega-Lite and vega-embed inlined, made by vl-convert in
+    the renderer worker (its JavaScript engine never runs in the app's process)."""
+    spec = chart.to_json(validate=False, indent=None)
+    page = renderer.pool().render("vega-lite", spec, "html").decode()
     if title:
+        page = re.sub(r"<title>.*?</title>", "", page, count=1, flags=re.S)
         page = page.replace("<head>", f"<head><title>{html.escape(title)}</title>", 1)
     return page
-
-
-def warm_html() -> None:
-    """Load the JavaScript that Altair's HTML pages inline (vl-convert builds it on first use, about 1.5 s)."""
-    import altair as alt
-
-    altair_html(alt.Chart(alt.Data(values=[{"a": 1}])).mark_point())
 
 
 def save(figure, info, fmt: str = "png", folder: str | Path = ".") -> Path:

@@ -20,7 +20,6 @@ Before the browser has reported (the first run of a session, and in ``AppTest``)
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 
 import streamlit as st
@@ -149,7 +148,6 @@ def _images_problem() -> str | None:
     problem = export.image_export_problem()
     if problem is None:
         renderer.pool().warm()
-    threading.Thread(target=export.warm_html, daemon=True, name="explorer-html-warm").start()
     return problem
 
 
