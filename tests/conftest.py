@@ -51,3 +51,21 @@ def tiny_models(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("tiny-models")
     return {name: str(save_tiny(name, root / name)) for name in TINY}
+
+
+@pytest.fixture(scope="module")
+def app_url(tmp_path_factory):
+    """`streamlit run app.py`, offline, for one browser test module (a module may define its own)."""
+    from tests.browser import served_app
+
+    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, for one browser test module."""
+    from tests.browser import chromium
+
+    with chromium() as instance:
+        yield instance

@@ -7,22 +7,10 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser import CHART, chromium, needs_chromium, open_tab, screenshot, served_app, wait_for_chart
+from tests.browser import CHART, needs_chromium, open_tab, screenshot, wait_for_chart
 
 pytestmark = needs_chromium
 XSS = "</script><img src=x onerror=alert(1)> [click](javascript:alert(2))"
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as instance:
-        yield instance
 
 
 def _open(browser, url: str, *, height: int = 1600, chart: bool = True):

@@ -9,7 +9,7 @@ from urllib.parse import urlencode, urlparse
 import pytest
 
 import explorer
-from tests.browser import chromium, needs_chromium, open_tab, served_app, wait_until_idle
+from tests.browser import needs_chromium, open_tab, wait_until_idle
 
 pytestmark = needs_chromium
 
@@ -51,18 +51,6 @@ FIND_LINKS = """
   return hrefs;
 }
 """
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as instance:
-        yield instance
 
 
 def _links_to_evil(tab) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import chromium, needs_chromium, open_tab, screenshot, served_app, wait_for_chart, wait_until_idle
+from tests.browser import needs_chromium, open_tab, screenshot, wait_for_chart, wait_until_idle
 
 pytestmark = needs_chromium
 
@@ -57,18 +57,6 @@ TEXT_SIZES = """
           cells: [...chart.querySelectorAll(".textpoint text, .heatmaplayer text")].map(size)};
 }
 """
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as instance:
-        yield instance
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser import CHART, chromium, needs_chromium, open_tab, screenshot, served_app, wait_for_chart
+from tests.browser import CHART, needs_chromium, open_tab, screenshot, wait_for_chart
 
 pytestmark = needs_chromium
 
@@ -40,18 +40,6 @@ READ_TICKS = """
   return {x: read("[data-testid='stPlotlyChart'] .xtick text"), y: read("[data-testid='stPlotlyChart'] .ytick text")};
 }
 """
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as instance:
-        yield instance
 
 
 def _open(browser, app_url, width, height, *, present: bool, downloads: bool = False, query: str = ""):
