@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import hashlib
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -122,15 +123,18 @@ def free_port() -> int:
 class Server:
     """``streamlit run app.py`` on loopback, in hosted mode with the Dockerfile's environment."""
 
-    def __init__(self):
+    def __init__(self, profile: str | None = None):
         self.port = free_port()
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         env.update(CONTAINER_ENV)
         self.log = Path(f"/tmp/bench-class-{self.port}.log")
         command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
         command += ["--server.port", str(self.port), "--server.address", "127.0.0.1"]
+        if profile:  # py-spy samples where the server's Python holds the GIL (flamegraph-ready "raw" stacks)
+            command = ["py-spy", "record", "--gil", "--rate", "50", "--format", "raw", "-o", profile, "--", *command]
         with self.log.open("w") as output:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+        self.profiling = bool(profile)
         self.peak = 0
         self._stop = threading.Event()
         deadline = time.monotonic() + 60
@@ -154,9 +158,10 @@ class Server:
 
     def stop(self) -> None:
         self._stop.set()
-        self.process.terminate()
+        # py-spy writes its file when interrupted (and stops the server it started).
+        self.process.send_signal(signal.SIGINT if self.profiling else signal.SIGTERM)
         try:
-            self.process.wait(10)
+            self.process.wait(30)
         except subprocess.TimeoutExpired:
             self.process.kill()
 
@@ -374,12 +379,13 @@ def main() -> None:
     parser.add_argument("--browsers", type=int, default=2)
     parser.add_argument("--interrupt", action="store_true", help="one shared result, interrupted by one student")
     parser.add_argument("--long", action="store_true", help="~500-token texts, all at once")
+    parser.add_argument("--profile", metavar="FILE", help="record the server with py-spy (GIL samples) into FILE")
     args = parser.parse_args()
     pages = list(PAGES) if args.table else (args.page or []) + (["mix"] if args.mix else [])
     pages = pages or ["attention_heatmaps"]
     begun = time.monotonic()
     rows = list(HEADER)
-    server = Server()
+    server = Server(args.profile)
     try:
         for index, name in enumerate(pages):
             for count in args.students:

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from explorer.compute.decoding import tree_at, tree_layout
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, DecodeTrace
+from explorer.render.layout import batched, relayout, update_axes
 from explorer.render.style import (
     CATEGORICAL,
     GRID,
@@ -76,18 +77,20 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
         col=1,
     )
     chosen = [_chosen_rank(step, row) for step in steps]
-    for i, r in enumerate(chosen):
-        if r is not None:  # a box around the token each step took
-            figure.add_shape(
-                type="rect",
-                x0=x[i] - 0.5,
-                x1=x[i] + 0.5,
-                y0=r + 0.5,
-                y1=r + 1.5,
-                xref="x",
-                yref="y",
-                line={"color": CATEGORICAL[5], "width": 3},
-            )
+    boxes = [  # a box around the token each step took
+        {
+            "type": "rect",
+            "x0": x[i] - 0.5,
+            "x1": x[i] + 0.5,
+            "y0": r + 0.5,
+            "y1": r + 1.5,
+            "xref": "x",
+            "yref": "y",
+            "line": {"color": CATEGORICAL[5], "width": 3},
+        }
+        for i, r in enumerate(chosen)
+        if r is not None
+    ]
     figure.add_trace(
         go.Scatter(
             x=x,
@@ -101,29 +104,34 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
         row=2,
         col=1,
     )
-    finish(figure, info, look)
-    figure.update_layout(margin={"l": 70, "r": 20, "t": look.title_band, "b": 50})
-    figure.update_yaxes(
-        autorange="reversed",
-        tickfont={"size": look.tick_size},
-        row=1,
-        col=1,
-        title="choice",
-        tickvals=y,
-        ticktext=[f"#{r}" for r in y],
-        showgrid=False,
-        zeroline=False,
-    )
-    figure.update_xaxes(tickvals=x, showgrid=False, zeroline=False, row=1, col=1)
-    figure.update_yaxes(
-        title={"text": "entropy<br>(nats)", "font": {"size": look.font_size - 2}},
-        tickfont={"size": look.smaller_ticks(2)},
-        gridcolor=GRID,
-        row=2,
-        col=1,
-        rangemode="tozero",
-    )
-    figure.update_xaxes(title="step", tickfont={"size": look.tick_size}, tickvals=x, row=2, col=1)
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(figure, margin={"l": 70, "r": 20, "t": look.title_band, "b": 50}, shapes=boxes)
+        update_axes(
+            figure,
+            "y",
+            autorange="reversed",
+            tickfont={"size": look.tick_size},
+            row=1,
+            col=1,
+            title="choice",
+            tickvals=y,
+            ticktext=[f"#{r}" for r in y],
+            showgrid=False,
+            zeroline=False,
+        )
+        update_axes(figure, "x", tickvals=x, showgrid=False, zeroline=False, row=1, col=1)
+        update_axes(
+            figure,
+            "y",
+            title={"text": "entropy<br>(nats)", "font": {"size": look.font_size - 2}},
+            tickfont={"size": look.smaller_ticks(2)},
+            gridcolor=GRID,
+            row=2,
+            col=1,
+            rangemode="tozero",
+        )
+        update_axes(figure, "x", title="step", tickfont={"size": look.tick_size}, tickvals=x, row=2, col=1)
     return figure
 
 
@@ -191,7 +199,8 @@ def beam_tree_figure(
     )
     finish(figure, info, look)
     last = max((node.step for node in nodes.values()), default=0)
-    figure.update_layout(
+    relayout(
+        figure,
         margin={"l": 90, "r": 20, "t": look.title_band + 10, "b": 60},
         legend={
             "orientation": "h",
@@ -202,7 +211,9 @@ def beam_tree_figure(
             "font": {"size": look.smaller_ticks(1)},
         },
     )
-    figure.update_xaxes(
+    update_axes(
+        figure,
+        "x",
         title="step",
         tickvals=list(range(-1, last + 1)),
         ticktext=["prompt"] + [str(step + 1) for step in range(last + 1)],
@@ -212,7 +223,7 @@ def beam_tree_figure(
         gridcolor=GRID,
         zeroline=False,
     )
-    figure.update_yaxes(visible=False)
+    update_axes(figure, "y", visible=False)
     return figure
 
 
@@ -253,13 +264,15 @@ def logprob_figure(
     )
     finish(figure, info, look)
     low = min(min(logprobs, default=0.0), 0.0)
-    figure.update_layout(margin={"l": 160, "r": 40, "t": look.title_band, "b": 60}, bargap=0.35)
-    figure.update_xaxes(
+    relayout(figure, margin={"l": 160, "r": 40, "t": look.title_band, "b": 60}, bargap=0.35)
+    update_axes(
+        figure,
+        "x",
         title="log-probability of the continuation (sum over its tokens)",
         range=[low * 1.15, 0],
         tickfont={"size": look.tick_size},
         gridcolor=GRID,
         zeroline=True,
     )
-    figure.update_yaxes(tickfont={"size": look.tick_size}, autorange="reversed")
+    update_axes(figure, "y", tickfont={"size": look.tick_size}, autorange="reversed")
     return figure

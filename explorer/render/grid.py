@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.render.layout import relayout, update_axes
 from explorer.render.style import MUTED, SCREEN, SEQUENTIAL, FigureInfo, Look, finish
 
 MAX_THUMBNAIL = 48
@@ -115,13 +116,16 @@ def tiles_figure(
     # As tall as the tiles need at this width (square cells), within the look's height.
     plot_width = look.width - 70 - 20 - 90
     height = look.title_band + 10 + 60 + 20 + plot_width * image.shape[0] / image.shape[1]
-    figure.update_layout(
+    relayout(
+        figure,
         height=int(min(look.height, height)),
         margin={"l": 70, "r": 20, "t": look.title_band + 10, "b": 60},
         dragmode=False,
         clickmode="event+select",
     )
-    figure.update_xaxes(
+    update_axes(
+        figure,
+        "x",
         tickvals=[h * (columns + GUTTER) + (columns - 1) / 2 for h in range(heads)],
         ticktext=[str(h) for h in range(heads)],
         title="head",
@@ -130,7 +134,9 @@ def tiles_figure(
         tickfont={"size": look.smaller_ticks(1)},
         constrain="domain",
     )
-    figure.update_yaxes(
+    update_axes(
+        figure,
+        "y",
         tickvals=[layer * (rows + GUTTER) + (rows - 1) / 2 for layer in range(layers)],
         ticktext=[str(layer) for layer in range(layers)],
         title="layer",

@@ -26,6 +26,7 @@ import unicodedata
 from dataclasses import dataclass
 
 from explorer.labels import visible
+from explorer.render.layout import relayout
 
 FONT = '"Source Sans", "Source Sans Pro", "Helvetica Neue", "DejaVu Sans", Arial, sans-serif'
 INK = "#1f2430"  # text
@@ -200,7 +201,8 @@ def finish(figure, info: FigureInfo, look: Look):
     Margins and axis geometry are the render function's business (it knows its axes); this sets what
     every figure shares.
     """
-    figure.update_layout(
+    relayout(
+        figure,
         template="none",  # the default template adds ~7 kB and a grey background
         width=look.width,
         height=look.height,
@@ -226,24 +228,30 @@ def finish(figure, info: FigureInfo, look: Look):
 
 def finish_altair(chart, info: FigureInfo, look: Look):
     """The same conventions for an Altair chart: title and subtitle, fonts, and the overall size."""
-    import altair as alt
+    return altair_look(chart.properties(**altair_title(info, look)), look)
 
-    titled = chart.properties(
-        title=alt.TitleParams(
-            info.title(),
-            subtitle=info.subtitle() or alt.Undefined,
-            anchor="start",
-            fontSize=look.title_size,
-            subtitleFontSize=look.subtitle_size,
-            subtitleColor=MUTED,
-            color=INK,
-            font=FONT,
-            subtitleFont=FONT,
-        ),
-        usermeta={"file_stem": info.file_stem()},
-    )
+
+def altair_title(info: FigureInfo, look: Look) -> dict:
+    """The top-level ``title`` and ``usermeta`` of a chart that shows ``info``, as Vega-Lite spec entries."""
+    title = {
+        "text": info.title(),
+        "anchor": "start",
+        "fontSize": look.title_size,
+        "subtitleFontSize": look.subtitle_size,
+        "subtitleColor": MUTED,
+        "color": INK,
+        "font": FONT,
+        "subtitleFont": FONT,
+    }
+    if info.subtitle():
+        title["subtitle"] = info.subtitle()
+    return {"title": title, "usermeta": {"file_stem": info.file_stem()}}
+
+
+def altair_look(chart, look: Look):
+    """The house fonts, colours and frame of an Altair chart, at ``look``'s sizes."""
     return (
-        titled.configure(font=FONT, background="white")
+        chart.configure(font=FONT, background="white")
         .configure_axis(
             labelFontSize=look.tick_size,
             titleFontSize=look.font_size,

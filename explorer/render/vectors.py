@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.render.layout import annotation_font, batched, relayout, update_axes
 from explorer.render.style import (
     CATEGORICAL,
     GRID,
@@ -76,15 +77,17 @@ def vectors_heatmap(
     finish(figure, info, look)
     rows = len(row_labels)
     step = max(1, int(np.ceil(rows * look.tick_size * 1.3 / max(look.height - look.title_band - 80, 50))))
-    figure.update_layout(margin={"l": 20, "r": 20, "t": look.title_band, "b": 50})
-    figure.update_yaxes(
+    relayout(figure, margin={"l": 20, "r": 20, "t": look.title_band, "b": 50})
+    update_axes(
+        figure,
+        "y",
         autorange="reversed",
         type="category",
         tickfont={"size": look.smaller_ticks(1)},
         tickvals=row_labels[::step],
         automargin=True,
     )
-    figure.update_xaxes(title=x_title, tickfont={"size": look.smaller_ticks(2)}, showgrid=False)
+    update_axes(figure, "x", title=x_title, tickfont={"size": look.smaller_ticks(2)}, showgrid=False)
     return figure
 
 
@@ -104,19 +107,24 @@ def cosine_figure(series: dict[str, np.ndarray], *, info: FigureInfo, look: Look
             )
         )
     finish(figure, info, look)
-    figure.update_layout(
+    relayout(
+        figure,
         margin={"l": 80, "r": 30, "t": look.title_band + 10, "b": 70},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
     )
     last = max((len(v) for v in series.values()), default=1) - 1
-    figure.update_xaxes(
+    update_axes(
+        figure,
+        "x",
         title="layer (0 = the embeddings)",
         dtick=1,
         range=[-0.3, last + 0.3],
         gridcolor=GRID,
         tickfont={"size": look.tick_size},
     )
-    figure.update_yaxes(
+    update_axes(
+        figure,
+        "y",
         title="cosine similarity",
         range=[min(0.0, *(float(np.min(v)) for v in series.values())), 1.02],
         gridcolor=GRID,
@@ -159,18 +167,25 @@ def step_by_step_figure(
     weights = stages["weights"][query_index]
     column = 3 + len(names)
     figure.add_trace(_weight_bars(weights, labels), 1, column)
-    figure.update_xaxes(range=[0, 1.25], showticklabels=False, showgrid=False, row=1, col=column)
+    update_axes(figure, "x", range=[0, 1.25], showticklabels=False, showgrid=False, row=1, col=column)
     if values is not None:
         weighted = weights[:, None] * values
         figure.add_trace(_band(weighted, labels, _symmetric(weighted), "weight × value"), 1, column + 1)
-    finish(figure, info, look)
-    figure.update_layout(margin={"l": 20, "r": 20, "t": look.title_band + 24, "b": 30}, showlegend=False)
-    figure.update_yaxes(
-        autorange="reversed", type="category", automargin=True, tickfont={"size": look.smaller_ticks(1)}, row=1, col=1
-    )
-    for annotation in figure.layout.annotations:
-        annotation.font = {"size": max(look.font_size - 2, 11), "color": INK}
-    figure.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(figure, margin={"l": 20, "r": 20, "t": look.title_band + 24, "b": 30}, showlegend=False)
+        update_axes(
+            figure,
+            "y",
+            autorange="reversed",
+            type="category",
+            automargin=True,
+            tickfont={"size": look.smaller_ticks(1)},
+            row=1,
+            col=1,
+        )
+        annotation_font(figure, {"size": max(look.font_size - 2, 11), "color": INK})
+        update_axes(figure, "x", showticklabels=False, showgrid=False, zeroline=False)
     return figure
 
 
@@ -252,24 +267,28 @@ def neuron_view_figure(
     scaled = dots * scale
     figure.add_trace(_score_column(scaled, labels, "q·k × scale", look), 2, 3)
     figure.add_trace(_weight_bars(weights, labels), 2, 4)
-    finish(figure, info, look)
-    figure.update_layout(margin={"l": 20, "r": 30, "t": look.title_band + 20, "b": 20}, showlegend=False)
-    figure.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
-    figure.update_xaxes(range=[0, 1.3], row=2, col=4)
-    for col in (1, 2, 3, 4):
-        figure.update_yaxes(
-            autorange="reversed",
-            type="category",
-            showticklabels=col == 1,
-            automargin=True,
-            tickfont={"size": look.smaller_ticks(1)},
-            row=2,
-            col=col,
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(figure, margin={"l": 20, "r": 30, "t": look.title_band + 20, "b": 20}, showlegend=False)
+        update_axes(figure, "x", showticklabels=False, showgrid=False, zeroline=False)
+        update_axes(figure, "x", range=[0, 1.3], row=2, col=4)
+        for col in (1, 2, 3, 4):
+            update_axes(
+                figure,
+                "y",
+                autorange="reversed",
+                type="category",
+                showticklabels=col == 1,
+                automargin=True,
+                tickfont={"size": look.smaller_ticks(1)},
+                row=2,
+                col=col,
+            )
+        update_axes(
+            figure, "y", type="category", automargin=True, tickfont={"size": look.smaller_ticks(1)}, row=1, col=1
         )
-    figure.update_yaxes(type="category", automargin=True, tickfont={"size": look.smaller_ticks(1)}, row=1, col=1)
-    for col in (2, 3, 4):
-        figure.update_xaxes(visible=False, row=1, col=col)
-        figure.update_yaxes(visible=False, row=1, col=col)
-    for annotation in figure.layout.annotations:
-        annotation.font = {"size": max(look.font_size - 2, 11), "color": INK}
+        for col in (2, 3, 4):
+            update_axes(figure, "x", visible=False, row=1, col=col)
+            update_axes(figure, "y", visible=False, row=1, col=col)
+        annotation_font(figure, {"size": max(look.font_size - 2, 11), "color": INK})
     return figure

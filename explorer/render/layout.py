@@ -1,0 +1,94 @@
+"""Layout changes to a Plotly figure without Plotly's update machinery: the same result, a tenth of the time.
+
+``figure.update_layout``, ``update_xaxes`` and ``update_yaxes`` go through Plotly's relayout path (property
+paths parsed one key at a time, change messages for widgets that a server never has): about 9 ms for the house
+title and fonts alone, where building the same layout from a dict takes 0.6 ms. Under a class every figure of
+every run paid it, on the one core the GIL allows: it was the largest single cost of the decoding pages (issue
+13). These helpers merge the changes into the layout's plain dict and assign it once; Plotly still validates
+every value when the layout is assigned, so a wrong property fails exactly as before.
+
+Semantics follow Plotly's: nested dicts merge, anything else (numbers, strings, lists) replaces. Keys are
+property names (``paper_bgcolor``, ``tickfont``), never Plotly's underscore paths (``xaxis_title_text``).
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+
+
+@contextmanager
+def batched(figure):
+    """Inside the block, ``relayout`` and ``update_axes`` change one plain copy of the layout, assigned (and
+    validated) once when the block ends: a figure with many subplots re-validates its large layout only once.
+    Nothing else may touch the figure's layout inside the block (``add_shape``, ``add_annotation``)."""
+    figure._pending_layout = figure.layout.to_plotly_json()
+    try:
+        yield figure
+    finally:
+        layout, figure._pending_layout = figure._pending_layout, None
+        figure.layout = layout
+
+
+def relayout(figure, updates: dict | None = None, **more):
+    """``figure.update_layout(updates, **more)``, fast; returns the figure."""
+    layout = _editable(figure)
+    merge(layout, {**(updates or {}), **more})
+    _commit(figure, layout)
+    return figure
+
+
+def update_axes(
+    figure, axis: str, updates: dict | None = None, *, row: int | None = None, col: int | None = None, **more
+):
+    """``figure.update_xaxes``/``update_yaxes`` (``axis`` "x" or "y"), fast: every axis of that kind, or those of
+    the subplot at ``row``/``col`` (figures from ``make_subplots``); returns the figure."""
+    changes = {**(updates or {}), **more}
+    layout = _editable(figure)
+    for name in _axis_names(figure, layout, axis, row, col):
+        merge(layout.setdefault(name, {}), changes)
+    _commit(figure, layout)
+    return figure
+
+
+def annotation_font(figure, font: dict):
+    """Every annotation's font set to ``font`` (subplot titles, for one), as ``annotation.font = font`` would."""
+    layout = _editable(figure)
+    for annotation in layout.get("annotations", []):
+        annotation["font"] = dict(font)
+    _commit(figure, layout)
+    return figure
+
+
+def merge(target: dict, changes: dict) -> dict:
+    """``changes`` merged into ``target`` in place, nested dicts recursively (Plotly's update rule)."""
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = _plain(value)
+    return target
+
+
+def _editable(figure) -> dict:
+    # The pending layout inside ``batched``, else a copy of the figure's.
+    pending = getattr(figure, "_pending_layout", None)
+    return pending if pending is not None else figure.layout.to_plotly_json()
+
+
+def _commit(figure, layout: dict) -> None:
+    if getattr(figure, "_pending_layout", None) is None:
+        figure.layout = layout
+
+
+def _plain(value):
+    # A Plotly object (a font, an axis) as its dict, so the layout stays one plain tree until it is assigned.
+    return value.to_plotly_json() if hasattr(value, "to_plotly_json") else value
+
+
+def _axis_names(figure, layout: dict, axis: str, row: int | None, col: int | None) -> list[str]:
+    if row is not None or col is not None:
+        select = figure.select_xaxes if axis == "x" else figure.select_yaxes
+        return [found.plotly_name for found in select(row=row, col=col)]
+    pattern = re.compile(rf"{axis}axis\d*")
+    return [key for key in layout if pattern.fullmatch(key)] or [f"{axis}axis"]

@@ -1,0 +1,112 @@
+"""The fast layout helpers give exactly what Plotly's own update methods give; the templated Vega-Lite panels
+give the chart Altair builds."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+from plotly.subplots import make_subplots
+
+from explorer.compute.sampling import distribution_from_logits
+from explorer.render.layout import annotation_font, batched, relayout, update_axes
+from explorer.render.sampling import distribution_panels
+from explorer.render.style import SCREEN, SLIDE, FigureInfo
+from explorer.render.vega import VegaLite
+
+CHANGES = [
+    {"margin": {"l": 10, "t": 40}, "showlegend": False},
+    {"title": {"text": "a", "font": {"size": 30}}, "paper_bgcolor": "white"},
+    {"title": {"font": {"color": "#123456"}}, "legend": {"orientation": "h"}},
+    {"shapes": [{"type": "line", "x0": 0, "x1": 1, "y0": 0, "y1": 1}]},
+]
+AXIS_CHANGES = [
+    ({"tickfont": {"size": 18}, "autorange": "reversed"}, {}),
+    ({"title": {"text": "step"}, "tickvals": [1, 2, 3]}, {"row": 1, "col": 2}),
+    ({"title": {"font": {"size": 9}}}, {"row": 2, "col": 1}),
+    ({"visible": False}, {"row": 2, "col": 3}),
+]
+
+
+def _subplots():
+    figure = make_subplots(rows=2, cols=3, subplot_titles=list("abcdef"), shared_yaxes=True)
+    for row in (1, 2):
+        for col in (1, 2, 3):
+            figure.add_trace(go.Bar(x=[1, 2], y=[row, col]), row=row, col=col)
+    return figure
+
+
+@pytest.mark.parametrize("make", [go.Figure, _subplots], ids=["plain", "subplots"])
+def test_relayout_and_update_axes_equal_plotlys_own_updates(make):
+    ours, theirs = make(), make()
+    for changes in CHANGES:
+        relayout(ours, changes)
+        theirs.update_layout(changes)
+    for axis in ("x", "y"):
+        for changes, where in AXIS_CHANGES:
+            if where and make is go.Figure:
+                continue
+            update_axes(ours, axis, changes, **where)
+            (theirs.update_xaxes if axis == "x" else theirs.update_yaxes)(changes, **where)
+    assert ours.to_dict() == theirs.to_dict()
+
+
+def test_batched_changes_are_assigned_once_and_equal_unbatched_ones():
+    batched_figure, plain = _subplots(), _subplots()
+    with batched(batched_figure):
+        for changes in CHANGES:
+            relayout(batched_figure, changes)
+        update_axes(batched_figure, "y", {"title": {"text": "rank"}}, row=2, col=1)
+        annotation_font(batched_figure, {"size": 11, "color": "#000000"})
+        assert batched_figure.layout.showlegend is None  # nothing assigned yet
+    for changes in CHANGES:
+        relayout(plain, changes)
+    plain.update_yaxes({"title": {"text": "rank"}}, row=2, col=1)
+    for annotation in plain.layout.annotations:
+        annotation.font = {"size": 11, "color": "#000000"}
+    assert batched_figure.to_dict() == plain.to_dict()
+    assert batched_figure.layout.showlegend is False
+
+
+def test_a_wrong_property_still_fails_as_in_plotly():
+    with pytest.raises(ValueError):
+        relayout(go.Figure(), {"width": "wide"})
+    with pytest.raises(ValueError):
+        update_axes(go.Figure(), "x", {"no_such_property": 1})
+
+
+@pytest.fixture(scope="module")
+def distribution():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=3000).astype(np.float32) * 3
+    tokens = tuple(f"t{i}" for i in range(3000))
+    return lambda **cuts: distribution_from_logits(logits, tokens, **cuts)
+
+
+INFO = FigureInfo("Next-token distribution", model="m", text="It was a", where=("T = 0.7",))
+
+
+def test_panels_carry_the_drawn_rows_and_cuts_as_named_datasets(distribution):
+    chart = distribution_panels(distribution(temperature=0.7, top_k=20, top_p=0.8), info=INFO, look=SCREEN)
+    assert isinstance(chart, VegaLite)
+    spec = chart.to_dict()
+    data = spec["datasets"]
+    assert sum(row["tokens"] for row in data["histogram"]) == 3000  # every token with p > 0, in some band
+    assert data["top_k"][0]["k"] == 20 and data["top_p"][0]["p"] == pytest.approx(0.8)
+    assert spec["title"]["text"] == INFO.title() and spec["usermeta"]["file_stem"] == INFO.file_stem()
+    json.loads(chart.to_json())  # what the exports send the renderer
+    off = distribution_panels(distribution(temperature=0.7), info=INFO, look=SCREEN).to_dict()["datasets"]
+    assert off["top_k"] == [] and off["top_p"] == []  # the cut marks draw nothing when the cut is off
+
+
+def test_panels_match_an_altair_chart_and_templates_are_never_shared_by_reference(distribution):
+    first = distribution_panels(distribution(temperature=0.5), info=INFO, look=SLIDE)
+    first.to_dict()["hconcat"][0]["width"] = 1  # a caller editing its copy
+    second = distribution_panels(distribution(temperature=2.0), info=INFO, look=SLIDE)
+    assert second.spec["hconcat"][0]["width"] > 1
+    assert second.spec["datasets"]["histogram"] != first.spec["datasets"]["histogram"]
+    altair_chart = second.to_altair()  # for notebooks: Altair reads the spec back (and it validates)
+    altair_chart.to_dict(validate=True)
+    assert altair_chart.to_dict(validate=False)["hconcat"] == second.spec["hconcat"]
