@@ -11,7 +11,7 @@ import pytest
 from plotly.subplots import make_subplots
 
 from explorer.compute.sampling import distribution_from_logits
-from explorer.render.layout import annotation_font, batched, relayout, update_axes
+from explorer.render.layout import annotation_font, batched, relayout, subplots, update_axes
 from explorer.render.sampling import distribution_panels
 from explorer.render.style import SCREEN, SLIDE, FigureInfo
 from explorer.render.vega import VegaLite
@@ -110,3 +110,19 @@ def test_panels_match_an_altair_chart_and_templates_are_never_shared_by_referenc
     altair_chart = second.to_altair()  # for notebooks: Altair reads the spec back (and it validates)
     altair_chart.to_dict(validate=True)
     assert altair_chart.to_dict(validate=False)["hconcat"] == second.spec["hconcat"]
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [
+        {"rows": 1, "cols": 3, "shared_yaxes": True, "horizontal_spacing": 0.03, "subplot_titles": ["a", "b", "c"]},
+        {"rows": 2, "cols": 4, "column_widths": [4, 4, 1, 1.4], "row_heights": [1, 5], "vertical_spacing": 0.04},
+        {"rows": 2, "cols": 1, "row_heights": [0.78, 0.22], "shared_xaxes": True},
+    ],
+)
+def test_subplots_equal_make_subplots_and_place_traces_alike(grid):
+    ours, theirs = subplots(**grid), make_subplots(**grid)
+    for figure in (ours, theirs):
+        figure.add_trace(go.Bar(x=[1], y=[2]), row=grid["rows"], col=grid["cols"])
+        figure.update_xaxes(title="last", row=grid["rows"], col=grid["cols"])
+    assert ours.to_dict() == theirs.to_dict()

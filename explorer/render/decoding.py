@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from explorer.compute.decoding import tree_at, tree_layout
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, DecodeTrace
-from explorer.render.layout import batched, relayout, update_axes
+from explorer.render.layout import batched, relayout, subplots, update_axes
 from explorer.render.style import (
     CATEGORICAL,
     GRID,
@@ -46,7 +45,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
     probs = np.array([step.candidate_probs[row] for step in steps], dtype=np.float32).T  # [candidate, step]
     tokens = [[escape(abbreviate(step.candidate_tokens[row][rank], 10)) for step in steps] for rank in range(n)]
     top = float(probs.max()) if probs.size else 1.0  # small models are unsure: a 0-1 scale would be all pale
-    figure = make_subplots(rows=2, cols=1, row_heights=[0.78, 0.22], shared_xaxes=True, vertical_spacing=0.06)
+    figure = subplots(rows=2, cols=1, row_heights=[0.78, 0.22], shared_xaxes=True, vertical_spacing=0.06)
     x = [step.step + 1 for step in steps]
     y = list(range(1, n + 1))
     cell_text = [[f"{tokens[r][c]}<br>{100 * probs[r, c]:.1f}%" for c in range(len(steps))] for r in range(n)]

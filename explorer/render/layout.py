@@ -16,6 +16,28 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+
+def subplots(**grid) -> go.Figure:
+    """``plotly.subplots.make_subplots(**grid)``, fast: its grid is laid out by Plotly itself, then assigned
+    as one layout instead of through ``update_layout`` (which was four fifths of its 9 ms)."""
+    catcher = _LayoutCatcher()
+    make_subplots(figure=catcher, **grid)
+    figure = go.Figure(layout=catcher.layout)
+    # What make_subplots attaches to its figure, so that add_trace(row=..., col=...) finds the grid.
+    figure.__dict__["_grid_ref"] = catcher.__dict__["_grid_ref"]
+    figure.__dict__["_grid_str"] = catcher.__dict__["_grid_str"]
+    return figure
+
+
+class _LayoutCatcher:
+    """Stands in for the figure make_subplots fills: keeps the layout it is given."""
+
+    def update_layout(self, layout) -> None:
+        self.layout = layout
+
 
 @contextmanager
 def batched(figure):

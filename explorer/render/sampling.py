@@ -19,12 +19,11 @@ import functools
 import altair as alt
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from explorer.compute.sampling import softmax
 from explorer.data.decoding import TokenDistribution
 from explorer.labels import visible
-from explorer.render.layout import annotation_font, batched, relayout, update_axes
+from explorer.render.layout import annotation_font, batched, relayout, subplots, update_axes
 from explorer.render.style import (
     CATEGORICAL,
     FONT,
@@ -211,7 +210,7 @@ def temperature_figure(
     shown = sorted({*temperatures, *([current] if current else [])})
     order = np.argsort(-logits, kind="stable")[:count]
     labels = [escape(abbreviate(tokens[i], 12)) if tokens else str(i) for i in order]
-    figure = make_subplots(
+    figure = subplots(
         rows=1,
         cols=len(shown),
         shared_yaxes=True,

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
-from explorer.render.layout import annotation_font, batched, relayout, update_axes
+from explorer.render.layout import annotation_font, batched, relayout, subplots, update_axes
 from explorer.render.style import (
     CATEGORICAL,
     GRID,
@@ -150,7 +149,7 @@ def step_by_step_figure(
     widths = [3, 3] + [1] * len(names) + [1.6] + ([3] if values is not None else [])
     titles = ["query q (every row)", "key vectors k"] + [_STAGE_TITLES[n] for n in names] + ["softmax"]
     titles += ["weights × values"] if values is not None else []
-    figure = make_subplots(
+    figure = subplots(
         rows=1,
         cols=len(widths),
         column_widths=widths,
@@ -256,7 +255,7 @@ def neuron_view_figure(
     labels = _labels(key_tokens)
     products = keys * query[None, :]
     dots = products.sum(axis=1)
-    figure = make_subplots(rows=2, cols=4, column_widths=[4, 4, 1, 1.4], row_heights=[1, max(len(labels), 2)],
+    figure = subplots(rows=2, cols=4, column_widths=[4, 4, 1, 1.4], row_heights=[1, max(len(labels), 2)],
                            shared_yaxes=False, horizontal_spacing=0.02, vertical_spacing=0.04,
                            subplot_titles=["query q", "", "", "", "keys k", "q × k (element-wise)", "q·k × scale",
                                            "softmax"])  # fmt: skip
