@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import hashlib
 import os
 import signal
@@ -76,6 +77,9 @@ class PageSpec:
     # bar shows interrupts that run (the interruption scenario).
     interrupt: tuple[str, float] | None = None
     extra: tuple[tuple[str, str], ...] = ()  # other URL parameters every student's link carries
+    # URL parameters of the interruption scenario only (a run long enough to be interrupted); the class itself
+    # uses the page's defaults.
+    interrupt_extra: tuple[tuple[str, str], ...] = ()
     # Whether the figures name the text (titles do; BertViz's frames carry word pieces, not the text).
     text_in_figures: bool = True
 
@@ -94,7 +98,12 @@ PAGES = {
     "compare_attention": PageSpec("compare_attention", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
     "greedy_search": PageSpec("greedy_search", DECODER, "prompt"),
     "beam_search": PageSpec(
-        "beam_search", DECODER, "prompt", (("upto", (1, 3, 5)),), interrupt=("beams", 2), extra=(("steps", "32"),)
+        "beam_search",
+        DECODER,
+        "prompt",
+        (("upto", (1, 3, 5)),),
+        interrupt=("beams", 2),
+        interrupt_extra=(("steps", "32"),),
     ),
     "sampling": PageSpec("sampling", DECODER, "prompt", (("temperature", (0.5, 1.5, 0.8)), ("top_p", (0.9, 0.5, 0.7)))),
     "compare_strategies": PageSpec("compare_strategies", DECODER, "prompt"),
@@ -280,8 +289,10 @@ def percentiles(values: list[float]) -> str:
     return f"{statistics.median(ordered):.2f} / {p95:.2f} / {ordered[-1]:.2f}"
 
 
-async def class_run(port: int, plan: list[PageSpec], run: str, *, moves: int, long=False, interrupt=False):
+async def class_run(port: int, plan: list[PageSpec], run: str, *, moves: int, long=False, interrupt=False, cold=False):
     """Every student at once; ``plan[n]`` is student n's page. With ``interrupt``, all share one text."""
+    if interrupt:
+        plan = [dataclasses.replace(spec, extra=spec.extra + spec.interrupt_extra) for spec in plan]
     markers = [marker(run, n) for n in range(len(plan))]
     students = []
     for n, spec in enumerate(plan):
@@ -290,8 +301,9 @@ async def class_run(port: int, plan: list[PageSpec], run: str, *, moves: int, lo
         others = [] if interrupt else [m for m in markers if m != own]
         students.append(Student(port, spec, own, text, others))
 
-    if interrupt:  # the page and its model loaded before the class, as in a lesson: the shared run is the decoding
-        await Student(port, plan[0], marker(run, 99), sentence(run, 99), []).session(0)
+    if not cold:  # the teacher opens each page before the class: its imports and model are loaded, as in a lesson
+        for n, spec in enumerate({spec.path: spec for spec in plan}.values()):
+            await Student(port, spec, marker(run, 900 + n), sentence(run, 900 + n), []).session(0)
 
     async def start(n: int, student: Student):
         if interrupt and n > 0:
@@ -341,7 +353,7 @@ def measure(server: Server, name: str, count: int, run: str, args) -> str:
         browsers.start()
     server.peak = 0
     students = asyncio.run(
-        class_run(server.port, plan, run, moves=args.moves, long=args.long, interrupt=args.interrupt)
+        class_run(server.port, plan, run, moves=args.moves, long=args.long, interrupt=args.interrupt, cold=args.cold)
     )
     if browsers:
         browsers.join(WAIT)
@@ -379,6 +391,9 @@ def main() -> None:
     parser.add_argument("--browsers", type=int, default=2)
     parser.add_argument("--interrupt", action="store_true", help="one shared result, interrupted by one student")
     parser.add_argument("--long", action="store_true", help="~500-token texts, all at once")
+    parser.add_argument(
+        "--cold", action="store_true", help="no teacher opens the page first (a fresh server's loads count)"
+    )
     parser.add_argument("--profile", metavar="FILE", help="record the server with py-spy (GIL samples) into FILE")
     args = parser.parse_args()
     pages = list(PAGES) if args.table else (args.page or []) + (["mix"] if args.mix else [])

@@ -7,6 +7,8 @@ shows its progress (tokens done out of total) while it runs.
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 import explorer
@@ -27,6 +29,7 @@ PROMPTS = {
     "gpt2": CHAPTER_PROMPT,
 }
 FALLBACK_PROMPT = "The meaning of life is"
+PROGRESS_EVERY_S = 0.25
 # Bounds on the pages' sliders: a class cannot stall a shared server (the engine's own limits are higher).
 PAGE_MAX_STEPS = min(32, MAX_NEW_TOKENS, POLICY.max_new_tokens)
 PAGE_MAX_BEAMS = min(8, MAX_BEAMS, POLICY.max_beams)
@@ -59,9 +62,15 @@ def cached_logits(model_name: str, prompt: str) -> explorer.NextTokenLogits:
 def decode_with_progress(model_name: str, prompt: str, **settings) -> explorer.DecodeTrace:
     """A cached decoding; while it runs, a progress bar says how many tokens are done."""
     bar = st.empty()
+    shown = [-PROGRESS_EVERY_S]
 
     def progress(done: int, total: int) -> None:
-        bar.progress(done / total, text=f"Generating: {done} of {total} tokens")
+        # The first step at once (the bar appears), then at most every PROGRESS_EVERY_S: each update is a message
+        # to the browser, and forty students' decodings sent thousands a second.
+        now = time.monotonic()
+        if now - shown[0] >= PROGRESS_EVERY_S:
+            shown[0] = now
+            bar.progress(done / total, text=f"Generating: {done} of {total} tokens")
 
     try:
         return cached_decode(model_name, prompt, tuple(sorted(settings.items())), progress)
