@@ -58,6 +58,7 @@ CONTAINER_ENV = {
     "MALLOC_ARENA_MAX": "2",
     "MALLOC_MMAP_THRESHOLD_": "131072",
     "MALLOC_TRIM_THRESHOLD_": "131072",
+    "OMP_NUM_THREADS": "1",
 }
 WAIT = 180.0  # seconds: the longest any single step may take before it counts as an error
 FIGURES = ("plotly_chart", "vega_lite_chart", "arrow_vega_lite_chart", "iframe")

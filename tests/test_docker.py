@@ -104,3 +104,10 @@ def test_the_containers_start_command_serves_the_app_in_hosted_mode(dockerfile, 
             assert "Traceback" not in tab.page.locator("[data-testid='stMain']").inner_text()
             assert tab.external == [] and tab.errors == []
             tab.context.close()
+
+
+def test_the_class_benchmark_runs_the_server_with_the_containers_environment(dockerfile):
+    from bench.bench_class import CONTAINER_ENV
+
+    for key, value in CONTAINER_ENV.items():
+        assert dockerfile.envs.get(key) == value, f"bench_class sets {key}={value}, the Dockerfile does not"
