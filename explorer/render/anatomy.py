@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from explorer.data.anatomy import ModelAnatomy
-from explorer.render.layout import relayout, update_axes
+from explorer.render.layout import batched, relayout, update_axes
 from explorer.render.style import CATEGORICAL, GRID, SCREEN, FigureInfo, Look, finish
 
 KIND_COLOURS = dict(zip(("embeddings", "attention", "feed-forward", "norms", "other"), CATEGORICAL, strict=False))
@@ -29,17 +29,18 @@ def parameters_figure(anatomy: ModelAnatomy, *, info: FigureInfo, look: Look = S
                 hovertemplate="%{x}: %{y:,} " + kind + " parameters<extra></extra>",
             )
         )
-    finish(figure, info, look)
-    relayout(
-        figure,
-        barmode="stack",
-        margin={"l": 90, "r": 20, "t": look.title_band + 30, "b": 80},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
-    )
-    update_axes(
-        figure, "y", title="parameters", gridcolor=GRID, tickformat="~s", tickfont={"size": look.smaller_ticks(1)}
-    )
-    update_axes(figure, "x", tickfont={"size": look.smaller_ticks(2)}, tickangle=-45 if len(labels) > 12 else 0)
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(
+            figure,
+            barmode="stack",
+            margin={"l": 90, "r": 20, "t": look.title_band + 30, "b": 80},
+            legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        )
+        update_axes(
+            figure, "y", title="parameters", gridcolor=GRID, tickformat="~s", tickfont={"size": look.smaller_ticks(1)}
+        )
+        update_axes(figure, "x", tickfont={"size": look.smaller_ticks(2)}, tickangle=-45 if len(labels) > 12 else 0)
     return figure
 
 

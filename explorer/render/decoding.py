@@ -196,33 +196,34 @@ def beam_tree_figure(
             hovertemplate=escape(_prompt_hover(trace)) + "<extra></extra>",
         )
     )
-    finish(figure, info, look)
-    last = max((node.step for node in nodes.values()), default=0)
-    relayout(
-        figure,
-        margin={"l": 90, "r": 20, "t": look.title_band + 10, "b": 60},
-        legend={
-            "orientation": "h",
-            "y": 1.0,
-            "yanchor": "bottom",
-            "x": 1,
-            "xanchor": "right",
-            "font": {"size": look.smaller_ticks(1)},
-        },
-    )
-    update_axes(
-        figure,
-        "x",
-        title="step",
-        tickvals=list(range(-1, last + 1)),
-        ticktext=["prompt"] + [str(step + 1) for step in range(last + 1)],
-        range=[-1.6, last + 0.6],
-        tickfont={"size": look.tick_size},
-        showgrid=True,
-        gridcolor=GRID,
-        zeroline=False,
-    )
-    update_axes(figure, "y", visible=False)
+    with batched(figure):
+        finish(figure, info, look)
+        last = max((node.step for node in nodes.values()), default=0)
+        relayout(
+            figure,
+            margin={"l": 90, "r": 20, "t": look.title_band + 10, "b": 60},
+            legend={
+                "orientation": "h",
+                "y": 1.0,
+                "yanchor": "bottom",
+                "x": 1,
+                "xanchor": "right",
+                "font": {"size": look.smaller_ticks(1)},
+            },
+        )
+        update_axes(
+            figure,
+            "x",
+            title="step",
+            tickvals=list(range(-1, last + 1)),
+            ticktext=["prompt"] + [str(step + 1) for step in range(last + 1)],
+            range=[-1.6, last + 0.6],
+            tickfont={"size": look.tick_size},
+            showgrid=True,
+            gridcolor=GRID,
+            zeroline=False,
+        )
+        update_axes(figure, "y", visible=False)
     return figure
 
 
@@ -261,17 +262,18 @@ def logprob_figure(
             hovertemplate="%{y}: log p = %{x:.3f}<br>%{customdata}<extra></extra>",
         )
     )
-    finish(figure, info, look)
-    low = min(min(logprobs, default=0.0), 0.0)
-    relayout(figure, margin={"l": 160, "r": 40, "t": look.title_band, "b": 60}, bargap=0.35)
-    update_axes(
-        figure,
-        "x",
-        title="log-probability of the continuation (sum over its tokens)",
-        range=[low * 1.15, 0],
-        tickfont={"size": look.tick_size},
-        gridcolor=GRID,
-        zeroline=True,
-    )
-    update_axes(figure, "y", tickfont={"size": look.tick_size}, autorange="reversed")
+    with batched(figure):
+        finish(figure, info, look)
+        low = min(min(logprobs, default=0.0), 0.0)
+        relayout(figure, margin={"l": 160, "r": 40, "t": look.title_band, "b": 60}, bargap=0.35)
+        update_axes(
+            figure,
+            "x",
+            title="log-probability of the continuation (sum over its tokens)",
+            range=[low * 1.15, 0],
+            tickfont={"size": look.tick_size},
+            gridcolor=GRID,
+            zeroline=True,
+        )
+        update_axes(figure, "y", tickfont={"size": look.tick_size}, autorange="reversed")
     return figure

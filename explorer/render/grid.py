@@ -14,7 +14,7 @@ import itertools
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.render.layout import relayout, update_axes
+from explorer.render.layout import batched, relayout, update_axes
 from explorer.render.style import MUTED, SCREEN, SEQUENTIAL, FigureInfo, Look, finish
 
 MAX_THUMBNAIL = 48
@@ -112,40 +112,41 @@ def tiles_figure(
         figure.add_shape(
             type="rect", x0=x0, x1=x0 + columns, y0=y0, y1=y0 + rows, line={"color": "#d55e00", "width": 3}
         )
-    finish(figure, info, look)
-    # As tall as the tiles need at this width (square cells), within the look's height.
-    plot_width = look.width - 70 - 20 - 90
-    height = look.title_band + 10 + 60 + 20 + plot_width * image.shape[0] / image.shape[1]
-    relayout(
-        figure,
-        height=int(min(look.height, height)),
-        margin={"l": 70, "r": 20, "t": look.title_band + 10, "b": 60},
-        dragmode=False,
-        clickmode="event+select",
-    )
-    update_axes(
-        figure,
-        "x",
-        tickvals=[h * (columns + GUTTER) + (columns - 1) / 2 for h in range(heads)],
-        ticktext=[str(h) for h in range(heads)],
-        title="head",
-        showgrid=False,
-        zeroline=False,
-        tickfont={"size": look.smaller_ticks(1)},
-        constrain="domain",
-    )
-    update_axes(
-        figure,
-        "y",
-        tickvals=[layer * (rows + GUTTER) + (rows - 1) / 2 for layer in range(layers)],
-        ticktext=[str(layer) for layer in range(layers)],
-        title="layer",
-        autorange="reversed",
-        showgrid=False,
-        zeroline=False,
-        scaleanchor="x",
-        scaleratio=1,
-        tickfont={"size": look.smaller_ticks(1)},
-        color=MUTED,
-    )
+    with batched(figure):
+        finish(figure, info, look)
+        # As tall as the tiles need at this width (square cells), within the look's height.
+        plot_width = look.width - 70 - 20 - 90
+        height = look.title_band + 10 + 60 + 20 + plot_width * image.shape[0] / image.shape[1]
+        relayout(
+            figure,
+            height=int(min(look.height, height)),
+            margin={"l": 70, "r": 20, "t": look.title_band + 10, "b": 60},
+            dragmode=False,
+            clickmode="event+select",
+        )
+        update_axes(
+            figure,
+            "x",
+            tickvals=[h * (columns + GUTTER) + (columns - 1) / 2 for h in range(heads)],
+            ticktext=[str(h) for h in range(heads)],
+            title="head",
+            showgrid=False,
+            zeroline=False,
+            tickfont={"size": look.smaller_ticks(1)},
+            constrain="domain",
+        )
+        update_axes(
+            figure,
+            "y",
+            tickvals=[layer * (rows + GUTTER) + (rows - 1) / 2 for layer in range(layers)],
+            ticktext=[str(layer) for layer in range(layers)],
+            title="layer",
+            autorange="reversed",
+            showgrid=False,
+            zeroline=False,
+            scaleanchor="x",
+            scaleratio=1,
+            tickfont={"size": look.smaller_ticks(1)},
+            color=MUTED,
+        )
     return figure

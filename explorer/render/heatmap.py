@@ -25,7 +25,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.data import AttentionStack
-from explorer.render.layout import relayout, update_axes
+from explorer.render.layout import batched, relayout, update_axes
 from explorer.render.style import (
     MUTED,
     SCREEN,
@@ -148,12 +148,13 @@ def token_matrix(
     figure = go.Figure(trace)
     if masked_label is not None:
         figure.add_trace(_masked_cells(np.asarray(values), rows, columns, masked_label, geometry.cell, look))
-    finish(figure, info, look)
-    relayout(figure, margin={"l": 0, "r": 0, "t": geometry.top, "b": 0, "autoexpand": False})
-    update_axes(figure, "x", _axis(columns, geometry.x_ticks, column_title, look), domain=geometry.x_domain)
-    update_axes(
-        figure, "y", _axis(rows, geometry.y_ticks, row_title, look), domain=geometry.y_domain, autorange="reversed"
-    )
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(figure, margin={"l": 0, "r": 0, "t": geometry.top, "b": 0, "autoexpand": False})
+        update_axes(figure, "x", _axis(columns, geometry.x_ticks, column_title, look), domain=geometry.x_domain)
+        update_axes(
+            figure, "y", _axis(rows, geometry.y_ticks, row_title, look), domain=geometry.y_domain, autorange="reversed"
+        )
     for boundary in boundaries:
         _draw_boundary(figure, boundary, len(rows), len(columns))
     return figure

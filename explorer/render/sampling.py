@@ -268,16 +268,23 @@ def stages_figure(
                 hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>",
             )
         )
-    finish(figure, info, look)
-    relayout(
-        figure,
-        barmode="group",
-        bargap=0.25,
-        margin={"l": 70, "r": 20, "t": look.title_band + 30, "b": 90},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": look.smaller_ticks(2)}},
-    )
-    update_axes(figure, "y", title="probability", gridcolor=GRID, tickfont={"size": look.smaller_ticks(1)})
-    update_axes(figure, "x", tickangle=-45 if count > 8 else 0, tickfont={"size": look.smaller_ticks(1)})
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(
+            figure,
+            barmode="group",
+            bargap=0.25,
+            margin={"l": 70, "r": 20, "t": look.title_band + 30, "b": 90},
+            legend={
+                "orientation": "h",
+                "y": 1.02,
+                "yanchor": "bottom",
+                "x": 0,
+                "font": {"size": look.smaller_ticks(2)},
+            },
+        )
+        update_axes(figure, "y", title="probability", gridcolor=GRID, tickfont={"size": look.smaller_ticks(1)})
+        update_axes(figure, "x", tickangle=-45 if count > 8 else 0, tickfont={"size": look.smaller_ticks(1)})
     return figure
 
 

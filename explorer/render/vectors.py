@@ -73,20 +73,21 @@ def vectors_heatmap(
             hovertemplate="%{y}, dimension %{x}: <b>%{z:.4f}</b><extra></extra>",
         )
     )
-    finish(figure, info, look)
-    rows = len(row_labels)
-    step = max(1, int(np.ceil(rows * look.tick_size * 1.3 / max(look.height - look.title_band - 80, 50))))
-    relayout(figure, margin={"l": 20, "r": 20, "t": look.title_band, "b": 50})
-    update_axes(
-        figure,
-        "y",
-        autorange="reversed",
-        type="category",
-        tickfont={"size": look.smaller_ticks(1)},
-        tickvals=row_labels[::step],
-        automargin=True,
-    )
-    update_axes(figure, "x", title=x_title, tickfont={"size": look.smaller_ticks(2)}, showgrid=False)
+    with batched(figure):
+        finish(figure, info, look)
+        rows = len(row_labels)
+        step = max(1, int(np.ceil(rows * look.tick_size * 1.3 / max(look.height - look.title_band - 80, 50))))
+        relayout(figure, margin={"l": 20, "r": 20, "t": look.title_band, "b": 50})
+        update_axes(
+            figure,
+            "y",
+            autorange="reversed",
+            type="category",
+            tickfont={"size": look.smaller_ticks(1)},
+            tickvals=row_labels[::step],
+            automargin=True,
+        )
+        update_axes(figure, "x", title=x_title, tickfont={"size": look.smaller_ticks(2)}, showgrid=False)
     return figure
 
 
@@ -105,30 +106,31 @@ def cosine_figure(series: dict[str, np.ndarray], *, info: FigureInfo, look: Look
                 hovertemplate="after layer %{x}: cosine %{y:.3f}<extra></extra>",
             )
         )
-    finish(figure, info, look)
-    relayout(
-        figure,
-        margin={"l": 80, "r": 30, "t": look.title_band + 10, "b": 70},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
-    )
-    last = max((len(v) for v in series.values()), default=1) - 1
-    update_axes(
-        figure,
-        "x",
-        title="layer (0 = the embeddings)",
-        dtick=1,
-        range=[-0.3, last + 0.3],
-        gridcolor=GRID,
-        tickfont={"size": look.tick_size},
-    )
-    update_axes(
-        figure,
-        "y",
-        title="cosine similarity",
-        range=[min(0.0, *(float(np.min(v)) for v in series.values())), 1.02],
-        gridcolor=GRID,
-        tickfont={"size": look.tick_size},
-    )
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(
+            figure,
+            margin={"l": 80, "r": 30, "t": look.title_band + 10, "b": 70},
+            legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        )
+        last = max((len(v) for v in series.values()), default=1) - 1
+        update_axes(
+            figure,
+            "x",
+            title="layer (0 = the embeddings)",
+            dtick=1,
+            range=[-0.3, last + 0.3],
+            gridcolor=GRID,
+            tickfont={"size": look.tick_size},
+        )
+        update_axes(
+            figure,
+            "y",
+            title="cosine similarity",
+            range=[min(0.0, *(float(np.min(v)) for v in series.values())), 1.02],
+            gridcolor=GRID,
+            tickfont={"size": look.tick_size},
+        )
     return figure
 
 
