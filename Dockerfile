@@ -33,8 +33,8 @@ RUN python -m explorer.prefetch bert-base-uncased openai-community/gpt2
 # glibc: two malloc arenas and a fixed mmap threshold return the memory of large, short-lived arrays to the
 # system instead of keeping it in per-thread heaps (measured: a burst of long texts peaks 30% lower).
 # One torch thread per model run: a class's runs are small and many, and splitting each small matrix product
-# over two cores cost more than it saved (40 students, bench_class: beam search p95 12.3 s -> 9.2 s, three
-# strategies 15.2 s -> 10.9 s, even 500-token texts 42.4 s -> 37.5 s).
+# over two cores cost more than it saved (40 students, bench_class: beam search p95 10.8 s -> 9.2 s, three
+# strategies 14.3 s -> 10.9 s, even 500-token texts 42.4 s -> 37.5 s).
 ENV EXPLORER_HOSTED=1 \
     EXPLORER_MAX_PARAMS=200000000 \
     OMP_NUM_THREADS=1 \
