@@ -22,7 +22,7 @@ from explorer.models.anatomy import model_anatomy
 from explorer.models.capture import capture
 from explorer.models.decoding import decode
 from explorer.models.distribution import next_token_distribution, next_token_logits
-from explorer.models.inputs import embeddings, tokenize
+from explorer.models.inputs import embeddings, first_layer_input, summed_embeddings, tokenize
 from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, LoadedModel, load_model
 
 __all__ = [
@@ -39,9 +39,11 @@ __all__ = [
     "capture",
     "decode",
     "embeddings",
+    "first_layer_input",
     "load_model",
     "model_anatomy",
     "next_token_distribution",
     "next_token_logits",
+    "summed_embeddings",
     "tokenize",
 ]

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer import ui
+from explorer.compute.anatomy import lecture_count, lecture_rows, memory_mb
 from explorer.models.anatomy import explain_layer, textbook_layer
 from explorer.render.anatomy import parameters_figure
 from explorer.render.style import FigureInfo
@@ -84,6 +85,42 @@ if first is not None and anatomy.width and anatomy.ffn_size:
     st.dataframe(comparison, hide_index=True)
     for note in explain_layer(anatomy):
         st.markdown(f"- {ui.literal(note)}")
+
+st.subheader("The whole model, as the lecture counts it")
+if anatomy.width and anatomy.ffn_size:
+    count = lecture_count(
+        d=anatomy.width,
+        d_ff=anatomy.ffn_size,
+        layers=anatomy.layers,
+        vocabulary=anatomy.vocabulary,
+        positions=anatomy.position_rows,
+        encoder_decoder=anatomy.kind == "encoder-decoder",
+        actual=anatomy.total_parameters,
+        biases=anatomy.bias_parameters,
+    )
+    st.latex(
+        count.formula
+        + rf"\quad (|V| = {anatomy.vocabulary},\ l_c = {anatomy.position_rows},\ d = {anatomy.width},\ "
+        + rf"L = {anatomy.layers})"
+    )
+    st.caption(
+        "Weights and layer norms only, embeddings tied: an encoder layer 12d² + 4d, a decoder layer with "
+        "cross-attention 16d² + 6d (a decoder-only model's layer has no cross-attention: it counts as an encoder "
+        f"layer). With this model's feed-forward width (d_ff = {anatomy.ffn_size:,}"
+        f"{'' if anatomy.ffn_size == 4 * anatomy.width else ', not 4d'}) the feed-forward term is 2·d·d_ff."
+    )
+    st.dataframe(pd.DataFrame(lecture_rows(count)), hide_index=True)
+    memory = st.columns(2)
+    memory[0].metric(
+        "Weights at 32 bits",
+        f"{memory_mb(anatomy.total_parameters, 32):,.1f} MB",
+        help=f"{anatomy.total_parameters:,} parameters × 4 bytes (MB = 2²⁰ bytes, as in the lecture).",
+    )
+    memory[1].metric(
+        "Weights at 8 bits",
+        f"{memory_mb(anatomy.total_parameters, 8):,.1f} MB",
+        help=f"{anatomy.total_parameters:,} parameters × 1 byte (quantized).",
+    )
 
 st.subheader("Module tree")
 tree = pd.DataFrame(

@@ -1,10 +1,12 @@
 """Tokens and embeddings: how text becomes vectors, and how context changes a token's vector layer by layer."""
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 import explorer
 from explorer import ui
+from explorer.compute.anatomy import shape_trail
 from explorer.compute.positions import find_token, layerwise_cosine, rotary_angles, sinusoidal_encoding
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import cosine_figure, vectors_heatmap
@@ -49,6 +51,32 @@ ids = [row.token_id for row in rows]
 types = [0 if row.segment != "B" else 1 for row in rows]
 found = explorer.embeddings(ui.cached_model(lm.name), ids, types, positions=max(len(ids), 32))
 labels = [f"#{r.position} {r.token}" for r in rows]
+
+st.subheader("From ids to the first layer")
+summed, norm = explorer.summed_embeddings(ui.cached_model(lm.name), found)
+st.dataframe(
+    pd.DataFrame(
+        shape_trail(
+            tokens=len(ids),
+            width=found.token.shape[1],
+            vocabulary=ui.cached_anatomy(lm.name).vocabulary,
+            position_rows=None if found.position is None else ui.cached_anatomy(lm.name).position_rows,
+            token_types=found.token_type is not None,
+            norm=norm,
+            position_scheme=found.position_scheme,
+        )
+    ),
+    hide_index=True,
+    width="stretch",
+)
+error = float(np.abs(summed - explorer.first_layer_input(ui.cached_model(lm.name), ids, types)).max())
+if error <= 1e-5:
+    st.caption(f"Checked: this sum is what the model's first layer receives (largest difference {error:.1e}).")
+else:
+    st.caption(
+        f"This model does more before its first layer than the sum above (largest difference {error:.3g}): it "
+        "scales or offsets its embeddings, for example."
+    )
 st.subheader("Token embeddings")
 info = FigureInfo("Token embeddings", model=lm.name, text=text, where=(f"{found.token.shape[1]} dimensions",))
 with ui.stage():

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import explorer
+from explorer.compute.anatomy import decoder_layer, encoder_layer, lecture_count, lecture_rows, memory_mb, shape_trail
 from explorer.models.anatomy import explain_layer, model_anatomy, parameter_counts, textbook_layer
 from explorer.models.inputs import embeddings, tokenize
 from tests.tiny_models import TINY
@@ -81,3 +82,84 @@ def test_embeddings_are_the_models_own_tables(minilm, tiny_models):
     np.testing.assert_array_equal(rotary.inverse_frequency, llama.model.model.rotary_emb.inv_freq.numpy())
     with torch.no_grad():
         assert rotary.token.shape == (2, llama.model.config.hidden_size)
+
+
+def test_the_lecture_count_of_a_gpt2_leaves_out_only_its_biases_and_final_norm(tiny_models):
+    """GPT-2 is the lecture's layer exactly (d_ff = 4d, tied embeddings, a learned position table): its real count
+    (torch's) is the formula, plus its biases, plus the final layer norm (2d) the formula does not have."""
+    lm = explorer.load_model(tiny_models["gpt2"], device="cpu")
+    anatomy = model_anatomy(lm)
+    d, layers, vocabulary = 16, 2, lm.model.config.vocab_size
+    assert (anatomy.width, anatomy.ffn_size, anatomy.position_rows) == (d, 4 * d, 64)
+    # Per layer: c_attn 3d + attention c_proj d + mlp c_fc 4d + mlp c_proj d.
+    assert anatomy.bias_parameters == layers * 9 * d
+    count = lecture_count(
+        d=d,
+        d_ff=anatomy.ffn_size,
+        layers=layers,
+        vocabulary=vocabulary,
+        positions=anatomy.position_rows,
+        encoder_decoder=False,
+        actual=sum(p.numel() for p in lm.model.parameters()),
+        biases=anatomy.bias_parameters,
+    )
+    assert count.formula_total == (vocabulary + 64) * d + (12 * d * d + 4 * d) * layers
+    assert count.other_difference == 2 * d  # ln_f
+    rows = lecture_rows(count)
+    assert rows[2]["parameters"] + rows[3]["parameters"] + rows[4]["parameters"] == rows[5]["parameters"]
+
+
+def test_the_lecture_count_of_a_bert_encoder(minilm):
+    anatomy = model_anatomy(minilm)
+    d, d_ff, layers = 384, 1536, 6
+    # Per layer: Q, K, V, O 4d + intermediate d_ff + output d; and the pooler's d.
+    assert anatomy.bias_parameters == layers * (5 * d + d_ff) + d
+    assert anatomy.position_rows == 512
+
+
+def test_the_lectures_own_numbers():
+    assert encoder_layer(512, 2048) == 12 * 512**2 + 4 * 512
+    assert decoder_layer(512, 2048) == 16 * 512**2 + 6 * 512
+    count = lecture_count(
+        d=512, d_ff=2048, layers=6, vocabulary=32000, positions=512, encoder_decoder=True, actual=0, biases=0
+    )
+    assert count.per_layer == 28 * 512**2 + 10 * 512
+    assert f"{memory_mb(61_000_000, 32):.1f}" == "232.7"  # "61 M parameters × 4 bytes = 232.7 MB"
+    assert memory_mb(61_000_000, 8) == memory_mb(61_000_000, 32) / 4
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "t5"])
+def test_the_summed_embeddings_are_what_the_first_layer_receives(tiny_models, name):
+    """Token rows + position rows + token-type rows (+ the embedding norm) against the model's own
+    output_hidden_states[0]; and the shape trail names the steps this model takes."""
+    lm = explorer.load_model(tiny_models[name], device="cpu")
+    ids = [row.token_id for row in tokenize(lm, "one two three four")]
+    types = [0] * len(ids)
+    found = embeddings(lm, ids, types)
+    summed, norm = explorer.summed_embeddings(lm, found)
+    np.testing.assert_allclose(summed, explorer.first_layer_input(lm, ids, types), atol=1e-6)
+    anatomy = model_anatomy(lm)
+    trail = shape_trail(
+        tokens=len(ids),
+        width=anatomy.width,
+        vocabulary=anatomy.vocabulary,
+        position_rows=anatomy.position_rows or None,
+        token_types=found.token_type is not None,
+        norm=norm,
+        position_scheme=found.position_scheme,
+    )
+    steps = [row["step"] for row in trail]
+    assert steps[0] == "token ids" and steps[-1] == "→ layer 1's input"
+    assert trail[0]["shape"] == f"[{len(ids)}]" and trail[-1]["shape"] == f"[{len(ids)}, {anatomy.width}]"
+    assert ("+ position embeddings" in steps) == (name in ("bert", "gpt2"))
+    assert ("LayerNorm" in steps) == (name == "bert")
+    assert ("+ token type embeddings" in steps) == (name == "bert")
+
+
+def test_minilms_embeddings_sum_to_its_first_layer_input(minilm):
+    rows = tokenize(minilm, "time flies like an arrow", "fruit flies like a banana")
+    ids, types = [row.token_id for row in rows], [int(row.segment == "B") for row in rows]
+    assert 0 < sum(types) < len(types)
+    summed, norm = explorer.summed_embeddings(minilm, embeddings(minilm, ids, types))
+    assert norm == "embeddings.LayerNorm"
+    np.testing.assert_allclose(summed, explorer.first_layer_input(minilm, ids, types), atol=1e-5)

@@ -48,6 +48,12 @@ def test_tokens_and_embeddings(minilm):
     assert [table["from"][i] for i, r in enumerate(rows) if not r.special] == [
         str(r.start) for r in rows if not r.special
     ]
+    # From ids to the first layer (issue 14, artifact 2): the shapes with the real sizes, and the sum checked.
+    trail = at.dataframe[1].value
+    n = len(rows)
+    assert list(trail["shape"]) == [f"[{n}]"] + [f"[{n}, 384]"] * 6
+    assert list(trail["step"])[2:5] == ["+ position embeddings", "+ token type embeddings", "= sum"]
+    assert any(c.value.startswith("Checked: this sum is what the model's first layer receives") for c in at.caption)
     token_figure = figures(at)[0]
     expected = minilm.model.get_input_embeddings().weight[[r.token_id for r in rows]].detach().numpy()
     np.testing.assert_allclose(decode_plotly_array(token_figure["data"][0]["z"]), expected, atol=1e-6)
@@ -75,6 +81,14 @@ def test_model_anatomy_numbers_are_the_models(minilm):
     assert "separate" not in " ".join(m.value for m in at.markdown)
     shown_metrics = {m.label: m.value for m in at.metric}
     assert shown_metrics["Feed-forward size"] == f"{anatomy.ffn_size:,}" == "1,536"  # thousands separators
+    # The lecture's whole-model count (issue 14, artifact 12): its terms add up to the model's real count.
+    lecture = at.dataframe[2].value
+    assert (
+        lecture["parameters"].iloc[-1] == anatomy.total_parameters == sum(p.numel() for p in minilm.model.parameters())
+    )
+    assert lecture["parameters"].iloc[2:5].sum() == anatomy.total_parameters
+    assert lecture["parameters"].iloc[0] == (30522 + 512) * 384  # (|V| + l_c)·d
+    assert shown_metrics["Weights at 32 bits"] == f"{anatomy.total_parameters * 4 / 2**20:,.1f} MB"
 
 
 def test_step_by_step_restores_from_a_link_and_equals_the_capture(minilm):

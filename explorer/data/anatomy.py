@@ -59,6 +59,8 @@ class ModelAnatomy:
     by_kind: dict[str, int]
     layer_counts: tuple[LayerCounts, ...]
     modules: tuple[ModuleRow, ...]
+    bias_parameters: int = 0  # bias vectors outside the layer norms (the lecture's formulas leave them out)
+    position_rows: int = 0  # rows of the learned position table (l_c); 0 for rotary or relative positions
 
 
 @dataclass(frozen=True)

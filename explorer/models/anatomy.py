@@ -79,6 +79,30 @@ def model_anatomy(lm) -> ModelAnatomy:
         by_kind={kind: int(sum(row.counts[kind] for row in counts)) for kind in KINDS},
         layer_counts=tuple(counts),
         modules=tuple(module_rows(model)),
+        bias_parameters=bias_count(model),
+        position_rows=position_rows(model),
+    )
+
+
+_POSITION_TABLE = re.compile(r"(^|\.)(wpe|position_embeddings|embed_positions)\.weight$")
+
+
+def position_rows(model) -> int:
+    """Rows of the model's learned position table (the lecture's l_c); 0 when it has none."""
+    for name, parameter in model.named_parameters():
+        if _POSITION_TABLE.search(name) and parameter.dim() == 2:
+            return int(parameter.shape[0])
+    return 0
+
+
+def bias_count(model) -> int:
+    """Parameters in bias vectors outside the layer norms (each tied parameter once)."""
+    return int(
+        sum(
+            parameter.numel()
+            for name, parameter in model.named_parameters()
+            if name.endswith("bias") and parameter_kind(name) != "norms" and "relative_attention_bias" not in name
+        )
     )
 
 

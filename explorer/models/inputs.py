@@ -7,6 +7,7 @@ rotary models, the inverse frequencies of its rotary module.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from explorer.data.anatomy import Embeddings, TokenRow
@@ -17,6 +18,8 @@ from explorer.models.tokens import token_labels
 # Where models keep their learned absolute position and token-type tables (module names), tried in order.
 POSITION_MODULES = ("position_embeddings", "wpe", "embed_positions")
 TOKEN_TYPE_MODULES = ("token_type_embeddings",)
+# The norm some models apply to the summed embeddings before the first layer (BERT's embeddings.LayerNorm).
+EMBEDDING_NORM_MODULES = ("embeddings.LayerNorm", "embeddings.layer_norm", "embeddings.norm")
 
 
 def tokenize(lm, text: str, text_pair: str | None = None) -> tuple[TokenRow, ...]:
@@ -92,3 +95,36 @@ def _named_embedding(model, names: tuple[str, ...]):
 
 def _numpy(tensor):
     return None if tensor is None else tensor.detach().to(device="cpu", dtype=torch.float32).numpy().copy()
+
+
+def summed_embeddings(lm, found: Embeddings) -> tuple[np.ndarray, str | None]:
+    """The input's token rows + position rows + token-type rows, then the model's embedding norm if it has
+    one (its module name, else None): what the lecture says a layer-1 input is. [token, hidden]"""
+    total = found.token.copy()
+    count = len(total)
+    if found.position is not None and len(found.position) >= count:
+        total += found.position[:count]
+    if found.token_type is not None:
+        total += found.token_type
+    name, norm = next(((n, m) for n, m in lm.model.named_modules() if n.endswith(EMBEDDING_NORM_MODULES)), (None, None))
+    if norm is not None:
+        with torch.inference_mode():
+            parameter = next(norm.parameters())
+            tensor = torch.as_tensor(total, device=parameter.device, dtype=parameter.dtype)
+            total = _numpy(norm(tensor))
+    return total, name
+
+
+def first_layer_input(lm, token_ids, token_type_ids=None) -> np.ndarray:
+    """What the model's first layer really receives for these ids: ``output_hidden_states[0]`` (the encoder's,
+    for an encoder-decoder). [token, hidden]"""
+    ids = torch.as_tensor([list(token_ids)], dtype=torch.long, device=lm.device)
+    extra = {}
+    if token_type_ids is not None and _named_embedding(lm.model, TOKEN_TYPE_MODULES) is not None:
+        extra["token_type_ids"] = torch.as_tensor([list(token_type_ids)], dtype=torch.long, device=lm.device)
+    with torch.inference_mode():
+        if lm.kind == "encoder-decoder":
+            outputs = lm.model.get_encoder()(input_ids=ids, output_hidden_states=True, return_dict=True)
+        else:
+            outputs = lm.model(input_ids=ids, output_hidden_states=True, return_dict=True, **extra)
+    return _numpy(outputs.hidden_states[0][0])
