@@ -16,6 +16,8 @@ EMBEDDINGS = {
     (True, False): "input and output embeddings separate",
 }
 
+COUNT = st.column_config.NumberColumn(format="localized")  # thousands separators
+
 ui.page_shell()
 ui.page_header(
     "Model anatomy",
@@ -82,7 +84,11 @@ if first is not None and anatomy.width and anatomy.ffn_size:
             for kind in book
         ]
     )
-    st.dataframe(comparison, hide_index=True)
+    st.dataframe(
+        comparison,
+        hide_index=True,
+        column_config={column: COUNT for column in ("textbook", "this model (layer 0)", "difference")},
+    )
     for note in explain_layer(anatomy):
         st.markdown(f"- {ui.literal(note)}")
 
@@ -109,7 +115,7 @@ if anatomy.width and anatomy.ffn_size:
         f"layer). With this model's feed-forward width (d_ff = {anatomy.ffn_size:,}"
         f"{'' if anatomy.ffn_size == 4 * anatomy.width else ', not 4d'}) the feed-forward term is 2·d·d_ff."
     )
-    st.dataframe(pd.DataFrame(lecture_rows(count)), hide_index=True)
+    st.dataframe(pd.DataFrame(lecture_rows(count)), hide_index=True, column_config={"parameters": COUNT})
     memory = st.columns(2)
     memory[0].metric(
         "Weights at 32 bits",
@@ -134,4 +140,4 @@ tree = pd.DataFrame(
         for row in anatomy.modules
     ]
 )
-st.dataframe(tree, hide_index=True, width="stretch", height=420)
+st.dataframe(tree, hide_index=True, width="stretch", height=420, column_config={"parameters": COUNT})
