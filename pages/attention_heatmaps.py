@@ -129,7 +129,28 @@ else:
     allowed = stack.masks_by_layer()[layer].copy()
     build = ui.figure(mask_heatmap, allowed, query_tokens, key_tokens, info=info)
 with ui.stage():
-    ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
+    if show != "mask":
+        ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
+    else:  # the chapter's pair: the mask of 1s and 0s, and beside it the scores it masks (−∞ where it is 0)
+        mask_column, scores_column = st.columns(2)
+        with mask_column:
+            ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
+        scores_info = FigureInfo(
+            "Masked scores", model=info.model, text=info.text, where=(*where, f"layer {layer}", f"head {head}")
+        )
+        with scores_column:
+            scores = score_stages(stack, layer, head)["masked"]
+            ui.show_figure(
+                ui.figure(scores_heatmap, scores, query_tokens, key_tokens, info=scores_info, boundaries=boundaries),
+                scores_info,
+                key="masked-scores",
+            )
+        st.caption(
+            "Left, the mask as the chapter writes it: 1 where a query may attend to a key, 0 where it may not "
+            "(a causal model's is lower-triangular: no token sees the ones after it). The model turns it into "
+            "something it adds to the scores, 0 where the mask is 1 and −∞ where it is 0, so that softmax gives "
+            "those keys weight 0. Right: this head's scores after that addition."
+        )
 
 error = ui.cached_verification(lm.name, text, text_pair, target)[stack_name]
 check_column, size_column = st.columns([1, 2])

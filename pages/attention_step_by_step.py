@@ -8,7 +8,14 @@ from explorer import ui
 from explorer.compute.attention import head_outputs, score_stages
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import step_by_step_figure
+from explorer.ui import steps
 from explorer.ui.attention import capture_ui
+
+SOURCES = {
+    "model": "the model's own queries, keys and values, per layer and head",
+    "toy": "the chapter's toy: q = k = v = the token embeddings, no learnt weights",
+}
+
 
 ui.page_shell()
 header = ui.page_header(
@@ -22,16 +29,41 @@ lm = ui.require_model()
 view = capture_ui(lm, header)
 stack = view.stack
 with ui.controls():
-    layer_column, head_column, query_column = st.columns(3)
-    with layer_column:
-        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
-    with head_column:
-        head = ui.index_slider_ui("Head", stack.num_heads, key="head")
-    with query_column:
-        query = ui.index_slider_ui(
-            "Query token", len(stack.query_tokens), key="query", help="Which token's row to follow (counted from 0)."
+    source = ui.choice_ui(
+        "Attention of",
+        list(SOURCES),
+        key="source",
+        captions=SOURCES,
+        help="The model's heads use the queries, keys and values its layer computed. The chapter first computes "
+        "attention with no weights at all: every token's embedding serves as its query, key and value.",
+    )
+    toy = source == "toy"
+    if toy:
+        toy_tokens = view.capture.tokens
+        causal = ui.toggle_ui(
+            "Causal mask", key="causal", help="Each token attends only to itself and the tokens before it."
         )
+        query = ui.index_slider_ui(
+            "Query token", len(toy_tokens), key="query", help="Which token's row to follow (counted from 0)."
+        )
+    else:
+        layer_column, head_column, query_column = st.columns(3)
+        with layer_column:
+            layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+        with head_column:
+            head = ui.index_slider_ui("Head", stack.num_heads, key="head")
+        with query_column:
+            query = ui.index_slider_ui(
+                "Query token",
+                len(stack.query_tokens),
+                key="query",
+                help="Which token's row to follow (counted from 0).",
+            )
 ui.notices_ui()
+
+if toy:
+    steps.show_chapter_toy(lm, view, toy_tokens, query, causal=causal)
+    st.stop()
 
 stages = score_stages(stack, layer, head)
 scale = float(stack.scale[layer])
@@ -71,13 +103,7 @@ with ui.stage():
         key="steps",
     )
 
-table = {"key": [f"#{i} {t}" for i, t in enumerate(stack.key_tokens)]}
-for name in ("dot", "scaled", "capped", "biased", "masked"):
-    if name in stages:
-        table[
-            {"dot": "q·k", "scaled": "× scale", "capped": "softcapped", "biased": "+ bias", "masked": "masked"}[name]
-        ] = [("−∞" if np.isneginf(v) else f"{v:.4f}") for v in stages[name][query]]
-table["softmax weight"] = stages["weights"][query]
+table = steps.stage_table(stages, stack.key_tokens, query)
 table["captured weight"] = stack.attentions[layer, head, query]
 st.dataframe(
     pd.DataFrame(table),

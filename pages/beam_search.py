@@ -5,7 +5,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.compute.decoding import bans_table, pool_table, status_counts, tree_at
+from explorer.compute.decoding import bans_table, pool_table, repeats, status_counts, tree_at
 from explorer.render.decoding import beam_tree_figure, logprob_figure
 from explorer.render.style import FigureInfo
 from explorer.ui import decoding
@@ -85,10 +85,16 @@ settings = dict(
     num_return_sequences=returned,
     top_n=5,
 )
+# The chapter's comparison: greedy search and beam search as they are, and beam search with a no-repeat n-gram
+# ban (this page's size, or 2 when the page has none). Each says whether it bans: none is banned silently.
+ban = ngram or 2
 try:
     trace = decoding.decode_with_progress(lm.name, prompt, **settings)
-    greedy = decoding.decode_with_progress(
-        lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5, no_repeat_ngram_size=ngram
+    greedy = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
+    unbanned, banned = (
+        (trace, decoding.decode_with_progress(lm.name, prompt, **{**settings, "no_repeat_ngram_size": ban}))
+        if not ngram
+        else (decoding.decode_with_progress(lm.name, prompt, **{**settings, "no_repeat_ngram_size": 0}), trace)
     )
 except explorer.InputError as error:
     st.info(ui.literal(error))
@@ -136,18 +142,29 @@ if trace.bans:
     )
     st.dataframe(pd.DataFrame(bans_table(trace)), hide_index=True, width="stretch")
 
-st.subheader("Greedy versus beam search")
+st.subheader("Greedy, beam, and beam with an n-gram ban")
 st.caption(
-    "The log-probability of each continuation under the model (the sum of its tokens' log-probabilities): "
-    "beam search usually finds a likelier text than greedy search, as in the chapter."
+    "The chapter's comparison, each on the same prompt and number of steps: greedy search often loops; beam "
+    "search finds a likelier text (a higher log-probability: the sum of its tokens' log-probabilities) that may "
+    f"loop too; banning any repeated {ban}-gram (no_repeat_ngram_size={ban}) stops the loop at some cost in "
+    "log-probability. Greedy search and the first beam search use no ban."
 )
-labels = ["greedy search"] + [f"beam search #{i + 1}" for i in range(len(trace.sequences))]
-logprobs = [float(greedy.sequence_logprobs[0])] + [float(v) for v in trace.sequence_logprobs]
-texts = [greedy.continuations[0], *trace.continuations]
-compare_info = FigureInfo("Sequence log-probability", model=lm.name, text=prompt, where=(f"{beams} beams",))
-greedy_column, beam_column = st.columns(2)
-greedy_column.metric("Greedy: log-probability", f"{logprobs[0]:.2f}")
-beam_column.metric(
-    "Beam search (best): log-probability", f"{logprobs[1]:.2f}", delta=f"{logprobs[1] - logprobs[0]:+.2f}"
+beam_label = f"beam search, {beams} beam{'s' if beams > 1 else ''}"
+compared = {
+    "greedy search, no ban": greedy,
+    f"{beam_label}, no ban": unbanned,
+    f"{beam_label}, no repeated {ban}-grams": banned,
+}
+for column, (label, shown) in zip(st.columns(3), compared.items(), strict=True):
+    with column:
+        st.markdown(f"**{ui.literal(label[:1].upper() + label[1:])}**")
+        st.markdown(ui.prompt_and_continuation(shown.prompt, shown.continuations[0]))
+        st.metric("Log-probability", f"{float(shown.sequence_logprobs[0]):.2f}")
+        st.caption(f"Repeated {ban}-grams: {repeats(shown.generated_tokens[0], size=ban)}")
+labels = list(compared)
+logprobs = [float(shown.sequence_logprobs[0]) for shown in compared.values()]
+texts = [shown.continuations[0] for shown in compared.values()]
+compare_info = FigureInfo(
+    "Greedy, beam, beam with a ban", model=lm.name, text=prompt, where=(f"{beams} beams", f"{steps} steps")
 )
 ui.show_figure(ui.figure(logprob_figure, labels, logprobs, texts, info=compare_info), compare_info, key="logprobs")

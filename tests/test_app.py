@@ -256,9 +256,13 @@ def test_scores_before_softmax_and_the_mask_of_a_causal_model(tiny_models):
 
     at.radio(key="show").set_value("mask").run()
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    zeros = decode_plotly_array(spec["data"][0]["z"])
-    assert (zeros[~upper] == 0).all() and np.isnan(zeros[upper]).all()
+    ones = decode_plotly_array(spec["data"][0]["z"])  # the chapter's mask: torch.tril(torch.ones(n, n))
+    np.testing.assert_array_equal(ones, np.tril(np.ones(scores.shape)))
     assert chart_title(at) == "Attention mask · layer 1"
+    beside = json.loads(at.get("plotly_chart")[1].proto.spec)  # and beside it the scores it masks: −∞ above
+    np.testing.assert_array_equal(decode_plotly_array(beside["data"][0]["z"]), scores)
+    assert (np.isfinite(decode_plotly_array(beside["data"][1]["z"])) == upper).all()
+    assert beside["layout"]["title"]["text"].startswith("Masked scores · layer 1 · head 1")
 
 
 def test_a_causal_colour_scale_can_ignore_the_first_row(tiny_models):
@@ -278,6 +282,5 @@ def test_the_causal_mask_preset_shows_a_five_by_five_mask_offline():
     assert at.session_state["model_name"] == explorer.DEFAULT_DECODER  # gpt2 cannot be downloaded in the tests
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     mask = decode_plotly_array(spec["data"][0]["z"])
-    assert mask.shape == (5, 5) and np.isnan(mask[np.triu_indices(5, 1)]).all()
-    assert (mask[np.tril_indices(5)] == 0).all()
+    np.testing.assert_array_equal(mask, np.tril(np.ones((5, 5))))  # the chapter's 5 × 5 matrix of 1s and 0s
     assert spec["layout"]["title"]["text"] == "Attention mask · layer 0"

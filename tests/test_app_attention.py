@@ -108,6 +108,35 @@ def test_step_by_step_shows_minus_infinity_for_a_causal_model(tiny_models):
     assert list(at.dataframe[0].value["masked"])[2:] == ["−∞"] * (len(at.dataframe[0].value) - 2)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_step_by_step_chapter_toy_is_the_chapters_attention_on_the_embeddings(minilm, causal):
+    """The chapter's code, in torch: q = k = v = the token embeddings, softmax(q·kᵀ / √d), masked_fill for the
+    causal mask. The page's table and its check against torch's scaled_dot_product_attention agree with it."""
+    import torch
+
+    at = open_page("pages/attention_step_by_step.py", source="toy", causal=str(causal).lower(), query="2")
+    assert not at.exception
+    ids = torch.tensor(minilm.tokenizer(TEXT)["input_ids"])
+    with torch.inference_mode():
+        x = minilm.model.get_input_embeddings()(ids).double()
+        scores = x @ x.T / x.shape[-1] ** 0.5
+        if causal:
+            mask = torch.tril(torch.ones(len(ids), len(ids)))
+            scores = scores.masked_fill(mask == 0, -float("inf"))
+        weights = torch.softmax(scores, dim=-1)
+    table = at.dataframe[0].value
+    np.testing.assert_allclose(table["softmax weight"], weights[2].numpy(), atol=1e-6)
+    assert ("masked" in table) == causal
+    if causal:
+        assert list(table["masked"])[3:] == ["−∞"] * (len(ids) - 3)
+        mask_figure, scores_figure = figures(at)[1:3]
+        np.testing.assert_array_equal(decode_plotly_array(mask_figure["data"][0]["z"]), mask.numpy())
+        assert "Masked scores" in scores_figure["layout"]["title"]["text"]
+    difference = next(c.value for c in at.caption if "scaled_dot_product_attention" in c.value)
+    assert float(difference.rsplit(" ", 1)[-1].rstrip(".")) < 1e-9
+    assert "layer" not in [s.key for s in at.slider]  # the toy has no layers or heads
+
+
 def test_neuron_view_preset_falls_back_offline_and_shows_the_vectors(minilm):
     at = open_page("pages/neuron_view.py")
     preset = next(b for b in at.button if "Chapter preset" in b.label)

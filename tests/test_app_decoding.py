@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
+from explorer.compute.decoding import repeats
 from explorer.compute.sampling import distribution_from_logits
 from explorer.ui.caches import results_cache
 from explorer.ui.decoding import default_prompt
@@ -145,6 +146,33 @@ def test_beam_search_restores_from_a_link_and_replays_without_running_the_model(
     assert "returned" not in {t.get("name") for t in replayed["data"]}
     early = [node for node in trace.tree[1:] if node.step <= 2]
     assert f"{len(early)} candidates considered up to step 3" in texts(at.caption)
+
+
+@pytest.mark.parametrize("ngram", [0, 3])
+def test_beam_search_compares_greedy_beam_and_beam_with_a_ban_and_greedy_is_never_banned(prose, ngram):
+    at = open_page("pages/beam_search.py", model=DECODER, beams="3", steps="16", ngram=str(ngram))
+    assert not at.exception
+    ban = ngram or 2  # the page's ban, or the chapter's 2 when the page has none
+    common = dict(max_new_tokens=16, top_n=5)
+    beam = dict(strategy="beam", num_beams=3, length_penalty=1.0, early_stopping=False, **common)
+    expected = {
+        "greedy search, no ban": explorer.decode(prose, PROMPT, strategy="greedy", **common),
+        "beam search, 3 beams, no ban": explorer.decode(prose, PROMPT, no_repeat_ngram_size=0, **beam),
+        f"beam search, 3 beams, no repeated {ban}-grams": explorer.decode(
+            prose, PROMPT, no_repeat_ngram_size=ban, **beam
+        ),
+    }
+    shown = figure(at, -1)
+    assert shown["data"][0]["y"] == list(expected)
+    logprobs = decode_plotly_array(shown["data"][0]["x"])
+    for value, trace in zip(logprobs, expected.values(), strict=True):
+        assert value == pytest.approx(float(trace.sequence_logprobs[0]), abs=1e-4)
+    # The lesson on this prompt: greedy search repeats itself and the ban removes every repeated n-gram.
+    captions = texts(at.caption)
+    repeated = [repeats(trace.generated_tokens[0], size=ban) for trace in expected.values()]
+    assert repeated[0] > 0 and repeated[2] == 0
+    for count in repeated:
+        assert f"Repeated {ban}-grams: {count}" in captions
 
 
 def test_returned_sequences_never_exceed_the_beams():

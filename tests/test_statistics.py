@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import explorer
-from explorer.compute.attention import head_outputs, score_stages
+from explorer.compute.attention import head_outputs, score_stages, toy_stages
 from explorer.compute.positions import (
     find_token,
     layerwise_cosine,
@@ -139,3 +139,15 @@ def test_context_changes_a_token_layer_by_layer(minilm):
     similarity = layerwise_cosine(a.hidden_states, pa, b.hidden_states, pb)
     assert similarity.shape == (minilm.num_layers + 1,)
     assert similarity[-1] < similarity[0] <= 1.0 + 1e-6  # context pulls the two "flies" apart
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_chapter_toy_equals_torchs_scaled_dot_product_attention(causal):
+    x = np.random.default_rng(0).normal(size=(6, 16)).astype(np.float32)
+    stages = toy_stages(x, causal=causal)
+    q = k = v = torch.as_tensor(x, dtype=torch.float64)[None]
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)[0].numpy()
+    np.testing.assert_allclose(stages["output"], expected, atol=1e-12)
+    np.testing.assert_allclose(explorer.torch_attention(x, x, x, causal=causal), expected, atol=1e-12)
+    np.testing.assert_allclose(stages["weights"].sum(axis=-1), 1.0)
+    assert np.isneginf(stages["masked"][np.triu_indices(6, 1)]).all() if causal else "masked" not in stages

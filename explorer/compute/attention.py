@@ -103,3 +103,20 @@ def score_stages(stack, layer: int, head: int) -> dict[str, np.ndarray]:
     stages["masked"] = np.where(allowed, current, -np.inf)
     stages["weights"] = masked_softmax(stages["masked"][None, None], allowed[None])[0, 0]
     return stages
+
+
+def toy_stages(embeddings: np.ndarray, *, causal: bool = False) -> dict[str, np.ndarray]:
+    """The chapter's first attention, before any weights are learnt: q = k = v = the token embeddings
+    [token, hidden]. Stages as ``score_stages`` names them ([query, key] float64: ``dot``, ``scaled`` by
+    1/√hidden, ``masked`` with −inf above the diagonal when ``causal``, ``weights``), plus ``output``
+    [query, hidden], the weights times the values."""
+    x = embeddings.astype(np.float64)
+    stages = {"dot": x @ x.T}
+    stages["scaled"] = stages["dot"] / np.sqrt(x.shape[-1])
+    allowed = np.ones(stages["dot"].shape, dtype=bool)
+    if causal:
+        allowed = np.tril(allowed)
+        stages["masked"] = np.where(allowed, stages["scaled"], -np.inf)
+    stages["weights"] = masked_softmax(stages["scaled"][None, None], allowed[None])[0, 0]
+    stages["output"] = stages["weights"] @ x
+    return stages

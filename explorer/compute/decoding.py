@@ -123,6 +123,12 @@ def repeated_ngram(tokens: tuple[str, ...], *, size: int = 2, min_repeats: int =
     return ngram if count >= min_repeats + 1 else None
 
 
+def repeats(tokens: tuple[str, ...], *, size: int = 2) -> int:
+    """How many of the text's n-grams repeat one that came before (0: no n-gram occurs twice)."""
+    grams = [tuple(tokens[i : i + size]) for i in range(len(tokens) - size + 1)]
+    return len(grams) - len(set(grams))
+
+
 def looks_untrained(trace: DecodeTrace, vocab_size: int, *, fraction: float = 0.9) -> bool:
     """True when the model's raw next-token distributions are nearly uniform (a random, untrained model)."""
     if not trace.steps or vocab_size < 2:

@@ -324,21 +324,22 @@ def scores_heatmap(
 
 
 def mask_heatmap(allowed: np.ndarray, query_tokens, key_tokens, *, info: FigureInfo, look: Look = SCREEN) -> go.Figure:
-    """The additive attention mask [query, key]: 0 where a query may attend, −∞ where it may not."""
-    zeros = np.where(allowed, 0.0, np.nan).astype(np.float32)
+    """The attention mask [query, key] as the chapter writes it (``torch.tril(torch.ones(n, n))`` for a causal
+    model): 1 where a query may attend, 0 where it may not. The model adds 0 or −∞ to the scores accordingly."""
+    ones = np.asarray(allowed, dtype=np.float32)
     return token_matrix(
-        zeros,
+        ones,
         query_tokens,
         key_tokens,
         info=info,
         look=look,
         zmin=0.0,
         zmax=1.0,
-        colorscale=[[0, SEQUENTIAL[0][1]], [1, SEQUENTIAL[0][1]]],
+        colorscale=[[0, "#ffffff"], [1, SEQUENTIAL[3][1]]],
         show_colorbar=False,
-        hovertemplate="<b>0</b> (may attend)<br>query %{y} → key %{x}<extra></extra>",
+        hovertemplate="<b>%{z:.0f}</b> (1 = may attend; 0 = masked: its score becomes −∞)<br>"
+        "query %{y} → key %{x}<extra></extra>",
         value_format=".0f",
-        masked_label="−∞",
     )
 
 

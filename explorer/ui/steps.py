@@ -1,0 +1,79 @@
+"""Attention step by step: one query's row through every stage, for the model's heads or the chapter's toy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import explorer
+from explorer.compute.attention import toy_stages
+from explorer.render.heatmap import mask_heatmap, scores_heatmap
+from explorer.render.style import FigureInfo
+from explorer.render.vectors import step_by_step_figure
+from explorer.ui.figures import figure, show_figure
+from explorer.ui.models import cached_model
+from explorer.ui.shell import stage
+
+
+def stage_table(stages: dict, key_tokens, query: int) -> dict:
+    """One query's row of every stage, as table columns (−∞ written out)."""
+    table = {"key": [f"#{i} {t}" for i, t in enumerate(key_tokens)]}
+    for name in ("dot", "scaled", "capped", "biased", "masked"):
+        if name in stages:
+            table[STAGE_COLUMNS[name]] = [("−∞" if np.isneginf(v) else f"{v:.4f}") for v in stages[name][query]]
+    table["softmax weight"] = stages["weights"][query]
+    return table
+
+
+STAGE_COLUMNS = {"dot": "q·k", "scaled": "× scale", "capped": "softcapped", "biased": "+ bias", "masked": "masked"}
+
+
+def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
+    """The chapter's attention with no learnt weights, on this text's token embeddings, checked against torch."""
+    found = explorer.embeddings(cached_model(lm.name), view.capture.token_ids)
+    vectors = found.token
+    stages = toy_stages(vectors, causal=causal)
+    hidden = vectors.shape[-1]
+    st.latex(
+        r"\mathrm{Attention}(X) = \mathrm{softmax}\!\left(\frac{X X^\top}{\sqrt{%d}}" % hidden  # noqa: UP031
+        + (r" + m" if causal else "")
+        + r"\right) X"
+    )
+    st.caption(
+        f"X holds the {len(tokens)} tokens' embeddings (the model's input embedding rows, {hidden} numbers each, no "
+        "positions): each serves as its own query, key and value, with no learnt projections, so a token attends "
+        "most to itself and to tokens with similar embeddings."
+        + (" The causal mask hides the tokens after each query." if causal else "")
+    )
+    info = FigureInfo("Chapter toy attention", model=lm.name, text=view.shown_text, where=(f"query #{query}",))
+    with stage():
+        show_figure(
+            figure(step_by_step_figure, stages, vectors[query].copy(), vectors, vectors, tokens, query, info=info),
+            info,
+            key="toy",
+        )
+    st.dataframe(pd.DataFrame(stage_table(stages, tokens, query)), hide_index=True, width="stretch")
+    reference = explorer.torch_attention(vectors, vectors, vectors, causal=causal)
+    difference = float(np.abs(stages["output"] - reference).max())
+    st.caption(
+        "✓ the outputs (weights × X) against torch's own scaled_dot_product_attention: max difference "
+        f"{difference:.1e}."
+    )
+    mask = np.tril(np.ones((len(tokens), len(tokens)), dtype=bool)) if causal else None
+    if mask is not None:
+        mask_info = FigureInfo("Attention mask", model=lm.name, text=view.shown_text, where=("chapter toy",))
+        scores_info = FigureInfo("Masked scores", model=lm.name, text=view.shown_text, where=("chapter toy",))
+        mask_column, scores_column = st.columns(2)
+        with mask_column:
+            show_figure(figure(mask_heatmap, mask, tokens, tokens, info=mask_info), mask_info, key="toy-mask")
+        with scores_column:
+            show_figure(
+                figure(scores_heatmap, stages["masked"], tokens, tokens, info=scores_info),
+                scores_info,
+                key="toy-scores",
+            )
+        st.caption(
+            "The chapter's mask, torch.tril(torch.ones(n, n)): 1 where a query may attend, 0 where it may not; "
+            "scores.masked_fill(mask == 0, −∞) gives the scores on the right."
+        )
