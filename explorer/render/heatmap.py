@@ -335,7 +335,7 @@ def mask_heatmap(allowed: np.ndarray, query_tokens, key_tokens, *, info: FigureI
         look=look,
         zmin=0.0,
         zmax=1.0,
-        colorscale=[[0, "#ffffff"], [1, SEQUENTIAL[3][1]]],
+        colorscale=[[0, "#eeeeee"], [1, SEQUENTIAL[3][1]]],
         show_colorbar=False,
         hovertemplate="<b>%{z:.0f}</b> (1 = may attend; 0 = masked: its score becomes −∞)<br>"
         "query %{y} → key %{x}<extra></extra>",
