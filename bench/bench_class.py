@@ -134,15 +134,18 @@ def free_port() -> int:
 class Server:
     """``streamlit run app.py`` on loopback, in hosted mode with the Dockerfile's environment."""
 
-    def __init__(self, profile: str | None = None):
+    def __init__(self, profile: str | None = None, *, idle: bool = False):
         self.port = free_port()
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         env.update(CONTAINER_ENV)
         self.log = Path(f"/tmp/bench-class-{self.port}.log")
         command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
         command += ["--server.port", str(self.port), "--server.address", "127.0.0.1"]
-        if profile:  # py-spy samples where the server's Python holds the GIL (flamegraph-ready "raw" stacks)
-            command = ["py-spy", "record", "--gil", "--rate", "50", "--format", "raw", "-o", profile, "--", *command]
+        # py-spy samples where the server's Python holds the GIL (flamegraph-ready "raw" stacks), or with ``idle``
+        # every thread at every sample, waiting included: where a run or a message waits rather than computes.
+        if profile:
+            sampled = ["--idle", "--threads"] if idle else ["--gil"]
+            command = ["py-spy", "record", *sampled, "--rate", "50", "--format", "raw", "-o", profile, "--", *command]
         with self.log.open("w") as output:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
         self.profiling = bool(profile)
@@ -420,12 +423,15 @@ def main() -> None:
         "--cold", action="store_true", help="no teacher opens the page first (a fresh server's loads count)"
     )
     parser.add_argument("--profile", metavar="FILE", help="record the server with py-spy (GIL samples) into FILE")
+    parser.add_argument(
+        "--profile-waits", action="store_true", help="with --profile: every thread's stack, waiting included"
+    )
     args = parser.parse_args()
     pages = list(PAGES) if args.table else (args.page or []) + (["mix"] if args.mix else [])
     pages = pages or ["attention_heatmaps"]
     begun = time.monotonic()
     rows = list(HEADER)
-    server = Server(args.profile)
+    server = Server(args.profile, idle=args.profile_waits)
     try:
         for index, name in enumerate(pages):
             for count in args.students:
