@@ -12,6 +12,7 @@ One module per concern; pages import what they need from here:
 - ``text``: visitor-controlled text shown literally inside Markdown messages.
 """
 
+from explorer.ui import wakeups
 from explorer.ui.captures import cached_capture, cached_verification
 from explorer.ui.figures import export_buttons, figure, figure_look, show_figure
 from explorer.ui.models import (
@@ -79,3 +80,5 @@ __all__ = [
     "text_ui",
     "toggle_ui",
 ]
+
+wakeups.install()  # fewer event-loop wake-ups under a class: see explorer.ui.wakeups

@@ -167,6 +167,8 @@ def _load_once(name: str, slot) -> explorer.LoadedModel:
     Only a real download waits on the gate: bundled models, models already loaded and models already in the
     Hub cache (the presets' models, prefetched into the image) load at once, whatever another visitor fetches.
     """
+    if name in models_cache():  # loaded already (most visits of a class): no status box to draw and clear
+        return cached_model(name)
     gated = POLICY.hosted and name not in _LOADED and name not in BUNDLED_MODELS and not in_hub_cache(name)
     if gated and not DOWNLOADS.try_start(name):
         raise explorer.ModelLoadError(DOWNLOADS.busy_message())
