@@ -23,12 +23,13 @@ from explorer.models.capture import capture
 from explorer.models.decoding import decode
 from explorer.models.distribution import next_token_distribution, next_token_logits
 from explorer.models.inputs import embeddings, first_layer_input, summed_embeddings, tokenize
-from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, LoadedModel, load_model
+from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, DEFAULT_SEQ2SEQ, LoadedModel, load_model
 from explorer.models.reference import torch_attention
 
 __all__ = [
     "DEFAULT_DECODER",
     "DEFAULT_ENCODER",
+    "DEFAULT_SEQ2SEQ",
     "AttentionCapture",
     "AttentionStack",
     "DecodeTrace",

@@ -22,6 +22,17 @@ SHOW = {
 }
 
 
+# Which decoder token reads which input word: the bundled seq2seq model's last cross-attention layer, averaged
+# over nothing (one head), shows the year, month and day copied from where they stand in the written date.
+CROSS_PRESET = {
+    "text": "Thursday, March 5, 2021",
+    "target": "2021-03-05",
+    "stack": "cross",
+    "show": "weights",
+    "layer": 1,
+    "head": 0,
+}
+
 ui.page_shell()
 header = ui.page_header(
     "Attention heatmaps",
@@ -40,7 +51,16 @@ ui.preset_button(
     values={"text": "time flies like an arrow", "show": "mask", "layer": 0, "head": 0},
     fallback_values={"text": "She was not at home", "show": "mask", "layer": 0, "head": 0},
 )
-text, text_pair, target = ui.text_inputs_ui(lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header)
+ui.preset_button(
+    "Cross-attention: the bundled date converter (“Thursday, March 5, 2021” → “2021-03-05”)",
+    model=explorer.DEFAULT_SEQ2SEQ,
+    fallback=explorer.DEFAULT_SEQ2SEQ,
+    values=CROSS_PRESET,
+    key="cross-preset",
+)
+text, text_pair, target = ui.text_inputs_ui(
+    lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header, model_name=lm.name
+)
 if not text.strip():
     st.info("Type some text above to see which tokens each head attends to.")
     st.stop()
@@ -152,6 +172,17 @@ with ui.stage():
             "those keys weight 0. Right: this head's scores after that addition."
         )
 
+if target and stack_name in ("decoder", "cross"):  # an encoder-decoder's decoder, fed the target
+    st.caption(
+        "Rows are the decoder's input: the target text shifted right behind the decoder's start token (teacher "
+        "forcing, as in training). The row of a token is the step that writes the next one: the start row "
+        f"“{ui.literal(query_tokens[0])}” writes the first target token."
+        + (
+            " Read the cross-attention this way: which input words each output token was written from."
+            if stack_name == "cross"
+            else ""
+        )
+    )
 error = ui.cached_verification(lm.name, text, text_pair, target)[stack_name]
 check_column, size_column = st.columns([1, 2])
 with check_column:

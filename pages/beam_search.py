@@ -103,7 +103,8 @@ for note in trace.notes:
     st.caption(ui.literal(note))
 
 for place, (continuation, score) in enumerate(zip(trace.continuations, trace.sequence_scores, strict=True), 1):
-    st.markdown(f"**{place}.** {ui.prompt_and_continuation(trace.prompt, continuation)}  ·  score {score:.3f}")
+    line = ui.prompt_and_continuation(trace.prompt, continuation, seq2seq=trace.is_seq2seq)
+    st.markdown(f"**{place}.** {line}  ·  score {score:.3f}")
 
 with ui.controls():
     upto = ui.index_slider_ui(
@@ -158,7 +159,7 @@ compared = {
 for column, (label, shown) in zip(st.columns(3), compared.items(), strict=True):
     with column:
         st.markdown(f"**{ui.literal(label[:1].upper() + label[1:])}**")
-        st.markdown(ui.prompt_and_continuation(shown.prompt, shown.continuations[0]))
+        st.markdown(ui.prompt_and_continuation(shown.prompt, shown.continuations[0], seq2seq=shown.is_seq2seq))
         st.metric("Log-probability", f"{float(shown.sequence_logprobs[0]):.2f}")
         st.caption(f"Repeated {ban}-grams: {repeats(shown.generated_tokens[0], size=ban)}")
 labels = list(compared)

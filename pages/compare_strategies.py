@@ -57,7 +57,7 @@ except explorer.InputError as error:
 for column, (label, trace) in zip(st.columns(3), traces.items(), strict=True):
     with column:
         st.subheader(label)
-        st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0]))
+        st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
         st.metric("Log-probability", f"{float(trace.sequence_logprobs[0]):.2f}")
         st.caption(f"{len(trace.generated_tokens[0])} tokens generated")
 

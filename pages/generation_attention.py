@@ -62,7 +62,7 @@ with ui.controls():
             help="Up to which generated token (step 1: the first).",
         )
 ui.notices_ui()
-st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0]))
+st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
 
 rows = trace.prompt_length + step + 1
 columns = rows if stack_name == "decoder" else len(stack.key_tokens)

@@ -50,7 +50,7 @@ except explorer.InputError as error:
 for note in trace.notes:
     st.caption(ui.literal(note))
 
-st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0]))
+st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
 if looks_untrained(trace, len(lm.tokenizer)):
     st.warning(
         "This model's predictions are nearly uniform over its vocabulary: it looks untrained (random weights), "

@@ -109,7 +109,7 @@ if draw:
         seed=seed,
         top_n=20,
     )
-    st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0]))
+    st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
     st.dataframe(
         pd.DataFrame(sampled_table(trace)),
         hide_index=True,

@@ -146,16 +146,18 @@ def generation_config_for(lm, settings: DecodeSettings) -> GenerationConfig:
 def special_token_ids(lm) -> dict:
     """End-of-sequence (a list), padding, beginning and decoder-start ids, from the model's own configs."""
     generation, config = lm.model.generation_config, lm.model.config
-    eos = generation.eos_token_id if generation.eos_token_id is not None else config.eos_token_id
+
+    def first(name: str):
+        # A config may not define an id at all (T5's has no bos_token_id): then it is None, as generate() has it.
+        value = getattr(generation, name, None)
+        return value if value is not None else getattr(config, name, None)
+
+    eos = first("eos_token_id")
     eos = [] if eos is None else ([eos] if isinstance(eos, int) else list(eos))
-    pad = generation.pad_token_id if generation.pad_token_id is not None else config.pad_token_id
+    pad = first("pad_token_id")
     if pad is None:
         pad = eos[0] if eos else None
-    start = generation.decoder_start_token_id
-    if start is None:
-        start = getattr(config, "decoder_start_token_id", None)
-    bos = generation.bos_token_id if generation.bos_token_id is not None else config.bos_token_id
-    return {"eos": eos, "pad": pad, "bos": bos, "decoder_start": start}
+    return {"eos": eos, "pad": pad, "bos": first("bos_token_id"), "decoder_start": first("decoder_start_token_id")}
 
 
 def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) -> None:

@@ -24,6 +24,8 @@ from explorer.models.architectures import (
 
 DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_DECODER = "bundled/prose-gpt2"
+# A tiny T5 that rewrites written dates as ISO dates: cross-attention a class can read, offline.
+DEFAULT_SEQ2SEQ = "bundled/dates-t5"
 _ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 try:  # huggingface_hub 2 talks through httpx2, version 1 through httpx
@@ -62,6 +64,7 @@ def _minilm_folder() -> Path:
 BUNDLED_MODELS = {
     DEFAULT_ENCODER: _minilm_folder,
     DEFAULT_DECODER: lambda: _ASSETS / "prose-gpt2",
+    DEFAULT_SEQ2SEQ: lambda: _ASSETS / "dates-t5",
 }
 
 

@@ -39,7 +39,9 @@ class CaptureView:
 
 def capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks: bool = True) -> CaptureView:
     """Text inputs, capture and stack choice for ``lm``; stops the page when there is nothing to show."""
-    text, text_pair, target = text_inputs_ui(lm.kind, default_text, compact=presenting(), slot=header)
+    text, text_pair, target = text_inputs_ui(
+        lm.kind, default_text, compact=presenting(), slot=header, model_name=lm.name
+    )
     if not text.strip():
         st.info("Type some text above to see its attention.")
         st.stop()

@@ -26,6 +26,7 @@ _CUSTOM_KEY = "model_custom"
 BUNDLED_LABELS = {
     explorer.DEFAULT_ENCODER: "all-MiniLM-L6-v2 (encoder)",
     explorer.DEFAULT_DECODER: "prose-gpt2 (decoder)",
+    explorer.DEFAULT_SEQ2SEQ: "dates-t5 (encoder-decoder)",
 }
 
 

@@ -36,9 +36,10 @@ def literal(text: object) -> str:
     return unlinked(visible(str(text).translate(_FLATTENED))).translate(_ESCAPED)
 
 
-def prompt_and_continuation(prompt: str, continuation: str) -> str:
-    """Markdown: the prompt as it is, then the generated text in bold (both shown literally)."""
-    lead = " " if continuation[:1].isspace() else ""
+def prompt_and_continuation(prompt: str, continuation: str, *, seq2seq: bool = False) -> str:
+    """Markdown: the prompt as it is, then the generated text in bold (both shown literally). A seq2seq model's
+    output is not a continuation of its input but a text of its own: it follows an arrow."""
+    lead = " → " if seq2seq else " " if continuation[:1].isspace() else ""
     body = continuation.strip()
     return f"{literal(prompt)}{lead}{bold(literal(body))}" if body else literal(prompt)
 

@@ -20,9 +20,12 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.hosting import POLICY
+from explorer.models.loading import DEFAULT_SEQ2SEQ
 from explorer.ui.text import literal
 
 PAIR_HINT = "e.g. a question, as in BERT's sentence pairs"
+# Models that only read one kind of text (the bundled date converter) start from an input and target of theirs.
+EXAMPLES = {DEFAULT_SEQ2SEQ: ("Thursday, March 5, 2021", "2021-03-05")}
 TARGET_HINT = "add it to see decoder self-attention and cross-attention"
 STACK_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
 MAX_TEXT_CHARS = POLICY.max_text_chars  # 20,000 locally, 2,000 on a hosted class server
@@ -76,14 +79,16 @@ def _resolve(key: str, parse, default, label: str):
 
 
 def text_inputs_ui(
-    kind: str, default_text: str, *, compact: bool = False, slot=None
+    kind: str, default_text: str, *, compact: bool = False, slot=None, model_name: str | None = None
 ) -> tuple[str, str | None, str | None]:
     """The text, plus a second segment for encoders or the decoder's text for encoder-decoders.
 
     Returns (text, text_pair, target), the last two None when empty (or only spaces) or not offered.
     All live in the URL. ``compact`` puts them behind a small button (presentation mode), drawn in ``slot``
-    (the container ``page_header`` returns) when given.
+    (the container ``page_header`` returns) when given. A model with its own example (``EXAMPLES``) starts
+    from that text and target instead of ``default_text``.
     """
+    default_text, default_target = EXAMPLES.get(model_name, (default_text, ""))
     label = f"Text: {literal(_preview(_resolve('text', str, default_text, 'text')))}"
     with (
         slot if slot is not None else st.container(),
@@ -98,7 +103,7 @@ def text_inputs_ui(
             if kind == "encoder":
                 pair = text_ui("Second segment (optional)", "", key="pair", placeholder=PAIR_HINT)
                 return text, pair if pair.strip() else None, None
-            target = text_ui("Decoder text (target)", "", key="target", placeholder=TARGET_HINT)
+            target = text_ui("Decoder text (target)", default_target, key="target", placeholder=TARGET_HINT)
             return text, None, target if target.strip() else None
 
 
