@@ -42,8 +42,12 @@ def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
     )
     st.caption(
         f"X holds the {len(tokens)} tokens' embeddings (the model's input embedding rows, {hidden} numbers each, no "
-        "positions): each serves as its own query, key and value, with no learnt projections, so a token attends "
-        "most to itself and to tokens with similar embeddings."
+        "positions): each serves as its own query, key and value, with no learnt projections, so a token's highest "
+        "score is usually with itself and with tokens of similar embeddings. How sharp the weights are depends on the "
+        "embeddings' length: the chapter's freshly initialised table (entries of typical size 1, length √d) makes "
+        "each token attend almost only to itself; embeddings of length about 1, as in the bundled models, give "
+        f"nearly even weights (here, lengths {float(np.linalg.norm(vectors, axis=1).min()):.2f} to "
+        f"{float(np.linalg.norm(vectors, axis=1).max()):.2f})."
         + (" The causal mask hides the tokens after each query." if causal else "")
     )
     info = FigureInfo("Chapter toy attention", model=lm.name, text=view.shown_text, where=(f"query #{query}",))
