@@ -11,7 +11,7 @@ import pytest
 from plotly.subplots import make_subplots
 
 from explorer.compute.sampling import distribution_from_logits
-from explorer.render.layout import annotation_font, batched, relayout, subplots, update_axes
+from explorer.render.layout import Draft, annotation_font, batched, relayout, subplots, subplots_draft, update_axes
 from explorer.render.sampling import distribution_panels
 from explorer.render.style import SCREEN, SLIDE, FigureInfo
 from explorer.render.vega import VegaLite
@@ -126,3 +126,30 @@ def test_subplots_equal_make_subplots_and_place_traces_alike(grid):
         figure.add_trace(go.Bar(x=[1], y=[2]), row=grid["rows"], col=grid["cols"])
         figure.update_xaxes(title="last", row=grid["rows"], col=grid["cols"])
     assert ours.to_dict() == theirs.to_dict()
+
+
+@pytest.mark.parametrize(
+    "titles", [["T = 0.5", "T = 0.8 (yours)", "T = 1", "T = 2"], ["a", "", "c", "d"], ["only one"], None]
+)
+def test_a_draft_equals_the_figure_built_trace_by_trace(titles):
+    """Draft and subplots_draft (dicts validated once) give the figure make_subplots, add_trace and Plotly's own
+    update methods give, whatever the titles (empty ones have no annotation, as in Plotly)."""
+    grid = {"rows": 1, "cols": 4, "shared_yaxes": True, "horizontal_spacing": 0.03}
+    for _ in range(2):  # the second draft comes from the cached grid
+        draft = subplots_draft(**grid, subplot_titles=titles)
+        theirs = make_subplots(**grid, subplot_titles=titles)
+        for column in range(1, 5):
+            bar = {"type": "bar", "x": np.arange(3.0) * column, "y": list("xyz"), "orientation": "h"}
+            draft.add(bar, col=column)
+            theirs.add_trace(go.Bar({k: v for k, v in bar.items() if k != "type"}), row=1, col=column)
+        relayout(draft, showlegend=False, margin={"l": 110})
+        update_axes(draft, "x", range=[0, 1], tickformat=".0%")
+        annotation_font(draft, {"size": 18})
+        theirs.update_layout(showlegend=False, margin={"l": 110})
+        theirs.update_xaxes(range=[0, 1], tickformat=".0%")
+        theirs.update_annotations(font={"size": 18})
+        assert draft.figure().to_dict() == theirs.to_dict()
+    plain = Draft()
+    plain.add({"type": "scatter", "x": [1, 2], "y": [3, 4], "name": "s"})
+    relayout(plain, title={"text": "t"})
+    assert plain.figure().to_dict() == go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name="s"), {"title": "t"}).to_dict()

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 from explorer.compute.sampling import softmax
 from explorer.data.decoding import TokenDistribution
 from explorer.labels import visible
-from explorer.render.layout import annotation_font, batched, relayout, subplots, update_axes
+from explorer.render.layout import Draft, annotation_font, relayout, subplots_draft, update_axes
 from explorer.render.style import (
     CATEGORICAL,
     FONT,
@@ -210,7 +210,7 @@ def temperature_figure(
     shown = sorted({*temperatures, *([current] if current else [])})
     order = np.argsort(-logits, kind="stable")[:count]
     labels = [escape(abbreviate(tokens[i], 12)) if tokens else str(i) for i in order]
-    figure = subplots(
+    draft = subplots_draft(
         rows=1,
         cols=len(shown),
         shared_yaxes=True,
@@ -220,32 +220,31 @@ def temperature_figure(
     tallest = max(float(softmax(logits / np.float32(t))[order].max()) for t in shown)
     for column, temperature in enumerate(shown, start=1):
         probabilities = softmax(logits / np.float32(temperature))[order]
-        figure.add_trace(
-            go.Bar(
-                x=probabilities,
-                y=labels,
-                orientation="h",
-                marker={"color": ORANGE if temperature == current else BLUE},
-                hovertemplate="%{y}: %{x:.4f}<extra>T = " + f"{temperature:g}" + "</extra>",
-            ),
-            row=1,
+        draft.add(
+            {
+                "type": "bar",
+                "x": probabilities,
+                "y": labels,
+                "orientation": "h",
+                "marker": {"color": ORANGE if temperature == current else BLUE},
+                "hovertemplate": "%{y}: %{x:.4f}<extra>T = " + f"{temperature:g}" + "</extra>",
+            },
             col=column,
         )
-    with batched(figure):
-        finish(figure, info, look)
-        relayout(figure, showlegend=False, margin={"l": 110, "r": 20, "t": look.title_band + 20, "b": 60})
-        update_axes(figure, "y", autorange="reversed", tickfont={"size": look.smaller_ticks(1)})
-        # One scale for every panel, to the tallest bar: the temperatures compare at a glance.
-        update_axes(
-            figure,
-            "x",
-            range=[0, min(1.0, tallest * 1.1)],
-            tickformat=".0%",
-            gridcolor=GRID,
-            tickfont={"size": look.smaller_ticks(2)},
-        )
-        annotation_font(figure, {"size": look.font_size, "color": INK})
-    return figure
+    finish(draft, info, look)
+    relayout(draft, showlegend=False, margin={"l": 110, "r": 20, "t": look.title_band + 20, "b": 60})
+    update_axes(draft, "y", autorange="reversed", tickfont={"size": look.smaller_ticks(1)})
+    # One scale for every panel, to the tallest bar: the temperatures compare at a glance.
+    update_axes(
+        draft,
+        "x",
+        range=[0, min(1.0, tallest * 1.1)],
+        tickformat=".0%",
+        gridcolor=GRID,
+        tickfont={"size": look.smaller_ticks(2)},
+    )
+    annotation_font(draft, {"size": look.font_size, "color": INK})
+    return draft.figure()
 
 
 def stages_figure(
@@ -255,37 +254,37 @@ def stages_figure(
     raw = distribution.stages[0][1]
     order = np.argsort(-raw, kind="stable")[:count]
     labels = [escape(abbreviate(distribution.tokens[i], 12)) if distribution.tokens else str(i) for i in order]
-    figure = go.Figure()
+    draft = Draft()
     colours = [SEQUENTIAL[i][1] for i in (3, 4, 5, 7, 8)]
     for (name, probabilities), colour in zip(distribution.stages, colours, strict=False):
         removed = distribution.removed_mass[name]
-        figure.add_trace(
-            go.Bar(
-                x=labels,
-                y=probabilities[order],
-                name=f"{name} (removed {100 * removed:.1f}%)",
-                marker={"color": colour},
-                hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>",
-            )
+        draft.add(
+            {
+                "type": "bar",
+                "x": labels,
+                "y": probabilities[order],
+                "name": f"{name} (removed {100 * removed:.1f}%)",
+                "marker": {"color": colour},
+                "hovertemplate": "%{x}: %{y:.4f}<extra>" + name + "</extra>",
+            }
         )
-    with batched(figure):
-        finish(figure, info, look)
-        relayout(
-            figure,
-            barmode="group",
-            bargap=0.25,
-            margin={"l": 70, "r": 20, "t": look.title_band + 30, "b": 90},
-            legend={
-                "orientation": "h",
-                "y": 1.02,
-                "yanchor": "bottom",
-                "x": 0,
-                "font": {"size": look.smaller_ticks(2)},
-            },
-        )
-        update_axes(figure, "y", title="probability", gridcolor=GRID, tickfont={"size": look.smaller_ticks(1)})
-        update_axes(figure, "x", tickangle=-45 if count > 8 else 0, tickfont={"size": look.smaller_ticks(1)})
-    return figure
+    finish(draft, info, look)
+    relayout(
+        draft,
+        barmode="group",
+        bargap=0.25,
+        margin={"l": 70, "r": 20, "t": look.title_band + 30, "b": 90},
+        legend={
+            "orientation": "h",
+            "y": 1.02,
+            "yanchor": "bottom",
+            "x": 0,
+            "font": {"size": look.smaller_ticks(2)},
+        },
+    )
+    update_axes(draft, "y", title="probability", gridcolor=GRID, tickfont={"size": look.smaller_ticks(1)})
+    update_axes(draft, "x", tickangle=-45 if count > 8 else 0, tickfont={"size": look.smaller_ticks(1)})
+    return draft.figure()
 
 
 def stages_rows(distribution: TokenDistribution) -> list[dict]:
