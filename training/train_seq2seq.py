@@ -206,19 +206,20 @@ def train(args) -> dict:
 
 def save(result: dict, args) -> dict:
     model, tokenizer, held_out = result["model"], result["tokenizer"], result["held_out"]
-    OUTPUT.mkdir(parents=True, exist_ok=True)
+    args.output.mkdir(parents=True, exist_ok=True)
     model.generation_config = GenerationConfig(
         decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, max_new_tokens=12
     )
-    model.save_pretrained(OUTPUT, safe_serialization=True)
-    tokenizer.save_pretrained(OUTPUT)
+    model.save_pretrained(args.output, safe_serialization=True)
+    tokenizer.save_pretrained(args.output)
     score = exact_match(model, tokenizer, held_out)
-    HELD_OUT_FILE.write_text(
+    args.heldout_file.parent.mkdir(parents=True, exist_ok=True)
+    args.heldout_file.write_text(
         "".join(json.dumps({"source": s, "target": t}, ensure_ascii=False) + "\n" for s, t in held_out[:200]),
         encoding="utf-8",
     )
     metrics = {
-        "settings": {k: v for k, v in vars(args).items()},
+        "settings": {k: _portable(v) for k, v in vars(args).items()},
         "parameters": sum(p.numel() for p in model.parameters()),
         "vocabulary": len(tokenizer),
         "train_examples": result["train_size"],
@@ -228,8 +229,16 @@ def save(result: dict, args) -> dict:
         "train_seconds": result["seconds"],
         "threads": 1,
     }
-    METRICS.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    args.metrics.parent.mkdir(parents=True, exist_ok=True)
+    args.metrics.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
     return metrics
+
+
+def _portable(value):
+    """Paths inside the repository are recorded relative to it (no machine-specific prefixes)."""
+    if not isinstance(value, Path):
+        return value
+    return str(value.relative_to(REPO)) if value.is_relative_to(REPO) else str(value)
 
 
 def main() -> None:
@@ -242,6 +251,9 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--eval-size", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, default=OUTPUT, help="model folder to write")
+    parser.add_argument("--metrics", type=Path, default=METRICS, help="settings, loss history, exact match")
+    parser.add_argument("--heldout-file", type=Path, default=HELD_OUT_FILE, help="200 held-out examples (JSONL)")
     args = parser.parse_args()
     metrics = save(train(args), args)
     print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
