@@ -323,9 +323,17 @@ def lowest_priority_chromium(folder: Path) -> str:
     """A launcher that starts Debian's Chromium at the lowest CPU priority (``nice -n 19``, inherited by all its
     processes). In a class the browsers run on the students' machines, not on the server's cores: here one probe
     browser shares the server's two cores, and at normal priority it would take the server's time and the
-    measurement would describe the benchmark, not the class. It still draws the page whenever a core is free."""
+    measurement would describe the benchmark, not the class. It still draws the page whenever a core is free.
+
+    Playwright starts the browser in a session of its own, and where the kernel groups each session's processes
+    for scheduling (``/proc/sys/kernel/sched_autogroup_enabled``, Debian's default) a nice value only ranks
+    processes inside their group: the group itself got as much CPU as the server's, half the machine while the
+    page loaded. The launcher, that session's first process, lowers its group's weight too."""
     launcher = folder / "chromium-nice"
-    launcher.write_text('#!/bin/sh\nexec nice -n 19 /usr/bin/chromium "$@"\n')
+    launcher.write_text(
+        "#!/bin/sh\n[ -w /proc/self/autogroup ] && echo 19 > /proc/self/autogroup 2>/dev/null\n"
+        'exec nice -n 19 /usr/bin/chromium "$@"\n'
+    )
     launcher.chmod(0o755)
     return str(launcher)
 

@@ -38,6 +38,9 @@ def nbytes(value, _seen: set[int] | None = None) -> int:
     if isinstance(value, dict):
         return 64 + sum(nbytes(k, seen) + nbytes(v, seen) for k, v in value.items())
     if isinstance(value, list | tuple | set | frozenset):
+        if value and set(map(type, value)) == {str}:
+            # A vocabulary's tokens (tens of thousands) at C speed: 4 ms a result in Python, under a class.
+            return 56 + 49 * len(value) + sum(map(len, value))
         return 56 + sum(nbytes(item, seen) for item in value)
     if isinstance(value, str):
         return 49 + len(value)

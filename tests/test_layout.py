@@ -7,14 +7,26 @@ import json
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 from plotly.subplots import make_subplots
 
 from explorer.compute.sampling import distribution_from_logits
-from explorer.render.layout import Draft, annotation_font, batched, relayout, subplots, subplots_draft, update_axes
-from explorer.render.sampling import distribution_panels
-from explorer.render.style import SCREEN, SLIDE, FigureInfo
+from explorer.render.layout import (
+    Draft,
+    PlotlySpec,
+    annotation_font,
+    batched,
+    relayout,
+    subplots,
+    subplots_draft,
+    update_axes,
+)
+from explorer.render.sampling import distribution_panels, stages_figure, temperature_figure
+from explorer.render.style import SCREEN, SLIDE, FigureInfo, presentation_look
 from explorer.render.vega import VegaLite
+from explorer.ui.figures import _AsBuilt
+from tests.figures import decode_plotly_array
 
 CHANGES = [
     {"margin": {"l": 10, "t": 40}, "showlegend": False},
@@ -153,3 +165,52 @@ def test_a_draft_equals_the_figure_built_trace_by_trace(titles):
     plain.add({"type": "scatter", "x": [1, 2], "y": [3, 4], "name": "s"})
     relayout(plain, title={"text": "t"})
     assert plain.figure().to_dict() == go.Figure(go.Scatter(x=[1, 2], y=[3, 4], name="s"), {"title": "t"}).to_dict()
+
+
+def _as_plotly_js_reads_it(value):
+    # JSON as the browser parses it, typed arrays ({"dtype", "bdata"}) and number lists alike as float32 lists.
+    if isinstance(value, dict) and "bdata" in value:
+        return decode_plotly_array(value).astype(np.float32).tolist()
+    if isinstance(value, dict):
+        return {key: _as_plotly_js_reads_it(item) for key, item in value.items()}
+    if isinstance(value, list) and value and all(isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+        return np.asarray(value, dtype=np.float32).tolist()
+    if isinstance(value, list):
+        return [_as_plotly_js_reads_it(item) for item in value]
+    return value
+
+
+SPEC_CASES = [
+    (temperature_figure, {"current": None}, SCREEN),
+    (temperature_figure, {"current": 0.7}, SCREEN),
+    (temperature_figure, {"current": 1.0}, SLIDE),
+    (temperature_figure, {"current": 2.95, "temperatures": (0.25, 1.0)}, presentation_look(1280, 560)),
+    (stages_figure, {"temperature": 0.7, "top_k": 20, "top_p": 0.8, "min_p": 0.05}, SCREEN),
+    (stages_figure, {}, SLIDE),
+    (stages_figure, {"temperature": 3.0, "top_p": 0.01}, presentation_look(1920, 900)),
+]
+
+
+@pytest.mark.parametrize(("builder", "options", "look"), SPEC_CASES)
+@pytest.mark.parametrize("labels", ["plain", "hostile"])
+def test_what_the_page_sends_of_a_spec_is_the_validated_figure(builder, options, look, labels):
+    """A ``PlotlySpec`` reaches Streamlit unvalidated (issue 13): for every figure built that way, the JSON
+    Streamlit sends is the JSON of the figure Plotly validates, value for value, and exports draw the latter."""
+    rng = np.random.default_rng(len(options))
+    logits = rng.normal(size=500).astype(np.float32) * 3
+    tokens = tuple(f"t{i}" if labels == "plain" else f"<b>{i}</b> \x17 \u202e https://x.invalid $" for i in range(500))
+    if builder is temperature_figure:
+        spec = builder(logits, tokens, **options, info=INFO, look=look)
+    else:
+        spec = builder(distribution_from_logits(logits, tokens, **options), info=INFO, look=look)
+    assert isinstance(spec, PlotlySpec)
+    validated = json.loads(spec.figure().to_json())
+    sent = json.loads(pio.to_json(_AsBuilt(spec).to_dict(), validate=False))
+    assert _as_plotly_js_reads_it(sent) == _as_plotly_js_reads_it(validated)
+    assert sent["layout"]["template"] == validated["layout"]["template"]  # a named template is resolved
+
+
+def test_a_spec_with_a_wrong_property_fails_when_validated():
+    broken = PlotlySpec({"data": [{"type": "bar", "x": [1], "no_such_property": 1}], "layout": {}})
+    with pytest.raises(ValueError):
+        broken.figure()

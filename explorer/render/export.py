@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from explorer.render import renderer
+from explorer.render.layout import PlotlySpec
 from explorer.render.renderer import RenderFailed
 from explorer.render.style import SLIDE
 
@@ -105,6 +106,8 @@ def export(figure, fmt: str, *, title: str | None = None) -> bytes:
     """The figure (Plotly or Altair) in ``fmt`` ("png", "svg" or "html") as bytes ready to download."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of {FORMATS}")
+    if isinstance(figure, PlotlySpec):
+        figure = figure.figure()
     is_plotly = hasattr(figure, "to_image")
     if fmt == "html":
         page = plotly_html(figure, title=title) if is_plotly else altair_html(figure, title=title)

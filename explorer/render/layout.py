@@ -18,8 +18,10 @@ import functools
 import json
 import re
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 
@@ -36,7 +38,8 @@ def subplots(**grid) -> go.Figure:
 
 
 class Draft:
-    """A figure built as plain dicts and validated once, by ``figure()``: traces are added as dicts and
+    """A figure built as plain dicts and validated once, by ``figure()``, or never, by ``spec()`` (what the page
+    sends; see ``PlotlySpec``): traces are added as dicts and
     ``relayout``, ``update_axes`` (without ``row``/``col``), ``annotation_font`` and ``style.finish`` change its
     layout as they would a figure's inside ``batched``. A figure whose every trace and layout change would
     otherwise be validated one at a time (each ``add_trace`` about a millisecond) is built in a third of the time:
@@ -53,6 +56,41 @@ class Draft:
 
     def figure(self) -> go.Figure:
         return go.Figure({"data": self.data, "layout": self._pending_layout})
+
+    def spec(self) -> PlotlySpec:
+        """The finished figure as plain dicts, not validated (see ``PlotlySpec``)."""
+        return PlotlySpec({"data": self.data, "layout": self._pending_layout})
+
+
+@dataclass(frozen=True, eq=False)
+class PlotlySpec:
+    """A finished Plotly figure as the plain dicts plotly.js reads (``data`` and ``layout``), what a ``Draft``
+    builder returns. The page sends ``sent()`` as it is: validating it into a ``go.Figure`` took more of a
+    sampling-page slider move than anything else (about 2 ms a figure, then a deep copy in ``to_dict``), for
+    every student of a class at every move (issue 13). ``figure()`` validates it, for exports, notebooks and the
+    tests, which check for every builder that the two send plotly.js the same figure."""
+
+    spec: dict
+
+    def figure(self) -> go.Figure:
+        return go.Figure(self.spec)
+
+    def sent(self) -> dict:
+        """The spec with a named template resolved, as Plotly's validation resolves it."""
+        layout = self.spec.get("layout", {})
+        template = layout.get("template")
+        if isinstance(template, str):
+            layout = {**layout, "template": _template(template)}
+        return {**self.spec, "layout": layout}
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return self.figure()._repr_mimebundle_(include, exclude)
+
+
+@functools.lru_cache(maxsize=8)
+def _template(name: str) -> dict:
+    # Read, never changed: every figure sent with this template shares it.
+    return pio.templates[name].to_plotly_json()
 
 
 def subplots_draft(**grid) -> Draft:

@@ -18,12 +18,11 @@ import functools
 
 import altair as alt
 import numpy as np
-import plotly.graph_objects as go
 
 from explorer.compute.sampling import softmax
 from explorer.data.decoding import TokenDistribution
 from explorer.labels import visible
-from explorer.render.layout import Draft, annotation_font, relayout, subplots_draft, update_axes
+from explorer.render.layout import Draft, PlotlySpec, annotation_font, relayout, subplots_draft, update_axes
 from explorer.render.style import (
     CATEGORICAL,
     FONT,
@@ -82,16 +81,21 @@ def curve_rows(probabilities: np.ndarray, tokens: tuple[str, ...]) -> list[dict]
     dense = np.arange(min(DENSE_RANKS, count))
     tail = np.unique(np.geomspace(DENSE_RANKS, max(count, DENSE_RANKS + 1), 200).astype(int) - 1)
     ranks = np.unique(np.concatenate([dense, tail[tail < count]]))
+    picked = order[ranks]
+    chosen = np.asarray(probabilities)[picked]
+    # Whole columns at once: this runs at every slider move of every student (issue 13).
+    columns = zip(
+        (ranks + 1).tolist(),
+        cumulative[ranks].tolist(),
+        chosen.tolist(),
+        # Named like the histogram's field, so the band selected there tests this point's probability.
+        np.log10(np.maximum(chosen.astype(np.float64), 1e-30)).tolist(),
+        [visible(tokens[i]) for i in picked.tolist()] if tokens else [str(i) for i in picked.tolist()],
+        strict=True,
+    )
     return [
-        {
-            "rank": int(rank) + 1,
-            "cumulative": float(cumulative[rank]),
-            "p": float(probabilities[order[rank]]),
-            # Named like the histogram's field, so the band selected there tests this point's probability.
-            "log_low": float(np.log10(max(probabilities[order[rank]], 1e-30))),
-            "token": visible(tokens[order[rank]]) if tokens else str(order[rank]),
-        }
-        for rank in ranks
+        {"rank": rank, "cumulative": total, "p": p, "log_low": log_low, "token": token}
+        for rank, total, p, log_low, token in columns
     ]
 
 
@@ -205,7 +209,7 @@ def temperature_figure(
     count: int = 15,
     info: FigureInfo,
     look: Look = SCREEN,
-) -> go.Figure:
+) -> PlotlySpec:
     """The ``count`` most likely tokens (at T = 1) and their probabilities at each temperature, same scale."""
     shown = sorted({*temperatures, *([current] if current else [])})
     order = np.argsort(-logits, kind="stable")[:count]
@@ -244,12 +248,12 @@ def temperature_figure(
         tickfont={"size": look.smaller_ticks(2)},
     )
     annotation_font(draft, {"size": look.font_size, "color": INK})
-    return draft.figure()
+    return draft.spec()
 
 
 def stages_figure(
     distribution: TokenDistribution, *, count: int = 12, info: FigureInfo, look: Look = SCREEN
-) -> go.Figure:
+) -> PlotlySpec:
     """The most likely tokens (raw) and their probability after each stage; removed tokens drop to 0."""
     raw = distribution.stages[0][1]
     order = np.argsort(-raw, kind="stable")[:count]
@@ -282,9 +286,9 @@ def stages_figure(
             "font": {"size": look.smaller_ticks(2)},
         },
     )
-    update_axes(draft, "y", title="probability", gridcolor=GRID, tickfont={"size": look.smaller_ticks(1)})
+    update_axes(draft, "y", title={"text": "probability"}, gridcolor=GRID, tickfont={"size": look.smaller_ticks(1)})
     update_axes(draft, "x", tickangle=-45 if count > 8 else 0, tickfont={"size": look.smaller_ticks(1)})
-    return draft.figure()
+    return draft.spec()
 
 
 def stages_rows(distribution: TokenDistribution) -> list[dict]:

@@ -22,10 +22,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+import plotly.graph_objects as go
 import pyarrow as pa
 import streamlit as st
 
 from explorer.render import export, renderer
+from explorer.render.layout import PlotlySpec
 from explorer.render.style import SLIDE, FigureInfo, Look, look_for
 from explorer.render.vega import VegaLite
 from explorer.ui.shell import presenting
@@ -100,16 +102,30 @@ def figure(render, *args, **kwargs) -> Builder:
 def show_figure(build: Builder, info: FigureInfo, *, key: str, alt: str | None = None) -> object:
     """Draw ``build(look)`` sized to the window, with export buttons below it; returns the shown figure."""
     figure = build(look=figure_look(key))
-    if hasattr(figure, "to_plotly_json"):
+    plotly = isinstance(figure, go.Figure | PlotlySpec)
+    if plotly:
+        shown = _AsBuilt(figure) if isinstance(figure, PlotlySpec) else figure
         config = _plotly_config(info)
-        st.plotly_chart(figure, theme=None, key=key, width="content", alt=alt or info.title(), config=config)
+        st.plotly_chart(shown, theme=None, key=key, width="content", alt=alt or info.title(), config=config)
     else:
         # The spec, not st.altair_chart: that one validates the chart against the Vega-Lite schema while it holds
         # a lock shared by every session (Altair's settings are global), so a class's charts queued behind
         # each other (0.2 s each); the chart's own builder is the only source of specs here.
         st.vega_lite_chart(_vega_spec(figure), theme=None, key=key, width="content")
-    export_buttons(build, info, key=key, plotly=hasattr(figure, "to_plotly_json"))
+    export_buttons(build, info, key=key, plotly=plotly)
     return figure
+
+
+class _AsBuilt(go.Figure):
+    """What ``st.plotly_chart`` gets for a ``PlotlySpec``: given a dict, Streamlit validates it into a figure
+    again; given a figure, it takes ``to_dict()`` and reads nothing else, here the spec as plotly.js will read
+    it. Plotly's own initialisation (an empty figure, 0.3 ms) is skipped: nothing here uses it."""
+
+    def __init__(self, spec: PlotlySpec):  # super().__init__ deliberately not called
+        self._sent = spec.sent()
+
+    def to_dict(self) -> dict:
+        return self._sent
 
 
 def _vega_spec(figure) -> dict:
