@@ -1,4 +1,8 @@
-"""Sampling and temperature: the next-token distribution through transformers' sampling pipeline, live."""
+"""Sampling and temperature: the next-token distribution through transformers' sampling pipeline, live.
+
+The page's body is a fragment: moving a control reruns it alone, not the app around it (the sidebar, the
+navigation), which took a fifth of a slider move's time; a class moves these sliders all at once (issue 13).
+Its variables are the function's own, so no page namespace outlives a run."""
 
 import pandas as pd
 import pyarrow as pa
@@ -13,114 +17,122 @@ from explorer.render.style import FigureInfo
 from explorer.ui import decoding
 
 ui.page_shell()
-ui.page_header(
-    "Sampling and temperature",
-    "Sampling draws the next token at random, in proportion to its probability. Temperature reshapes the "
-    "distribution first (below 1 sharpens it towards the likeliest tokens, above 1 flattens it); then top-k "
-    "keeps the k likeliest tokens, top-p the fewest whose probabilities add up to p, and min-p those at least "
-    "min-p times as likely as the favourite, in that order, as transformers applies them. Moving these "
-    "controls never runs the model again: the next-token scores are computed once per prompt.",
-)
-lm = ui.require_model()
-lm = decoding.generative_model(lm)
 
-with ui.controls():
-    prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
-    columns = st.columns(4)
-    with columns[0]:
-        temperature = ui.number_slider_ui("Temperature", 0.05, 3.0, 1.0, key="temperature", step=0.05)
-    with columns[1]:
-        top_k = ui.number_slider_ui("Top-k", 0, 200, 0, key="top_k", step=1, help="0 = off.")
-    with columns[2]:
-        top_p = ui.number_slider_ui("Top-p", 0.01, 1.0, 1.0, key="top_p", step=0.01, help="1 = off.")
-    with columns[3]:
-        min_p = ui.number_slider_ui("Min-p", 0.0, 0.5, 0.0, key="min_p", step=0.01, help="0 = off.")
-ui.notices_ui()
-if not prompt.strip():
-    st.info("Type a prompt to see the distribution of the next token.")
-    st.stop()
 
-try:
-    logits = decoding.cached_logits(lm.name, prompt)
-except explorer.InputError as error:
-    st.info(ui.literal(error))
-    st.stop()
-distribution = distribution_from_logits(
-    logits.logits, logits.tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p
-)
-settings_text = f"T = {temperature:g}, top-k = {top_k}, top-p = {top_p:g}, min-p = {min_p:g}"
-kept = int(distribution.kept["min-p"].sum())
-st.caption(
-    f"After the pipeline ({ui.literal(settings_text)}), the sampler can draw {kept:,} of {len(logits.tokens):,} tokens."
-)
-
-panels_info = FigureInfo("Next-token distribution", model=lm.name, text=prompt, where=(settings_text,))
-with ui.stage():
-    ui.show_figure(ui.figure(distribution_panels, distribution, info=panels_info), panels_info, key="panels")
-st.caption(
-    "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or min-p). "
-    "Drag across it to highlight those tokens on the right. Right: the probability covered by the likeliest "
-    "tokens; the dashed lines are the top-k rank and the top-p level."
-)
-
-st.subheader("Temperature, side by side")
-temperature_info = FigureInfo("Temperature", model=lm.name, text=prompt, where=("T = 0.5, 1, 2",))
-ui.show_figure(
-    ui.figure(temperature_figure, logits.logits, logits.tokens, current=temperature, info=temperature_info),
-    temperature_info,
-    key="temperatures",
-)
-
-st.subheader("The pipeline, stage by stage")
-st.dataframe(
-    pa.Table.from_pylist(stages_rows(distribution)),  # Arrow as is: a pandas frame costs a slider move 1 ms
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "mass removed": st.column_config.NumberColumn(format="percent"),
-        "its probability": st.column_config.NumberColumn(format="%.4f"),
-    },
-)
-stages_info = FigureInfo("Sampling pipeline", model=lm.name, text=prompt, where=(settings_text,))
-ui.show_figure(ui.figure(stages_figure, distribution, info=stages_info), stages_info, key="stages")
-
-st.subheader("Seeded sampling")
-draw_column, seed_column, steps_column = st.columns([2, 1, 1], vertical_alignment="bottom")
-with draw_column:
-    draw = ui.toggle_ui(
-        "Sample a continuation with these settings",
-        key="draw",
-        help="Runs the model once per new token (each draw changes what comes next). The same seed always "
-        "draws the same tokens, on any machine.",
+@st.fragment
+def sampling_page() -> None:
+    ui.page_header(
+        "Sampling and temperature",
+        "Sampling draws the next token at random, in proportion to its probability. Temperature reshapes the "
+        "distribution first (below 1 sharpens it towards the likeliest tokens, above 1 flattens it); then top-k "
+        "keeps the k likeliest tokens, top-p the fewest whose probabilities add up to p, and min-p those at least "
+        "min-p times as likely as the favourite, in that order, as transformers applies them. Moving these "
+        "controls never runs the model again: the next-token scores are computed once per prompt.",
     )
-with seed_column:
-    seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1)
-with steps_column:
-    sample_steps = ui.number_slider_ui("Tokens", 1, decoding.PAGE_MAX_STEPS, 12, key="sample_steps", step=1)
-if draw:
-    trace = decoding.decode_with_progress(
-        lm.name,
-        prompt,
-        strategy="sample",
-        max_new_tokens=sample_steps,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        min_p=min_p,
-        seed=seed,
-        top_n=20,
+    lm = ui.require_model()
+    lm = decoding.generative_model(lm)
+
+    with ui.controls():
+        prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+        columns = st.columns(4)
+        with columns[0]:
+            temperature = ui.number_slider_ui("Temperature", 0.05, 3.0, 1.0, key="temperature", step=0.05)
+        with columns[1]:
+            top_k = ui.number_slider_ui("Top-k", 0, 200, 0, key="top_k", step=1, help="0 = off.")
+        with columns[2]:
+            top_p = ui.number_slider_ui("Top-p", 0.01, 1.0, 1.0, key="top_p", step=0.01, help="1 = off.")
+        with columns[3]:
+            min_p = ui.number_slider_ui("Min-p", 0.0, 0.5, 0.0, key="min_p", step=0.01, help="0 = off.")
+    ui.notices_ui()
+    if not prompt.strip():
+        st.info("Type a prompt to see the distribution of the next token.")
+        return
+
+    try:
+        logits = decoding.cached_logits(lm.name, prompt)
+    except explorer.InputError as error:
+        st.info(ui.literal(error))
+        return
+    distribution = distribution_from_logits(
+        logits.logits, logits.tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p
     )
-    st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
+    settings_text = f"T = {temperature:g}, top-k = {top_k}, top-p = {top_p:g}, min-p = {min_p:g}"
+    kept = int(distribution.kept["min-p"].sum())
+    st.caption(
+        f"After the pipeline ({ui.literal(settings_text)}), the sampler can draw {kept:,} of "
+        f"{len(logits.tokens):,} tokens."
+    )
+
+    panels_info = FigureInfo("Next-token distribution", model=lm.name, text=prompt, where=(settings_text,))
+    with ui.stage():
+        ui.show_figure(ui.figure(distribution_panels, distribution, info=panels_info), panels_info, key="panels")
+    st.caption(
+        "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or min-p). "
+        "Drag across it to highlight those tokens on the right. Right: the probability covered by the likeliest "
+        "tokens; the dashed lines are the top-k rank and the top-p level."
+    )
+
+    st.subheader("Temperature, side by side")
+    temperature_info = FigureInfo("Temperature", model=lm.name, text=prompt, where=("T = 0.5, 1, 2",))
+    ui.show_figure(
+        ui.figure(temperature_figure, logits.logits, logits.tokens, current=temperature, info=temperature_info),
+        temperature_info,
+        key="temperatures",
+    )
+
+    st.subheader("The pipeline, stage by stage")
     st.dataframe(
-        pd.DataFrame(sampled_table(trace)),
+        pa.Table.from_pylist(stages_rows(distribution)),  # Arrow as is: a pandas frame costs a slider move 1 ms
         hide_index=True,
         width="stretch",
         column_config={
-            "probability": st.column_config.NumberColumn(help="After the pipeline: what the sampler drew from."),
-            "model's probability": st.column_config.NumberColumn(help="The model's own, before any processing."),
+            "mass removed": st.column_config.NumberColumn(format="percent"),
+            "its probability": st.column_config.NumberColumn(format="%.4f"),
         },
     )
-    st.caption(
-        "Rank 1 is the likeliest token; sampling often draws lower ranks, which is what makes its text varied. "
-        f"Log-probability of the whole continuation under the model: {float(trace.sequence_logprobs[0]):.2f}."
-    )
+    stages_info = FigureInfo("Sampling pipeline", model=lm.name, text=prompt, where=(settings_text,))
+    ui.show_figure(ui.figure(stages_figure, distribution, info=stages_info), stages_info, key="stages")
+
+    st.subheader("Seeded sampling")
+    draw_column, seed_column, steps_column = st.columns([2, 1, 1], vertical_alignment="bottom")
+    with draw_column:
+        draw = ui.toggle_ui(
+            "Sample a continuation with these settings",
+            key="draw",
+            help="Runs the model once per new token (each draw changes what comes next). The same seed always "
+            "draws the same tokens, on any machine.",
+        )
+    with seed_column:
+        seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1)
+    with steps_column:
+        sample_steps = ui.number_slider_ui("Tokens", 1, decoding.PAGE_MAX_STEPS, 12, key="sample_steps", step=1)
+    if draw:
+        trace = decoding.decode_with_progress(
+            lm.name,
+            prompt,
+            strategy="sample",
+            max_new_tokens=sample_steps,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            min_p=min_p,
+            seed=seed,
+            top_n=20,
+        )
+        st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
+        st.dataframe(
+            pd.DataFrame(sampled_table(trace)),
+            hide_index=True,
+            width="stretch",
+            column_config={
+                "probability": st.column_config.NumberColumn(help="After the pipeline: what the sampler drew from."),
+                "model's probability": st.column_config.NumberColumn(help="The model's own, before any processing."),
+            },
+        )
+        st.caption(
+            "Rank 1 is the likeliest token; sampling often draws lower ranks, which is what makes its text varied. "
+            f"Log-probability of the whole continuation under the model: {float(trace.sequence_logprobs[0]):.2f}."
+        )
+
+
+sampling_page()

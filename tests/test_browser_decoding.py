@@ -6,6 +6,8 @@ screenshots land in tests/artifacts/screenshots/.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.browser import CHART, needs_chromium, open_tab, screenshot, wait_for_chart
 
 pytestmark = needs_chromium
@@ -56,6 +58,31 @@ def test_sampling_page_draws_the_linked_panels(browser, app_url):
     assert page.locator(CHART).count() == 2  # temperatures side by side, the pipeline stages
     assert page.locator("[data-testid='stDataFrame']").count() == 2  # stages, then the seeded draws
     _done(tab, "sampling.png")
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_a_sampling_slider_reruns_the_page_body_and_keeps_the_link(browser, app_url, present):
+    """The page's body is a fragment (issue 13): moving temperature redraws every figure and the seeded draws
+    for the new value and writes it into the link, while the sidebar stays; in presentation mode too, where
+    the sliders sit behind the Controls button."""
+    url = f"{app_url}/sampling?{MODEL}&temperature=0.8&draw=true" + ("&present=true" if present else "")
+    tab = _open(browser, url)
+    page = tab.page
+    if present:
+        page.get_by_role("button", name="Controls").click()
+    slider = page.get_by_role("group", name="Temperature").get_by_role("slider")
+    slider.focus()
+    slider.press("ArrowRight")  # 0.8 -> 0.85
+    slider.blur()
+    page.wait_for_url("**temperature=0.85**", timeout=30_000)
+    for selector in (CHART, "[data-testid='stVegaLiteChart']"):
+        page.wait_for_function(
+            f"() => [...document.querySelectorAll(\"{selector}\")].some(e => e.textContent.includes('T = 0.85'))",
+            timeout=30_000,
+        )
+    assert page.locator("[data-testid='stSidebar']").count() == 1
+    assert page.get_by_text("T = 0.85, top-k = 0").count() >= 1  # the caption under the controls
+    _done(tab, f"sampling-moved{'-presentation' if present else ''}.png")
 
 
 def test_compare_strategies_page(browser, app_url):

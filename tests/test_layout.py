@@ -3,6 +3,7 @@ give the chart Altair builds."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -22,9 +23,15 @@ from explorer.render.layout import (
     subplots_draft,
     update_axes,
 )
-from explorer.render.sampling import distribution_panels, stages_figure, temperature_figure
-from explorer.render.style import SCREEN, SLIDE, FigureInfo, presentation_look
-from explorer.render.vega import VegaLite
+from explorer.render.sampling import (
+    _panels_template,
+    _powers_of_ten,
+    distribution_panels,
+    stages_figure,
+    temperature_figure,
+)
+from explorer.render.style import SCREEN, SLIDE, FigureInfo, altair_title, presentation_look, screen_look
+from explorer.render.vega import VegaLite, filled
 from explorer.ui.figures import _AsBuilt
 from tests.figures import decode_plotly_array
 
@@ -214,3 +221,18 @@ def test_a_spec_with_a_wrong_property_fails_when_validated():
     broken = PlotlySpec({"data": [{"type": "bar", "x": [1], "no_such_property": 1}], "layout": {}})
     with pytest.raises(ValueError):
         broken.figure()
+
+
+@pytest.mark.parametrize(
+    "look", [SCREEN, SLIDE, presentation_look(1280, 560), screen_look(744, 500), screen_look(1304, 900)]
+)
+def test_panels_at_any_window_size_equal_the_chart_built_for_that_size(distribution, look):
+    """One template per text size serves every window (each student's browser reports its own size): the panels
+    equal those of a template built for that exact size."""
+    chart = distribution_panels(distribution(temperature=0.7, top_p=0.9), info=INFO, look=look)
+    built = _panels_template.__wrapped__(look, tuple(_powers_of_ten(3000)))
+    assert chart.spec == filled(built, chart.spec["datasets"], **altair_title(INFO, look)).spec
+    before = _panels_template.cache_info().currsize
+    for width in (800, 960, 1200):
+        distribution_panels(distribution(), info=INFO, look=dataclasses.replace(look, width=width))
+    assert _panels_template.cache_info().currsize <= before + 1

@@ -14,6 +14,7 @@ ranks then log-spaced ranks of the tail (a 50,000-token vocabulary becomes a few
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import altair as alt
@@ -116,16 +117,26 @@ def distribution_panels(distribution: TokenDistribution, *, info: FigureInfo, lo
         "top_k": top_k if distribution.top_k else [],
         "top_p": top_p if distribution.top_p < 1.0 else [],
     }
-    template = _panels_template(look, tuple(_powers_of_ten(len(scaled))))
-    return filled(template, datasets, **altair_title(info, look))
+    # The template depends on the text sizes only: every window size (each student's browser reports its own)
+    # shares it, and only the panels' sizes are set here (building one took 80 ms of the one core a class has).
+    template = _panels_template(dataclasses.replace(look, width=0, height=0), tuple(_powers_of_ten(len(scaled))))
+    chart = filled(template, datasets, **altair_title(info, look))
+    width, height = _panel_size(look)
+    for panel in chart.spec["hconcat"]:
+        panel.update(width=width, height=height)
+    return chart
+
+
+def _panel_size(look: Look) -> tuple[int, int]:
+    return max(int((look.width - 2 * 100 - 40) / 2), 200), max(look.height - look.title_band - 120, 160)
 
 
 @functools.lru_cache(maxsize=32)
 def _panels_template(look: Look, count_ticks: tuple[int, ...]) -> dict:
-    """The two panels' spec at ``look``, their data named (``histogram``, ``curve``, ``top_k``, ``top_p``)."""
+    """The two panels' spec at ``look``'s text sizes, their data named (``histogram``, ``curve``, ``top_k``,
+    ``top_p``); ``distribution_panels`` sets their width and height."""
     band = alt.selection_interval(encodings=["x"], name="band")
-    width = max(int((look.width - 2 * 100 - 40) / 2), 200)
-    height = max(look.height - look.title_band - 120, 160)
+    width, height = _panel_size(look)
     panel_title = {"fontSize": look.font_size, "color": INK, "anchor": "start", "font": FONT}
     histogram = (
         alt.Chart(alt.NamedData("histogram"))
