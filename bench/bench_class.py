@@ -18,7 +18,9 @@ whatever its labels say). It records per page:
 
 Scenarios: ``--page NAME`` (any page), ``--mix`` (students spread over every page), ``--interrupt`` (all
 students ask for one shared result while one of them moves a slider at once, so Streamlit interrupts the run the
-others wait on: every student must still get it), ``--long`` (~500-token texts at the same moment). The server
+others wait on: every student must still get it), ``--long`` (~500-token texts at the same moment),
+``--maximum`` (the decoding pages at the largest steps and beams a class server allows, sampling drawing a
+continuation; with ``--mix --long``: the heaviest class at once, for peak memory). The server
 runs in hosted mode with the Dockerfile's environment. ``--table`` runs every page at 10 and 40 students and
 prints the README's table. Everything talks to 127.0.0.1 only, and every wait is bounded.
 
@@ -114,6 +116,9 @@ PAGES = {
         "generation_attention", DECODER, "prompt", (("layer", (1, 3, 4)), ("head", (2, 5, 1)))
     ),
 }
+# The largest settings a hosted class server allows on the decoding pages (EXPLORER_MAX_NEW_TOKENS,
+# EXPLORER_MAX_BEAMS), with the sampling page drawing a continuation: ``--maximum``.
+MAXIMUM = (("steps", "32"), ("beams", "4"), ("sample_steps", "32"), ("draw", "true"))
 TOPICS = ["the river", "a mountain", "the library", "her garden", "the old bridge", "a small boat", "the market"]
 
 
@@ -325,11 +330,23 @@ def percentiles(values: list[float]) -> str:
 
 
 async def class_run(
-    port: int, plan: list[PageSpec], run: str, *, moves: int, long=False, interrupt=False, cold=False, settle=None
+    port: int,
+    plan: list[PageSpec],
+    run: str,
+    *,
+    moves: int,
+    long=False,
+    interrupt=False,
+    cold=False,
+    maximum=False,
+    settle=None,
 ):
     """Every student at once; ``plan[n]`` is student n's page. With ``interrupt``, all share one text."""
     if interrupt:
         plan = [dataclasses.replace(spec, extra=spec.extra + spec.interrupt_extra) for spec in plan]
+    if maximum:
+        decoding = [dataclasses.replace(spec, extra=spec.extra + MAXIMUM) for spec in plan]
+        plan = [wide if spec.model == DECODER else spec for spec, wide in zip(plan, decoding, strict=True)]
     markers = [marker(run, n) for n in range(len(plan))]
     students = []
     for n, spec in enumerate(plan):
@@ -421,6 +438,7 @@ def measure(server: Server, name: str, count: int, run: str, args) -> str:
             run,
             moves=args.moves,
             long=args.long,
+            maximum=args.maximum,
             interrupt=args.interrupt,
             cold=args.cold,
             settle=server.wait_until_quiet,
@@ -470,6 +488,9 @@ def main() -> None:
     )
     parser.add_argument("--interrupt", action="store_true", help="one shared result, interrupted by one student")
     parser.add_argument("--long", action="store_true", help="~500-token texts, all at once")
+    parser.add_argument(
+        "--maximum", action="store_true", help="the decoding pages at the largest settings a class server allows"
+    )
     parser.add_argument(
         "--cold", action="store_true", help="no teacher opens the page first (a fresh server's loads count)"
     )

@@ -84,6 +84,19 @@ def release_free_memory() -> None:
         _TRIM(0)
 
 
+def freeze_long_lived() -> None:
+    """After a model load: everything alive now (the imported libraries, the loaded models) moves out of reach of
+    Python's cyclic garbage collector, so its full collections walk only what was made since.
+
+    With torch, transformers, Streamlit and two models loaded the process holds about half a million objects,
+    and a full collection of them took 250-300 ms holding the GIL: under a class, whenever one came due (every
+    so many allocations) every student's run stopped for it, the longest single pause of a slider move (issue
+    13). Unfrozen and collected first, so a model evicted since is freed and no garbage is kept forever."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
 def default_slots() -> int:
     configured = os.environ.get("EXPLORER_MAX_CONCURRENT")
     if configured and configured.isdigit() and int(configured) > 0:

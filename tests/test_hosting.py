@@ -3,9 +3,11 @@ no server token for visitors' models, one download at a time, and every echo of 
 
 from __future__ import annotations
 
+import gc
 import html
 import re
 import threading
+import weakref
 from types import SimpleNamespace
 
 import pytest
@@ -13,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.hosting import DownloadGate, HostingPolicy, hub_parameter_count
-from explorer.serving import ForwardGate
+from explorer.serving import ForwardGate, freeze_long_lived
 from explorer.ui.text import literal
 
 HOSTED = HostingPolicy(hosted=True, max_parameters=200_000_000, max_text_chars=2_000, max_beams=4)
@@ -143,6 +145,29 @@ def test_forward_gate_bounds_concurrency():
     for thread in threads:
         thread.join()
     assert peak[0] == 2 and gate.running == 0 and gate.waiting == 0
+
+
+class _Node:
+    """An object the cyclic collector must find: it refers to itself."""
+
+    def __init__(self):
+        self.me = self
+
+
+def test_after_a_model_load_what_lives_is_frozen_and_garbage_is_freed():
+    garbage = _Node()
+    gone = weakref.ref(garbage)
+    kept = _Node()
+    del garbage
+    try:
+        freeze_long_lived()
+        assert gone() is None  # collected before the freeze, not kept forever
+        assert gc.get_freeze_count() > 0
+        assert not any(obj is kept for obj in gc.get_objects())  # frozen: out of the collector's reach
+        later = _Node()
+        assert any(obj is later for obj in gc.get_objects())  # what comes after is collected as usual
+    finally:
+        gc.unfreeze()
 
 
 def shown(markdown: str) -> str:

@@ -13,6 +13,7 @@ import streamlit as st
 import explorer
 from explorer.hosting import DOWNLOADS, POLICY
 from explorer.models.loading import BUNDLED_MODELS, in_hub_cache
+from explorer.serving import freeze_long_lived
 from explorer.ui.caches import models_cache, results_cache
 from explorer.ui.text import literal
 
@@ -49,6 +50,7 @@ def _load(name: str, progress) -> explorer.LoadedModel:
         hub_only=POLICY.hosted,  # a visitor's id resolves through the Hub cache, never a folder here
     )
     _LOADED.add(name)
+    freeze_long_lived()
     return lm
 
 
