@@ -14,7 +14,7 @@ whatever its labels say). It records per page:
 - time from opening to the student's own result, and per slider move (p50, p95, max);
 - errors (exceptions shown, closed connections, timeouts);
 - leaks: every message a student receives is scanned for any other student's marker;
-- peak memory of the server process and its children (RSS, sampled every 0.2 s).
+- peak memory of the server process and its children (PSS, summed RSS beside it; sampled every 0.2 s).
 
 Scenarios: ``--page NAME`` (any page), ``--mix`` (students spread over every page), ``--interrupt`` (all
 students ask for one shared result while one of them moves a slider at once, so Streamlit interrupts the run the
@@ -137,6 +137,19 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def resident(process: psutil.Process) -> tuple[int, int]:
+    """(PSS, RSS) bytes of one process; (0, 0) once it is gone. PSS splits each page shared between processes
+    among them (Chrome's processes share most of theirs), so summed over a process tree it is the memory the
+    tree holds, as a container's memory limit counts it; summed RSS counts a shared page once per process."""
+    try:
+        rss = process.memory_info().rss
+        with open(f"/proc/{process.pid}/smaps_rollup") as rollup:
+            pss = next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("Pss:"))
+        return pss, rss
+    except (psutil.Error, OSError, StopIteration):
+        return 0, 0
+
+
 class Server:
     """``streamlit run app.py`` on loopback, in hosted mode with the Dockerfile's environment."""
 
@@ -155,7 +168,7 @@ class Server:
         with self.log.open("w") as output:
             self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
         self.profiling = bool(profile)
-        self.peak = 0
+        self.peak = self.peak_rss = 0  # bytes: proportional (shared pages split), and resident summed
         self._stop = threading.Event()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -168,12 +181,14 @@ class Server:
 
     def _sample(self) -> None:
         process = psutil.Process(self.process.pid)
-        while not self._stop.is_set():
+        while not self._stop.is_set() and process.is_running():
             try:
-                rss = process.memory_info().rss + sum(c.memory_info().rss for c in process.children(recursive=True))
-                self.peak = max(self.peak, rss)
+                tree = [process, *process.children(recursive=True)]
             except psutil.Error:
                 return
+            sizes = [resident(member) for member in tree]
+            self.peak = max(self.peak, sum(pss for pss, _ in sizes))
+            self.peak_rss = max(self.peak_rss, sum(rss for _, rss in sizes))
             time.sleep(0.2)
 
     def wait_until_quiet(self, *, limit: float = 30.0) -> float:
@@ -429,7 +444,7 @@ def measure(server: Server, name: str, count: int, run: str, args) -> str:
             kwargs={"nice": not args.browser_priority},
         )
         browsers.start()
-    server.peak = 0
+    server.peak = server.peak_rss = 0
     client_cpu = time.process_time()
     students = asyncio.run(
         class_run(
@@ -462,13 +477,13 @@ def measure(server: Server, name: str, count: int, run: str, args) -> str:
     chromium = ", ".join(f"{t:.1f}" for t in pages)
     return (
         f"| {name} | {count} | {percentiles(opens)} | {percentiles(moves)} | {errors} | {without} | {leaks} | "
-        f"{server.peak / 1e9:.2f} GB | {chromium} |"
+        f"{server.peak / 1e9:.2f} GB ({server.peak_rss / 1e9:.2f} GB) | {chromium} |"
     )
 
 
 HEADER = [
     "| page | students | open → own result s (p50 / p95 / max) | slider move s (p50 / p95 / max) | errors "
-    "| without result | leaks | peak memory | chromium during the class: open → figure s |",
+    "| without result | leaks | peak memory: PSS (summed RSS) | chromium during the class: open → figure s |",
     "|---|---|---|---|---|---|---|---|---|",
 ]
 

@@ -6,10 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from explorer import ui
-from explorer.compute.statistics import head_statistics, rollout, without_tokens
+from explorer.compute.statistics import without_tokens
 from explorer.render.heatmap import masked_weights, token_matrix
 from explorer.render.style import FigureInfo
-from explorer.ui.attention import capture_ui, open_head_links
+from explorer.ui.attention import cached_head_statistics, cached_rollout, capture_ui, open_head_links
 
 ui.page_shell()
 header = ui.page_header(
@@ -23,19 +23,14 @@ lm = ui.require_model()
 view = capture_ui(lm, header)
 stack, capture = view.stack, view.capture
 specials = set(ui.cached_model(lm.name).tokenizer.all_special_tokens)
-special_positions = [i for i, token in enumerate(stack.key_tokens) if token in specials]
+special_positions = tuple(i for i, token in enumerate(stack.key_tokens) if token in specials)
 with ui.controls():
     hide = ui.toggle_ui(
         "View transform: hide special tokens and renormalise rows",
         key="hide_special",
         help="Drops the special tokens' columns and rescales each row to sum to 1 again: a view, not the model.",
     ) and bool(special_positions)
-weights = np.where(stack.masks_by_layer()[:, None], stack.attentions, 0.0)
-keys, kept = stack.key_tokens, None
-if hide:
-    weights, kept = without_tokens(weights, special_positions)
-    keys = tuple(stack.key_tokens[i] for i in kept)
-rows = head_statistics(weights, special_positions, key_positions=kept)
+rows = cached_head_statistics(view, special_positions, hide=hide)
 table = pd.DataFrame(rows)
 event = st.dataframe(
     table,
@@ -61,9 +56,11 @@ ui.notices_ui()
 
 where = (f"layer {layer}", f"head {head}") + (("special tokens hidden",) if hide else ())
 info = FigureInfo("Attention weights", model=lm.name, text=view.shown_text, where=where)
-shown = weights[layer, head] if hide else masked_weights(stack, layer, head)
+shown, keys = masked_weights(stack, layer, head), stack.key_tokens
 if hide:
+    shown, kept = without_tokens(np.nan_to_num(shown, nan=0.0), special_positions)
     shown = np.where(stack.masks_by_layer()[layer][:, kept], shown, np.nan)
+    keys = tuple(stack.key_tokens[i] for i in kept)
 query_tokens = stack.query_tokens
 with ui.stage():
     ui.show_figure(ui.figure(token_matrix, shown, query_tokens, keys, info=info), info, key="stats-head")
@@ -80,7 +77,7 @@ if stack.attentions.shape[-1] != stack.attentions.shape[-2]:
 else:
     upto = ui.index_slider_ui("Rollout through layer", stack.num_layers, key="rollout_layer", default_last=True)
     keys_all = stack.key_tokens
-    rolled = rollout(np.where(stack.masks_by_layer()[:, None], stack.attentions, 0.0))[upto]
+    rolled = cached_rollout(view)[upto]
     rollout_info = FigureInfo("Attention rollout", model=lm.name, text=view.shown_text, where=(f"layers 0–{upto}",))
     ui.show_figure(
         ui.figure(

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.compute.positions import layerwise_cosine
-from explorer.compute.statistics import head_statistics, rollout
+from explorer.compute.statistics import head_statistics, rollout, without_tokens
 from explorer.models.anatomy import model_anatomy
 from explorer.render.grid import tiled
 from tests.figures import decode_plotly_array
@@ -197,6 +197,34 @@ def test_head_statistics_table_hidden_tokens_and_rollout(minilm):
         len(hidden["data"][0]["x"]) == len(capture.tokens) - 2
         and "special tokens hidden" in hidden["layout"]["title"]["text"]
     )
+    specials = [0, len(capture.tokens) - 1]
+    renormalised, kept = without_tokens(capture.attentions, specials)
+    expected = head_statistics(renormalised, specials, key_positions=kept)
+    table = at.dataframe[0].value
+    np.testing.assert_allclose(table["mean distance"], [row["mean distance"] for row in expected], atol=1e-9)
+    np.testing.assert_allclose(decode_plotly_array(hidden["data"][0]["z"]), renormalised[0, 0], atol=1e-7)
+
+
+def test_head_statistics_are_measured_once_per_capture_not_per_slider_move(monkeypatch):
+    # At 500 tokens each measurement copied every head's weights: forty students' moves held gigabytes.
+    import explorer.ui.attention as attention
+
+    calls = []
+    original = attention.head_statistics
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(attention, "head_statistics", counting)
+    at = open_page("pages/head_statistics.py", text="statistics measured once")
+    measured = len(calls)
+    assert not at.exception and measured == 6  # once per layer of the six
+    at.slider(key="layer").set_value(1).run()
+    at.slider(key="head").set_value(3).run()
+    assert not at.exception and len(calls) == measured
+    second = open_page("pages/head_statistics.py", text="statistics measured once")  # another student
+    assert not second.exception and len(calls) == measured
 
 
 def test_compare_two_texts_and_two_models(minilm):

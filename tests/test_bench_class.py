@@ -26,6 +26,7 @@ def test_students_get_their_own_results_and_nothing_else(server):
     assert [s.errors for s in students] == [[], [], []]
     assert all(s.open_to_result is not None and len(s.moves) == 2 for s in students)
     assert sum(len(s.leaks) for s in students) == 0
+    assert 0 < server.peak <= server.peak_rss  # shared pages counted once, not once per process
 
 
 def test_an_interrupted_shared_run_leaves_nobody_without_a_result(server):

@@ -32,6 +32,24 @@ def test_policy_from_the_environment():
 
 
 @pytest.mark.parametrize(
+    ("policy", "environ", "megabytes"),
+    [(LOCAL, {}, 1024), (HOSTED, {}, 512), (HOSTED, {"EXPLORER_CACHE_MB": "300"}, 300)],
+)
+def test_the_results_budget_is_smaller_on_a_class_server(monkeypatch, policy, environ, megabytes):
+    from explorer.ui import caches
+
+    monkeypatch.setattr(caches, "POLICY", policy)
+    monkeypatch.delenv("EXPLORER_CACHE_MB", raising=False)
+    for key, value in environ.items():
+        monkeypatch.setenv(key, value)
+    caches.results_cache.cache_clear()
+    try:
+        assert caches.results_cache().budget == megabytes * 1024 * 1024
+    finally:
+        caches.results_cache.cache_clear()  # the next call builds the process's own from the real settings
+
+
+@pytest.mark.parametrize(
     "name",
     [
         "a/b/c d!",

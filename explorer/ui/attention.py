@@ -2,16 +2,22 @@
 
 ``capture_ui`` draws the text inputs (a second segment for encoders, the decoder's text for
 encoder-decoders), runs (or reuses) the capture, says what was cut, and lets the visitor pick a stack. It
-stops the page with a short message when there is nothing to show.
+stops the page with a short message when there is nothing to show. ``cached_head_statistics`` and
+``cached_rollout`` are computed from every head of a capture, so once per capture for the whole server, not at
+every slider move: at 500 tokens each run made copies of all the weights (70-140 MB), and forty students'
+moves at once held gigabytes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import streamlit as st
 
 import explorer
+from explorer.compute.statistics import head_statistics, rollout, without_tokens
+from explorer.ui.caches import results_cache
 from explorer.ui.captures import cached_capture
 from explorer.ui.shell import controls, presenting
 from explorer.ui.text import literal
@@ -61,6 +67,50 @@ def capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks: boo
     with controls():
         stack_name = stack_ui(names) if stacks else names[0]
     return CaptureView(text, text_pair, target, capture, stack_name, capture.stacks[stack_name])
+
+
+def _derived_key(view: CaptureView, *what) -> tuple:
+    """A result computed from ``view``'s stack: keyed by everything its capture is keyed by, and the stack."""
+    return ("derived", *what, view.capture.model_name, view.text, view.text_pair, view.target, view.stack_name)
+
+
+def _allowed(stack, layer: int) -> np.ndarray:
+    """[head, query, key] of one layer: the weights, 0 where the mask forbids attending (a copy)."""
+    return np.where(stack.masks_by_layer()[layer], stack.attentions[layer], 0.0)
+
+
+# Both are computed a layer at a time, at once rather than queued behind the class's model runs: a session
+# waiting in the queue would hold its capture (90 MB at 500 tokens) all that while, and copies of every layer
+# at once made 200-400 MB of temporaries per session.
+def cached_head_statistics(view: CaptureView, special_positions: tuple[int, ...], *, hide: bool) -> list[dict]:
+    """``head_statistics`` of every head of the view's stack; ``hide``: with the special tokens' columns
+    dropped and rows renormalised (``without_tokens``)."""
+    hidden = special_positions if hide else ()
+
+    def compute():
+        rows = []
+        for layer in range(view.stack.num_layers):
+            weights, kept = _allowed(view.stack, layer)[None], None
+            if hidden:
+                weights, kept = without_tokens(weights, hidden)
+            measured = head_statistics(weights, special_positions, key_positions=kept)
+            rows += [{**row, "layer": layer} for row in measured]
+        return rows
+
+    return results_cache().get(_derived_key(view, "head statistics", hidden), compute)
+
+
+def cached_rollout(view: CaptureView) -> np.ndarray:
+    """[layer, query, key] attention rollout of the view's (square) stack, up to each layer."""
+
+    def compute():
+        stack = view.stack
+        head_means = np.stack(
+            [_allowed(stack, layer).mean(axis=0, dtype=np.float64) for layer in range(stack.num_layers)]
+        )
+        return rollout(head_means[:, None])  # one "head" per layer: rollout's own mean over heads is then exact
+
+    return results_cache().get(_derived_key(view, "rollout"), compute)
 
 
 def open_head_links(view: CaptureView, layer: int, head: int) -> None:
