@@ -6,6 +6,7 @@ import streamlit as st
 
 from explorer import ui
 from explorer.compute.attention import head_outputs, score_stages
+from explorer.render.heatmap import agreement_caption
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import step_by_step_figure
 from explorer.ui import steps
@@ -112,7 +113,7 @@ st.dataframe(
     column_config={"captured weight": st.column_config.NumberColumn(help="What the model itself computed.")},
 )
 difference = float(np.abs(stages["weights"][query] - stack.attentions[layer, head, query]).max())
-st.caption(f"✓ recomputed softmax vs the model's own weights: max difference {difference:.1e}.")
+st.caption(agreement_caption("recomputed softmax vs the model's own weights", difference))
 
 if stack.values is not None:
     output = head_outputs(

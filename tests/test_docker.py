@@ -13,9 +13,11 @@ import urllib.request
 
 import pytest
 import yaml
-from dockerfile_parse import DockerfileParser
 
 from tests.browser import ROOT, chromium, needs_chromium, open_tab, served_app, wait_for_chart
+
+# In requirements-dev.txt; where it is missing the Dockerfile's checks are skipped with that reason, not failed.
+DockerfileParser = pytest.importorskip("dockerfile_parse").DockerfileParser
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 
 import explorer
 from explorer.data import AttentionStack
-from explorer.render.heatmap import attention_heatmap, masked_weights, verification_caption
+from explorer.render.heatmap import agreement_caption, attention_heatmap, masked_weights, verification_caption
 from explorer.render.style import FigureInfo
 from tests.figures import decode_plotly_array
 
@@ -105,6 +105,14 @@ def test_masked_weights_follow_per_layer_masks():
     stack = dataclasses.replace(stack, layer_mask=np.stack([stack.mask, window]))
     assert np.isnan(masked_weights(stack, 0, 0)).sum() == 3
     assert np.isnan(masked_weights(stack, 1, 0)[2, 0])
+
+
+def test_an_agreement_caption_ticks_only_what_agrees():
+    # The step-by-step page printed its ✓ whatever the difference it measured.
+    assert agreement_caption("softmax vs the model", 3.0e-8) == "✓ softmax vs the model: max difference 3.0e-08."
+    assert agreement_caption("softmax vs the model", 0.2).startswith("⚠ softmax vs the model: max difference 2.0e-01")
+    assert agreement_caption("softmax vs the model", float("nan")).startswith("⚠")
+    assert agreement_caption("x", 5e-4, tolerance=1e-3).startswith("✓")
 
 
 def test_verification_caption():

@@ -14,8 +14,6 @@ import numpy as np
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, BeamNode, DecodeTrace
 from explorer.labels import visible as visible_label
 
-LOST = -1.0e8  # scores below this are generate()'s "cannot win" placeholders
-
 
 def visible(token: str) -> str:
     """A token label with its leading space shown (``␣``), so word starts stay visible in tables."""
@@ -62,7 +60,7 @@ def _input_text(trace: DecodeTrace, step, row: int, tokenizer, limit: int) -> st
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
-def sampled_table(trace: DecodeTrace, distributions_rank=None, *, row: int = 0) -> list[dict]:
+def sampled_table(trace: DecodeTrace, *, row: int = 0) -> list[dict]:
     """For a sampled sequence: each draw, its probability after the processors and its rank among the candidates.
 
     ``rank`` is 1 for the most likely token; a draw outside the recorded top candidates shows its rank as
@@ -103,13 +101,6 @@ def _draw_label(trace: DecodeTrace, step, row: int, token_id: int) -> str:
         if 0 <= generated < len(trace.generated_tokens[row]):
             return trace.generated_tokens[row][generated]
     return _label(trace, step.candidate_ids[row], step.candidate_tokens[row], token_id)
-
-
-def live_rows(step) -> list[int]:
-    """Rows of a beam-search step that were really running (the first step expands only beam 0)."""
-    if step.row_scores is None:
-        return list(range(step.num_rows))
-    return [row for row in range(step.num_rows) if step.row_scores[row] > LOST]
 
 
 def repeated_ngram(tokens: tuple[str, ...], *, size: int = 2, min_repeats: int = 2) -> tuple[str, ...] | None:

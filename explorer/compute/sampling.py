@@ -14,8 +14,6 @@ import numpy as np
 
 from explorer.data.decoding import TokenDistribution
 
-STAGES = ("raw", "temperature", "top-k", "top-p", "min-p")
-
 
 def softmax(scores: np.ndarray) -> np.ndarray:
     """[vocab] float32 probabilities of float32 scores; -inf scores get probability 0."""

@@ -8,15 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-STATISTICS = (
-    "entropy",
-    "mean distance",
-    "first-token share",
-    "special-token share",
-    "previous-token score",
-    "max weight",
-)
-
 
 def entropy(weights: np.ndarray) -> np.ndarray:
     """Mean over queries of each row's entropy in bits: 0 when a head looks at one token, log2(n) when spread

@@ -212,7 +212,6 @@ class _Result:
     bans: list[NgramBan] = dataclasses.field(default_factory=list)
     pool_history: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
     cache: object = None
-    last_tokens: torch.Tensor | None = None
 
 
 class _Run:

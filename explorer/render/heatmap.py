@@ -186,6 +186,14 @@ def verification_caption(error: float, *, tolerance: float = 1e-4) -> str:
     return f"✓ verified: max |recomputed − captured| = {error:.1e}"
 
 
+def agreement_caption(what: str, difference: float, *, tolerance: float = 1e-4) -> str:
+    """A one-line verdict on a recomputation shown beside the model's own numbers: the ✓ only when the measured
+    difference earns it (a NaN or a difference above ``tolerance`` gets a ⚠ saying so)."""
+    if not math.isfinite(difference) or difference > tolerance:
+        return f"⚠ {what}: max difference {difference:.1e}, above {tolerance:.0e}: they disagree."
+    return f"✓ {what}: max difference {difference:.1e}."
+
+
 @dataclass(frozen=True)
 class MatrixGeometry:
     """Where a token matrix sits in its figure, in pixels and in Plotly's paper fractions."""

@@ -8,7 +8,7 @@ import streamlit as st
 
 import explorer
 from explorer.compute.attention import toy_stages
-from explorer.render.heatmap import mask_heatmap, scores_heatmap
+from explorer.render.heatmap import agreement_caption, mask_heatmap, scores_heatmap
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import step_by_step_figure
 from explorer.ui.figures import figure, show_figure
@@ -61,8 +61,7 @@ def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
     reference = explorer.torch_attention(vectors, vectors, vectors, causal=causal)
     difference = float(np.abs(stages["output"] - reference).max())
     st.caption(
-        "✓ the outputs (weights × X) against torch's own scaled_dot_product_attention: max difference "
-        f"{difference:.1e}."
+        agreement_caption("the outputs (weights × X) against torch's own scaled_dot_product_attention", difference)
     )
     mask = np.tril(np.ones((len(tokens), len(tokens)), dtype=bool)) if causal else None
     if mask is not None:
