@@ -9,7 +9,13 @@ from explorer import ui
 from explorer.compute.statistics import without_tokens
 from explorer.render.heatmap import masked_weights, token_matrix
 from explorer.render.style import FigureInfo
-from explorer.ui.attention import cached_head_statistics, cached_rollout, capture_ui, open_head_links
+from explorer.ui.attention import (
+    allowed_weights,
+    cached_head_statistics,
+    cached_rollout,
+    capture_ui,
+    open_head_links,
+)
 
 ui.page_shell()
 header = ui.page_header(
@@ -58,7 +64,7 @@ where = (f"layer {layer}", f"head {head}") + (("special tokens hidden",) if hide
 info = FigureInfo("Attention weights", model=lm.name, text=view.shown_text, where=where)
 shown, keys = masked_weights(stack, layer, head), stack.key_tokens
 if hide:
-    shown, kept = without_tokens(np.nan_to_num(shown, nan=0.0), special_positions)
+    shown, kept = without_tokens(allowed_weights(stack, layer, head), special_positions)
     shown = np.where(stack.masks_by_layer()[layer][:, kept], shown, np.nan)
     keys = tuple(stack.key_tokens[i] for i in kept)
 query_tokens = stack.query_tokens

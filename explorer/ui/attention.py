@@ -74,9 +74,10 @@ def _derived_key(view: CaptureView, *what) -> tuple:
     return ("derived", *what, view.capture.model_name, view.text, view.text_pair, view.target, view.stack_name)
 
 
-def _allowed(stack, layer: int) -> np.ndarray:
-    """[head, query, key] of one layer: the weights, 0 where the mask forbids attending (a copy)."""
-    return np.where(stack.masks_by_layer()[layer], stack.attentions[layer], 0.0)
+def allowed_weights(stack, layer: int, heads: int | slice = slice(None)) -> np.ndarray:
+    """[head, query, key] of one layer (or [query, key] of one head): the weights, 0 where the mask forbids
+    attending (a copy)."""
+    return np.where(stack.masks_by_layer()[layer], stack.attentions[layer, heads], 0.0)
 
 
 # Both are computed a layer at a time, at once rather than queued behind the class's model runs: a session
@@ -90,7 +91,7 @@ def cached_head_statistics(view: CaptureView, special_positions: tuple[int, ...]
     def compute():
         rows = []
         for layer in range(view.stack.num_layers):
-            weights, kept = _allowed(view.stack, layer)[None], None
+            weights, kept = allowed_weights(view.stack, layer)[None], None
             if hidden:
                 weights, kept = without_tokens(weights, hidden)
             measured = head_statistics(weights, special_positions, key_positions=kept)
@@ -106,7 +107,7 @@ def cached_rollout(view: CaptureView) -> np.ndarray:
     def compute():
         stack = view.stack
         head_means = np.stack(
-            [_allowed(stack, layer).mean(axis=0, dtype=np.float64) for layer in range(stack.num_layers)]
+            [allowed_weights(stack, layer).mean(axis=0, dtype=np.float64) for layer in range(stack.num_layers)]
         )
         return rollout(head_means[:, None])  # one "head" per layer: rollout's own mean over heads is then exact
 
