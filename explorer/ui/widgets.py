@@ -6,9 +6,14 @@ Every function draws its widget and returns a plain value. One mechanism serves 
    the link's (checked: a bad value gives a notice, never a traceback; Streamlit would silently drop
    it), else the default.
 2. **Set** it into the widget's state, then draw the widget with no value of its own.
-3. **Write** it into the URL (left out when it is the default, to keep links short). The app writes the
-   URL itself rather than using Streamlit's ``bind``: a bound widget whose value was set in code does
-   not update the URL, so a teacher's link would miss it.
+3. **Write** it into the URL (left out when it is the default, to keep links short).
+
+The app writes the URL itself rather than binding widgets with ``bind="query-params"`` (checked in Chromium
+with Streamlit 1.67): a bound widget drops a link's value it cannot use without a word (``?layer=9`` on a
+6-layer model and ``?layer=abc`` both give layer 0 and no message), and forgets what the link asked for when
+the model changes (layer 9 of a 12-layer model becomes 0, not 5, on a 6-layer one, and stays 0 when the
+12-layer model comes back). A class following a teacher's link must be told when the link does not fit, and
+get the nearest view.
 
 Indices (layer, head, step...) remember what was asked for: an index that does not fit the model now
 loaded is clamped with a notice, and comes back when a model where it fits is loaded again. Texts longer
