@@ -123,6 +123,13 @@ class AttentionCapture:
     def __post_init__(self):
         freeze_arrays(self)
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self)
+
     @property
     def main(self) -> AttentionStack:
         """The main self-attention stack: the encoder's, or the decoder's for decoder-only models."""

@@ -169,6 +169,13 @@ class DecodeTrace:
         for array in self.sequences:
             array.flags.writeable = False
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self)
+
     @property
     def num_steps(self) -> int:
         return len(self.steps)
@@ -190,6 +197,13 @@ class NextTokenLogits:
 
     def __post_init__(self):
         freeze_arrays(self)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,6 +234,13 @@ class TokenDistribution:
             probabilities.flags.writeable = False
         for mask in self.kept.values():
             mask.flags.writeable = False
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self)
 
     @property
     def final(self) -> np.ndarray:

@@ -1,0 +1,119 @@
+"""Results shown in Jupyter as the app's figures: what ``_repr_mimebundle_`` of the data classes returns.
+
+Each bundle has three representations; a frontend shows the richest it can:
+
+- ``application/vnd.plotly.v1+json``: the figure as data (JupyterLab, VS Code and Colab draw it natively);
+- ``text/html``: the figure drawn by plotly.js. The first figure a kernel displays carries plotly.js itself,
+  from the installed plotly package (about 4.6 MB, once per notebook: no CDN, so it works offline); later
+  figures use the ``Plotly`` that one defined in the page;
+- ``text/plain``: a one-line summary, where nothing can draw.
+
+Nothing here imports IPython: a bundle is a plain dict.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import plotly.io as pio
+
+from explorer.compute.sampling import distribution_from_logits
+from explorer.data import AttentionCapture, DecodeTrace, NextTokenLogits, TokenDistribution
+from explorer.render.decoding import beam_tree_figure, candidates_figure
+from explorer.render.heatmap import attention_heatmap
+from explorer.render.sampling import stages_figure
+from explorer.render.style import FigureInfo, snippet
+
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+_plotly_js = {"sent": False}
+_plotly_js_lock = threading.Lock()
+
+
+def mimebundle(result) -> dict:
+    """The bundle for any result that has a figure (see ``FIGURES``)."""
+    figure, summary = FIGURES[type(result)](result)
+    # Through Plotly's own JSON encoder: arrays become typed-array data that Jupyter can send as JSON.
+    data = json.loads(pio.to_json(figure, validate=False))
+    return {"text/plain": summary, PLOTLY_MIME: data, "text/html": _html(figure)}
+
+
+def _html(figure) -> str:
+    with _plotly_js_lock:  # plotly.js goes into exactly one output, the first one
+        first, _plotly_js["sent"] = not _plotly_js["sent"], True
+    return pio.to_html(figure, include_plotlyjs=first, full_html=False, config={"displaylogo": False})
+
+
+def reset_plotly_js() -> None:
+    """Send plotly.js again with the next figure (a new notebook page, or a test)."""
+    with _plotly_js_lock:
+        _plotly_js["sent"] = False
+
+
+def capture_figure(capture: AttentionCapture, layer: int = 0, head: int = 0):
+    stack = capture.main
+    text = " ".join(capture.tokens)
+    info = FigureInfo(
+        "Attention weights", model=capture.model_name, text=text, where=(f"layer {layer}", f"head {head}")
+    )
+    figure = attention_heatmap(stack, layer, head, info=info, segment_b_start=capture.segment_b_start)
+    summary = (
+        f"AttentionCapture: {capture.model_name}, {len(capture.tokens)} tokens, {stack.num_layers} layers × "
+        f"{stack.num_heads} heads, stacks {', '.join(capture.stacks)} (shown: layer {layer}, head {head}; any "
+        "other with explorer.render.attention_heatmap(capture.main, layer, head))"
+    )
+    return figure, summary
+
+
+def trace_figure(trace: DecodeTrace):
+    settings = trace.settings
+    info = FigureInfo(_strategy_title(trace), model=trace.model_name, text=trace.prompt)
+    beams = settings.strategy == "beam"
+    figure = beam_tree_figure(trace, info=info) if beams else candidates_figure(trace, info=info)
+    summary = (
+        f"DecodeTrace: {trace.model_name}, {_strategy_title(trace).lower()}, {trace.num_steps} steps: "
+        f"“{snippet(trace.prompt, 40)}” → “{snippet(trace.continuations[0], 60)}” "
+        f"(log-probability {float(trace.sequence_logprobs[0]):.2f})"
+    )
+    return figure, summary
+
+
+def _strategy_title(trace: DecodeTrace) -> str:
+    settings = trace.settings
+    if settings.strategy == "beam":
+        return f"Beam search, {settings.num_beams} beams"
+    return {"greedy": "Greedy search", "sample": "Sampling"}.get(settings.strategy, settings.strategy.capitalize())
+
+
+def distribution_figure(distribution: TokenDistribution, info: FigureInfo | None = None):
+    info = info or FigureInfo("Next-token distribution, stage by stage")
+    figure = stages_figure(distribution, info=info).figure()
+    final = distribution.final
+    best = int(final.argmax())
+    summary = (
+        f"TokenDistribution: {len(final):,} tokens, stages {' → '.join(name for name, _ in distribution.stages)}; "
+        f"{int((final > 0).sum()):,} still possible; most likely {distribution.tokens[best]!r} "
+        f"({100 * float(final[best]):.1f}%)"
+    )
+    return figure, summary
+
+
+def logits_figure(logits: NextTokenLogits):
+    distribution = distribution_from_logits(logits.logits, logits.tokens)
+    figure, _ = distribution_figure(
+        distribution, FigureInfo("Next-token distribution", model=logits.model_name, text=logits.prompt)
+    )
+    best = int(logits.logits.argmax())
+    summary = (
+        f"NextTokenLogits: {logits.model_name}, after “{snippet(logits.prompt, 40)}”: {len(logits.logits):,} logits; "
+        f"most likely {logits.tokens[best]!r} ({100 * float(distribution.final[best]):.1f}%)"
+    )
+    return figure, summary
+
+
+FIGURES = {
+    AttentionCapture: capture_figure,
+    DecodeTrace: trace_figure,
+    TokenDistribution: distribution_figure,
+    NextTokenLogits: logits_figure,
+}
