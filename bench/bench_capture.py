@@ -50,11 +50,19 @@ def gpt2_shaped_folder(tokenizer) -> Path:
     return folder
 
 
-def median_seconds(fn, repeats: int) -> list[float]:
+def synchronize(device: str) -> None:
+    """Wait for the GPU: its kernels run asynchronously, and a timer must stop when they are done."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def median_seconds(fn, repeats: int, device: str = "cpu") -> list[float]:
     times = []
     for _ in range(repeats):
+        synchronize(device)
         start = time.perf_counter()
         fn()
+        synchronize(device)
         times.append(time.perf_counter() - start)
     return times
 
@@ -63,7 +71,7 @@ def bench_model(label, lm, reference, lengths, repeats):
     rows = []
     for length in lengths:
         text = text_of_length(lm.tokenizer, length)
-        inputs = lm.tokenizer(text, return_tensors="pt")
+        inputs = lm.tokenizer(text, return_tensors="pt").to(lm.device)
         if lm.kind == "decoder":
             inputs.pop("token_type_ids", None)
 
@@ -83,7 +91,7 @@ def bench_model(label, lm, reference, lengths, repeats):
         samples = {"reference": [], "capture": [], "capture+verify": []}
         for _ in range(repeats):  # interleaved, so machine noise hits all three alike
             for name, fn in (("reference", plain), ("capture", captured), ("capture+verify", verified)):
-                samples[name] += median_seconds(fn, 1)
+                samples[name] += median_seconds(fn, 1, str(lm.device))
         med = {name: statistics.median(values) for name, values in samples.items()}
         rows.append((label, length, med["reference"], med["capture"], med["capture+verify"]))
     return rows
@@ -93,17 +101,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lengths", type=int, nargs="+", default=[16, 128, 512])
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...: where both sides run")
     args = parser.parse_args()
 
-    minilm = explorer.load_model(explorer.DEFAULT_ENCODER, device="cpu")
+    minilm = explorer.load_model(explorer.DEFAULT_ENCODER, device=args.device)
     minilm_ref = AutoModel.from_pretrained(resolve_source(explorer.DEFAULT_ENCODER), attn_implementation="eager")
     gpt2_folder = gpt2_shaped_folder(minilm.tokenizer)
-    gpt2 = explorer.load_model(str(gpt2_folder), device="cpu")
-    gpt2_ref = AutoModelForCausalLM.from_pretrained(gpt2_folder, attn_implementation="eager")
+    gpt2 = explorer.load_model(str(gpt2_folder), device=args.device)
+    gpt2_ref = AutoModelForCausalLM.from_pretrained(gpt2_folder, attn_implementation="eager").to(args.device)
+    minilm_ref.to(args.device)
     rows = bench_model("MiniLM-L6 (6x12)", minilm, minilm_ref.eval(), args.lengths, args.repeats)
     rows += bench_model("GPT-2-shaped (12x12)", gpt2, gpt2_ref.eval(), args.lengths, args.repeats)
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {args.repeats}")
+    where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__}, {args.device} ({where}), median of {args.repeats}")
     print("| model | tokens | reference ms | capture ms | capture+verify ms | capture / ref | +verify / ref |")
     print("|---|---|---|---|---|---|---|")
     for label, length, ref, cap, ver in rows:

@@ -80,12 +80,18 @@ def trace_bytes(trace) -> int:
     return total + 100 * len(trace.tree)
 
 
+def synchronize(device: str) -> None:
+    """Wait for the GPU: its kernels run asynchronously, and a timer must stop when they are done."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def bench(lm, prompt: str, beams: int, new_tokens: int, repeats: int) -> dict:
     strategy = "greedy" if beams == 1 else "beam"
     settings = dict(strategy=strategy, max_new_tokens=new_tokens, num_beams=beams)
     trace = explorer.decode(lm, prompt, **settings)
     config = generation_config_for(lm, trace.settings)
-    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
+    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"].to(lm.device)
 
     def generated():
         with torch.inference_mode():
@@ -99,8 +105,10 @@ def bench(lm, prompt: str, beams: int, new_tokens: int, repeats: int) -> dict:
     times = {"generate": [], "decode": []}
     for _ in range(repeats):  # interleaved, so machine noise hits both alike
         for name, fn in (("generate", generated), ("decode", decoded)):
+            synchronize(str(lm.device))
             start = time.perf_counter()
             fn()
+            synchronize(str(lm.device))
             times[name].append(time.perf_counter() - start)
     scores_bytes = sum(score.numel() * score.element_size() for score in reference.scores)
     return {
@@ -120,8 +128,9 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--prompt-lengths", type=int, nargs="+", default=[8, 256])
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     args = parser.parse_args()
-    lm = explorer.load_model(str(gpt2_shaped_folder()), device="cpu")
+    lm = explorer.load_model(str(gpt2_shaped_folder()), device=args.device)
     rows = [
         bench(lm, prompt_of_length(lm.tokenizer, length), beams, args.new_tokens, args.repeats)
         for length in args.prompt_lengths

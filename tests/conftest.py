@@ -12,6 +12,8 @@ import socket
 
 import pytest
 
+from tests.devices import DEVICE
+
 _real_connect = socket.socket.connect
 
 
@@ -41,7 +43,7 @@ def minilm():
     """The real pretrained all-MiniLM-L6-v2 from its PyPI package, loaded through the public API."""
     import explorer
 
-    return explorer.load_model(explorer.DEFAULT_ENCODER, device="cpu")
+    return explorer.load_model(explorer.DEFAULT_ENCODER, device=DEVICE)
 
 
 @pytest.fixture(scope="session")

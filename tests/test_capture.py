@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import explorer
+from tests.devices import DEVICE
 from tests.tiny_models import TINY, eager_reference
 
 TEXT = "the cat sat on the mat and the dog ran to the park"
@@ -17,16 +18,16 @@ TARGET = "a dog ran"
 def tiny(request, tiny_models):
     """(name, LoadedModel, eager reference model) for each tiny architecture."""
     folder = tiny_models[request.param]
-    return request.param, explorer.load_model(folder, device="cpu"), eager_reference(request.param, folder)
+    return request.param, explorer.load_model(folder, device=DEVICE), eager_reference(request.param, folder)
 
 
 def _reference_attentions(name, reference, lm, cap):
     """The eager model's own output_attentions, per stack, as [layer, head, query, key] arrays."""
-    ids = torch.tensor(cap.token_ids)[None]
+    ids = torch.tensor(cap.token_ids, device=DEVICE)[None]
     with torch.no_grad():
         if name == "t5":
             decoder_ids = lm.model.prepare_decoder_input_ids_from_labels(
-                labels=lm.tokenizer(text_target=TARGET, return_tensors="pt")["input_ids"]
+                labels=lm.tokenizer(text_target=TARGET, return_tensors="pt")["input_ids"].to(DEVICE)
             )
             out = reference(input_ids=ids, decoder_input_ids=decoder_ids, output_attentions=True)
             stacks = {
@@ -37,7 +38,7 @@ def _reference_attentions(name, reference, lm, cap):
         else:
             out = reference(input_ids=ids, output_attentions=True)
             stacks = {"encoder" if lm.kind == "encoder" else "decoder": out.attentions}
-    return {stack: torch.stack([a[0] for a in layers]).numpy() for stack, layers in stacks.items()}
+    return {stack: torch.stack([a[0] for a in layers]).cpu().numpy() for stack, layers in stacks.items()}
 
 
 def _capture(name, lm):
@@ -97,7 +98,7 @@ def test_verify_detects_wrong_vectors(tiny):
 
 
 def test_grouped_kv_heads_are_shared_honestly(tiny_models):
-    lm = explorer.load_model(tiny_models["llama"], device="cpu")
+    lm = explorer.load_model(tiny_models["llama"], device=DEVICE)
     stack = explorer.capture(lm, TEXT).main
     assert stack.kv_head_of_query.tolist() == [0, 0, 1, 1]
     np.testing.assert_array_equal(stack.keys[:, 0], stack.keys[:, 1])
@@ -108,14 +109,14 @@ def test_llama_keys_are_after_rotary_embedding(tiny_models):
     """Independent check: k_proj output rotated by the model's own rotary embedding equals our keys."""
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    lm = explorer.load_model(tiny_models["llama"], device="cpu")
+    lm = explorer.load_model(tiny_models["llama"], device=DEVICE)
     cap = explorer.capture(lm, TEXT)
     seen = {}
     attn = lm.model.model.layers[1].self_attn
     handle = attn.register_forward_hook(lambda m, args, kwargs, out: seen.update(kwargs), with_kwargs=True)
     try:
         with torch.no_grad():
-            lm.model(torch.tensor(cap.token_ids)[None], use_cache=False)
+            lm.model(torch.tensor(cap.token_ids, device=DEVICE)[None], use_cache=False)
     finally:
         handle.remove()
     hidden = seen["hidden_states"]
@@ -124,31 +125,33 @@ def test_llama_keys_are_after_rotary_embedding(tiny_models):
     k = attn.k_proj(hidden).view(1, -1, lm.model.config.num_key_value_heads, head_dim).transpose(1, 2)
     cos, sin = seen["position_embeddings"]
     q_rot, k_rot = apply_rotary_pos_emb(q, k, cos, sin)
-    np.testing.assert_allclose(cap.queries[1], q_rot[0].detach().numpy(), atol=1e-6)
-    np.testing.assert_allclose(cap.keys[1], k_rot[0, cap.main.kv_head_of_query.tolist()].detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(cap.queries[1], q_rot[0].detach().cpu().numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        cap.keys[1], k_rot[0, cap.main.kv_head_of_query.tolist()].detach().cpu().numpy(), atol=1e-6
+    )
     # Before RoPE the vectors differ: a capture of q_proj outputs would be wrong.
-    assert np.abs(cap.keys[1, 0] - k[0, 0].detach().numpy()).max() > 1e-3
+    assert np.abs(cap.keys[1, 0] - k[0, 0].detach().cpu().numpy()).max() > 1e-3
 
 
 def test_gpt2_queries_are_the_fused_projection_split(tiny_models):
-    lm = explorer.load_model(tiny_models["gpt2"], device="cpu")
+    lm = explorer.load_model(tiny_models["gpt2"], device=DEVICE)
     cap = explorer.capture(lm, TEXT)
     seen = {}
     block = lm.model.transformer.h[0]
     handle = block.attn.c_attn.register_forward_hook(lambda m, args, out: seen.update(out=out))
     try:
         with torch.no_grad():
-            lm.model(torch.tensor(cap.token_ids)[None], use_cache=False)
+            lm.model(torch.tensor(cap.token_ids, device=DEVICE)[None], use_cache=False)
     finally:
         handle.remove()
     q, k, _ = seen["out"][0].split(16, dim=-1)
-    np.testing.assert_allclose(cap.queries[0], q.view(-1, 2, 8).transpose(0, 1).numpy(), atol=1e-6)
-    np.testing.assert_allclose(cap.keys[0], k.view(-1, 2, 8).transpose(0, 1).numpy(), atol=1e-6)
+    np.testing.assert_allclose(cap.queries[0], q.view(-1, 2, 8).transpose(0, 1).cpu().numpy(), atol=1e-6)
+    np.testing.assert_allclose(cap.keys[0], k.view(-1, 2, 8).transpose(0, 1).cpu().numpy(), atol=1e-6)
     np.testing.assert_allclose(cap.main.scale, 8**-0.5)
 
 
 def test_t5_bias_and_no_scaling(tiny_models):
-    lm = explorer.load_model(tiny_models["t5"], device="cpu")
+    lm = explorer.load_model(tiny_models["t5"], device=DEVICE)
     cap = explorer.capture(lm, TEXT, target=TARGET)
     encoder, cross = cap.stacks["encoder"], cap.stacks["cross"]
     assert encoder.scale.tolist() == [1.0, 1.0]
@@ -160,12 +163,12 @@ def test_t5_bias_and_no_scaling(tiny_models):
 
 
 def test_t5_without_target_captures_encoder_only(tiny_models):
-    lm = explorer.load_model(tiny_models["t5"], device="cpu")
+    lm = explorer.load_model(tiny_models["t5"], device=DEVICE)
     assert set(explorer.capture(lm, TEXT).stacks) == {"encoder"}
 
 
 def test_gemma2_sliding_window_and_softcap(tiny_models):
-    lm = explorer.load_model(tiny_models["gemma2"], device="cpu")
+    lm = explorer.load_model(tiny_models["gemma2"], device=DEVICE)
     stack = explorer.capture(lm, TEXT).main
     assert stack.softcap is not None and stack.softcap.tolist() == [5.0, 5.0]
     assert stack.layer_mask is not None  # the sliding layer sees fewer keys than the full one
@@ -174,7 +177,7 @@ def test_gemma2_sliding_window_and_softcap(tiny_models):
 
 
 def test_sentence_pair_segments(tiny_models):
-    lm = explorer.load_model(tiny_models["bert"], device="cpu")
+    lm = explorer.load_model(tiny_models["bert"], device=DEVICE)
     cap = explorer.capture(lm, "time flies like an arrow", text_pair="fruit flies like a banana")
     assert cap.tokens[cap.segment_b_start] == "fruit"
     assert cap.tokens[cap.segment_b_start - 1] == "[SEP]"
@@ -185,7 +188,7 @@ def test_captured_model_stays_eager_equivalent_for_plain_calls(tiny):
     name, lm, reference = tiny
     if name == "t5":
         pytest.skip("encoder-decoder logits are covered by the stack comparison")
-    ids = torch.tensor(_capture(name, lm).token_ids)[None]
+    ids = torch.tensor(_capture(name, lm).token_ids, device=DEVICE)[None]
     with torch.no_grad():
         ours = lm.model(ids).last_hidden_state if name == "bert" else lm.model(ids).logits
         theirs = reference(ids).last_hidden_state if name == "bert" else reference(ids).logits

@@ -17,6 +17,7 @@ from transformers import GenerationConfig
 import explorer
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING
 from explorer.models.decoding import generation_config_for, special_token_ids
+from tests.devices import DEVICE
 
 PROMPTS = {
     "gpt2": "the cat sat on the mat and",
@@ -88,7 +89,7 @@ def reference_config(lm, case: dict) -> GenerationConfig:
 
 
 def generate(lm, prompt: str, case: dict):
-    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
+    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"].to(DEVICE)
     if case["strategy"] == "sample":
         torch.manual_seed(case["seed"])
     with torch.inference_mode():
@@ -101,7 +102,7 @@ def assert_same_as_generate(trace, reference, fill: set[int]) -> None:
         assert ours.tolist() == theirs[: len(ours)]
         assert set(theirs[len(ours) :]) <= fill  # generate() pads the shorter sequences
     if trace.settings.strategy == "beam":
-        np.testing.assert_allclose(trace.sequence_scores, reference.sequences_scores.numpy(), atol=1e-5)
+        np.testing.assert_allclose(trace.sequence_scores, reference.sequences_scores.cpu().numpy(), atol=1e-5)
 
 
 def fill_tokens(lm) -> set[int]:
@@ -113,8 +114,8 @@ def fill_tokens(lm) -> set[int]:
 @pytest.fixture(scope="module")
 def models(tiny_models):
     """Fresh loads (tests change generation settings on them); end of sequence made likely on the tiny ones."""
-    loaded = {name: explorer.load_model(tiny_models[name], device="cpu") for name in ("gpt2", "llama", "t5")}
-    loaded["prose"] = explorer.load_model(explorer.DEFAULT_DECODER, device="cpu")
+    loaded = {name: explorer.load_model(tiny_models[name], device=DEVICE) for name in ("gpt2", "llama", "t5")}
+    loaded["prose"] = explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE)
     for name in ("gpt2", "llama", "t5"):
         _make_end_of_sequence_likely(loaded[name], PROMPTS[name])
     return loaded
@@ -270,10 +271,10 @@ def test_attention_while_generating_equals_one_pass_over_the_result(models, name
     lm = models[name]
     trace = explorer.decode(lm, PROMPTS[name], strategy="greedy", max_new_tokens=6, record_attention=True)
     stack = trace.attention["decoder"]
-    sequence = torch.tensor(trace.sequences[0])[None]
+    sequence = torch.tensor(trace.sequences[0], device=DEVICE)[None]
     with torch.inference_mode():
         reference = lm.model(input_ids=sequence, output_attentions=True, use_cache=False).attentions
-    expected = torch.stack([layer[0] for layer in reference]).numpy()
+    expected = torch.stack([layer[0] for layer in reference]).cpu().numpy()
     assert stack.attentions.shape == expected.shape
     np.testing.assert_allclose(stack.attentions, expected, atol=1e-5)
     assert stack.verify() <= 1e-5 and stack.is_causal
@@ -286,14 +287,14 @@ def test_attention_while_generating_a_seq2seq_model(models):
     assert set(trace.attention) == {"encoder", "decoder", "cross"}
     with torch.inference_mode():
         out = lm.model(
-            input_ids=torch.tensor(trace.prompt_ids)[None],
-            decoder_input_ids=torch.tensor(trace.sequences[0])[None],
+            input_ids=torch.tensor(trace.prompt_ids, device=DEVICE)[None],
+            decoder_input_ids=torch.tensor(trace.sequences[0], device=DEVICE)[None],
             output_attentions=True,
             use_cache=False,
         )
     for name, layers in (("decoder", out.decoder_attentions), ("cross", out.cross_attentions)):
         np.testing.assert_allclose(
-            trace.attention[name].attentions, torch.stack([a[0] for a in layers]).numpy(), atol=1e-5
+            trace.attention[name].attentions, torch.stack([a[0] for a in layers]).cpu().numpy(), atol=1e-5
         )
         assert trace.attention[name].verify() <= 1e-5
 
@@ -322,7 +323,7 @@ def test_an_encoder_cannot_generate_and_says_so(minilm):
     with pytest.raises(explorer.InputError, match="cannot generate"):
         explorer.decode(minilm, "hello", strategy="greedy")
     with pytest.raises(explorer.InputError, match="Type a prompt"):
-        explorer.decode(explorer.load_model(explorer.DEFAULT_DECODER, device="cpu"), "  ", strategy="greedy")
+        explorer.decode(explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE), "  ", strategy="greedy")
 
 
 def test_the_greedy_tables_input_column_shows_line_breaks_as_the_token_columns_do(models):

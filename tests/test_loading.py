@@ -8,6 +8,7 @@ import pytest
 
 import explorer
 from explorer.models.architectures import infer_kind
+from tests.devices import DEVICE
 from tests.tiny_models import TINY
 
 
@@ -102,7 +103,7 @@ def test_attention_outside_the_interface_is_refused_clearly(tmp_path):
 
 def test_loading_reports_its_stages(tiny_models):
     stages = []
-    explorer.load_model(tiny_models["gpt2"], device="cpu", progress=stages.append)
+    explorer.load_model(tiny_models["gpt2"], device=DEVICE, progress=stages.append)
     assert stages == [
         "Loading the decoder weights…",
         "Moving the model to cpu and checking that its attention can be captured…",
@@ -124,7 +125,7 @@ def test_a_hub_download_announces_its_size(monkeypatch):
     monkeypatch.setattr("explorer.models.loading._load_config", lambda name, source, hub=None: TINY["gpt2"][1]())
     monkeypatch.setattr("explorer.models.loading._load_tokenizer", lambda name, source, hub=None: None)
 
-    def offline(name, source, kind, hub=None):
+    def offline(name, source, kind, hub=None, placement=None):
         raise explorer.ModelLoadError("no network here")
 
     monkeypatch.setattr("explorer.models.loading._load_weights", offline)

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from explorer.compute.attention import max_recompute_error
 from explorer.data._freeze import freeze_arrays
 
 STACK_ENCODER = "encoder"
@@ -83,17 +82,18 @@ class AttentionStack:
             return self.layer_mask
         return np.broadcast_to(self.mask, (self.num_layers, *self.mask.shape))
 
-    def verify(self) -> float:
-        """Largest |recomputed - captured| over this stack's weights (see ``AttentionCapture.verify``)."""
-        return max_recompute_error(
-            self.queries,
-            self.keys,
-            self.scale,
-            self.masks_by_layer(),
-            self.attentions,
-            position_bias=self.position_bias,
-            softcap=self.softcap,
-        )
+    def verify(self, device: str = "cpu") -> float:
+        """Largest |recomputed - captured| over this stack's weights, recomputed on ``device`` (see
+        ``AttentionCapture.verify``)."""
+        # The recomputation is torch code (explorer.models.verification), imported when asked: the data
+        # contract sits below the layers that compute.
+        from explorer.models.verification import max_recompute_error
+
+        return max_recompute_error(self, device)
+
+
+# verify() bounds by dtype, measured on the tiny test models and the bundled ones with margin (tests/test_capture.py).
+TOLERANCE = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 1e-1}
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,6 +108,7 @@ class AttentionCapture:
     hidden_states    [layer + 1, token, hidden] or None: the residual stream of the main stack after the
                      embeddings and after each layer, as the model's own ``output_hidden_states`` gives it
                      (for GPT-2-style models the last entry has the final layer norm applied)
+    device, dtype    where and in what precision the model ran ("cuda:0", "bfloat16"): ``verify()`` runs there
     """
 
     model_name: str
@@ -119,6 +120,8 @@ class AttentionCapture:
     target_tokens: tuple[str, ...] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     hidden_states: np.ndarray | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
 
     def __post_init__(self):
         freeze_arrays(self)
@@ -155,5 +158,13 @@ class AttentionCapture:
 
     def verify(self) -> float:
         """Largest absolute difference, over all stacks, between the captured weights and
-        softmax(scale * q . k + position_bias, masked) recomputed from the captured vectors."""
-        return max(stack.verify() for stack in self.stacks.values())
+        softmax(scale * q . k + position_bias, masked) recomputed from the captured vectors, on the device
+        the model ran on (in float64 there; see ``explorer.models.verification``). Compare it with
+        ``tolerance``."""
+        return max(stack.verify(self.device) for stack in self.stacks.values())
+
+    @property
+    def tolerance(self) -> float:
+        """The largest ``verify()`` that still means "the model's own weights", for the dtype it ran in: float32
+        rounding gives ~1e-7; half precision rounds the scores themselves before the softmax."""
+        return TOLERANCE[self.dtype]

@@ -40,6 +40,8 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
         target_tokens=target_tokens,
         notes=_precision_notes(lm.model),
         hidden_states=_stack_float([state[0] for state in hidden]) if hidden else None,
+        device=str(lm.device),
+        dtype=str(next(lm.model.parameters()).dtype).removeprefix("torch."),
     )
 
 
@@ -127,7 +129,11 @@ def _stack(calls, query_tokens, key_tokens) -> AttentionStack:
 
 def _stack_float(tensors) -> np.ndarray:
     """[layer, ...] float32 on the CPU. NumPy allocates large arrays with huge-page advice, which makes
-    filling fresh memory several times cheaper than ``torch.stack`` (measured in bench/)."""
+    filling fresh memory several times cheaper than ``torch.stack`` (measured in bench/). On a GPU the layers
+    are stacked and converted there, then copied to the host at once: a copy per layer waits for the device
+    each time."""
+    if tensors[0].device.type != "cpu":
+        return torch.stack([tensor.to(torch.float32) for tensor in tensors]).cpu().numpy()
     stacked = np.empty((len(tensors), *tensors[0].shape), dtype=np.float32)
     for layer, tensor in enumerate(tensors):
         np.copyto(stacked[layer], tensor.to(device="cpu", dtype=torch.float32).numpy())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,6 +77,27 @@ def resolve_source(name: str) -> str:
     return name
 
 
+# The dtypes a model may run in: float32 is exact to ~1e-7; the half-precision ones halve the memory.
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    """float32 for None (transformers would otherwise keep a checkpoint's own half precision)."""
+    if dtype is None:
+        return torch.float32
+    named = {value: value for value in DTYPES.values()} | DTYPES | {str(v): v for v in DTYPES.values()}
+    if dtype not in named:
+        raise ModelLoadError(f"dtype must be one of {', '.join(DTYPES)} (got {str(dtype)[:40]!r}).")
+    return named[dtype]
+
+
+def _device_map(device_map: str | dict) -> str | dict:
+    """device_map="auto" (or accelerate's explicit maps) needs accelerate: say so rather than fail inside."""
+    if importlib.util.find_spec("accelerate") is None:
+        raise ModelLoadError("device_map needs the accelerate package: pip install accelerate (see requirements.txt).")
+    return device_map
+
+
 def pick_device(device: str = "auto") -> str:
     if device != "auto":
         return device
@@ -94,6 +116,8 @@ def load_model(
     token: str | bool | None = None,
     max_parameters: int | None = None,
     hub_only: bool = False,
+    dtype: str | torch.dtype | None = None,
+    device_map: str | dict | None = None,
 ) -> LoadedModel:
     """Load ``name`` (a Hub id, a local folder or a bundled default) with recording attention.
 
@@ -107,8 +131,15 @@ def load_model(
     transformers loads that snapshot folder), never as a folder of the working directory, which
     ``from_pretrained("org/model")`` would otherwise try first; and a model whose size the Hub does not
     report is refused (``max_parameters`` fails closed).
+
+    ``dtype``: float32 by default (whatever the checkpoint holds), or "float16" / "bfloat16" (or a torch dtype)
+    to halve the memory; a capture then says in its ``notes`` that values are reduced precision, and its
+    ``tolerance`` (the bound ``verify()`` is judged by) follows the dtype. ``device_map="auto"`` (through
+    accelerate) spreads a model larger than one device over the GPUs and the CPU; ``device`` is then the
+    device of the model's first layer, where inputs go.
     """
     say = progress or (lambda message: None)
+    torch_dtype = resolve_dtype(dtype)
     if isinstance(name, os.PathLike):  # a pathlib.Path to a folder is as good as its string
         name = os.fspath(name)
     if not isinstance(name, str) or not name.strip():
@@ -124,10 +155,16 @@ def load_model(
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source, hub)
     say(_weights_stage(kind, download_bytes))
-    model = _load_weights(name, source, kind, hub)
-    device = pick_device(device)
-    say(f"Moving the model to {device} and checking that its attention can be captured…")
-    model.to(device).eval()
+    placement = {"dtype": torch_dtype} | ({} if device_map is None else {"device_map": _device_map(device_map)})
+    model = _load_weights(name, source, kind, hub, placement)
+    if device_map is None:
+        device = pick_device(device)
+        say(f"Moving the model to {device} and checking that its attention can be captured…")
+        model.to(device)
+    else:
+        device = str(model.get_input_embeddings().weight.device)
+        say("Checking that the model's attention can be captured…")
+    model.eval()
     _switch_to_recording(model, name)
     lm = LoadedModel(
         model=model,
@@ -309,11 +346,15 @@ def _load_tokenizer(name: str, source: str, hub: dict | None = None):
         ) from error
 
 
-def _load_weights(name: str, source: str, kind: str, hub: dict | None = None) -> PreTrainedModel:
+def _load_weights(
+    name: str, source: str, kind: str, hub: dict | None = None, placement: dict | None = None
+) -> PreTrainedModel:
     auto_class = AUTO_CLASS_OF_KIND[kind]
     try:
         # Eager first: sdpa returns no attention weights at all.
-        return auto_class.from_pretrained(source, attn_implementation="eager", trust_remote_code=False, **(hub or {}))
+        return auto_class.from_pretrained(
+            source, attn_implementation="eager", trust_remote_code=False, **(hub or {}), **(placement or {})
+        )
     except Exception as error:
         if _looks_offline(error):
             raise ModelLoadError(_explain_config_failure(name, error)) from error

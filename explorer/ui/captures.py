@@ -39,7 +39,7 @@ def _verification_key(capture_key: tuple) -> tuple:
 
 
 def _verify(result: explorer.AttentionCapture) -> dict[str, float]:
-    return {name: stack.verify() for name, stack in result.stacks.items()}
+    return {name: stack.verify(result.device) for name, stack in result.stacks.items()}
 
 
 def cached_verification(
