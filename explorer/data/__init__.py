@@ -7,8 +7,10 @@ by every session. Axis names are stated once, in each module's docstring, and us
   ``key``, ``head_dim``).
 - ``decoding``: ``DecodeTrace`` (steps, candidates, beam trees), ``TokenDistribution`` and
   ``NextTokenLogits`` (axes ``step``, ``row``, ``candidate``, ``vocab``, ``sequence``).
+- ``ablation``: ``HeadAblationEffects`` (axes ``layer``, ``head``).
 """
 
+from explorer.data.ablation import HeadAblationEffects
 from explorer.data.attention import (
     STACK_CROSS,
     STACK_DECODER,
@@ -36,6 +38,7 @@ __all__ = [
     "DecodeSettings",
     "DecodeStep",
     "DecodeTrace",
+    "HeadAblationEffects",
     "NextTokenLogits",
     "NgramBan",
     "TokenDistribution",

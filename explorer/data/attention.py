@@ -108,6 +108,7 @@ class AttentionCapture:
     hidden_states    [layer + 1, token, hidden] or None: the residual stream of the main stack after the
                      embeddings and after each layer, as the model's own ``output_hidden_states`` gives it
                      (for GPT-2-style models the last entry has the final layer norm applied)
+    ablated          the heads whose outputs were zeroed, ((stack, layer, head), ...); () when none
     device, dtype    where and in what precision the model ran ("cuda:0", "bfloat16"): ``verify()`` runs there
     """
 
@@ -120,6 +121,7 @@ class AttentionCapture:
     target_tokens: tuple[str, ...] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     hidden_states: np.ndarray | None = None
+    ablated: tuple[tuple[str, int, int], ...] = ()
     device: str = "cpu"
     dtype: str = "float32"
 

@@ -45,6 +45,9 @@ class DecodeSettings:
     repetition_penalty: float = 1.0
     seed: int | None = None
     top_n: int = 5
+    # Heads zeroed in every forward pass, ((stack, layer, head), ...): generate() has no such setting; its
+    # reference is a copy of the model whose output projection ignores those heads.
+    ablate: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,6 +190,7 @@ class NextTokenLogits:
 
     logits   [vocab] float32
     tokens   readable label of every token id (the same tuple object for every prompt of a tokenizer)
+    ablated  the heads whose outputs were zeroed, ((stack, layer, head), ...); () when none
     """
 
     model_name: str
@@ -194,6 +198,7 @@ class NextTokenLogits:
     prompt_tokens: tuple[str, ...]
     logits: np.ndarray
     tokens: tuple[str, ...]
+    ablated: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self):
         freeze_arrays(self)

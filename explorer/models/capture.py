@@ -9,23 +9,26 @@ import torch
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER, AttentionCapture, AttentionStack
 from explorer.errors import InputError
-from explorer.models import recorder
+from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.tokens import token_labels
 
 
-def capture(lm, text: str, *, text_pair: str | None = None, target: str | None = None) -> AttentionCapture:
+def capture(lm, text: str, *, text_pair: str | None = None, target: str | None = None, ablate=()) -> AttentionCapture:
     """Run ``lm`` on ``text`` once and return its attention, queries and keys for every layer and head.
 
     ``text_pair`` is a second segment for encoders (BERT's sentence pairs). ``target`` is the decoder's
     text for encoder-decoder models (teacher forcing); without it only the encoder stack is captured.
     Text longer than the model accepts is truncated; ``AttentionCapture.truncated`` says by how much.
+    ``ablate`` names heads whose outputs are zeroed before the output projection (see ``explorer.models.ablation``):
+    their own weights are still recorded, and every later layer sees the model without them.
     """
     if not text or not text.strip():
         raise InputError("Type some text to see its attention.")
+    ablated = ablation.normalize(lm, ablate)
     encoded, truncated = _encode(lm, text, text_pair)
     decoder_ids = _decoder_input_ids(lm, target) if target and lm.kind == KIND_ENCODER_DECODER else None
-    with torch.inference_mode(), recorder.recording() as calls:
+    with torch.inference_mode(), ablation.ablating(lm, ablated), recorder.recording() as calls:
         hidden = _forward(lm, encoded, decoder_ids)
     tokens = token_labels(lm.tokenizer, encoded["input_ids"][0])
     target_tokens = None if decoder_ids is None else token_labels(lm.tokenizer, decoder_ids[0])
@@ -42,6 +45,7 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
         hidden_states=_stack_float([state[0] for state in hidden]) if hidden else None,
         device=str(lm.device),
         dtype=str(next(lm.model.parameters()).dtype).removeprefix("torch."),
+        ablated=ablated,
     )
 
 

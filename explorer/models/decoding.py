@@ -51,7 +51,7 @@ from explorer.data.decoding import (
     NgramBan,
 )
 from explorer.errors import InputError
-from explorer.models import recorder
+from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.tokens import token_labels
 
@@ -83,13 +83,15 @@ def decode(
     top_n: int = 5,
     record_attention: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    ablate=(),
 ) -> DecodeTrace:
     """Generate from ``prompt`` with ``strategy`` ("greedy", "beam" or "sample") and record every step.
 
     Every parameter has transformers' meaning; ``top_k=0`` and ``min_p=0`` mean off. ``top_n`` candidates
     are kept per row and step. ``record_attention`` (greedy, or sampling one sequence) stitches the
     decoder's attention of every step into one causal matrix. ``progress(done, total)`` is called after
-    each generated token. Raises ``InputError`` for settings that cannot be decoded.
+    each generated token. ``ablate`` names heads zeroed in every forward pass (see ``explorer.models.ablation``).
+    Raises ``InputError`` for settings that cannot be decoded.
     """
     settings = DecodeSettings(
         strategy=strategy,
@@ -106,10 +108,12 @@ def decode(
         repetition_penalty=repetition_penalty,
         seed=(random.randrange(2**31) if seed is None else int(seed)) if strategy == "sample" else None,
         top_n=top_n,
+        ablate=ablation.normalize(lm, ablate),
     )
     _check(lm, prompt, settings, record_attention)
     run = _Run(lm, prompt, settings, progress)
-    with torch.inference_mode(), recorder.recording() if record_attention else nullcontext() as calls:
+    recording = recorder.recording() if record_attention else nullcontext()
+    with torch.inference_mode(), ablation.ablating(lm, settings.ablate), recording as calls:
         result = run.beam_search() if strategy == "beam" else run.sample_or_greedy()
         if record_attention:
             run.feed_last_token(result)
