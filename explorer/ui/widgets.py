@@ -305,6 +305,46 @@ def stack_ui(stack_names: list[str], *, key: str = "stack") -> str:
     )
 
 
+def heads_ui(label: str, num_layers: int, num_heads: int, *, key: str, help: str | None = None) -> tuple:
+    """A set of (layer, head) pairs kept in the URL as ``0.2,3.1``; heads the model lacks are left out with a
+    notice and remembered, like an index (they come back with a model that has them)."""
+
+    def parse(raw: str) -> tuple:
+        pairs = []
+        for item in filter(None, raw.split(",")):
+            layer, dot, head = item.partition(".")
+            if not dot:
+                raise ValueError("is not a list of layer.head pairs (like 0.2,3.1)")
+            pairs.append((_index(layer), _index(head)))
+        return tuple(sorted(set(pairs)))
+
+    asked = _resolve(key, parse, (), label)
+    _remember(key, asked)
+    fits = tuple(pair for pair in asked if pair[0] < num_layers and pair[1] < num_heads)
+    if len(fits) < len(asked):
+        missing = ", ".join(f"{layer}.{head}" for layer, head in asked if (layer, head) not in fits)
+        add_notice(f"{label}: {missing} do not exist here ({num_layers} layers × {num_heads} heads): left out.")
+    options = [f"{layer}.{head}" for layer in range(num_layers) for head in range(num_heads)]
+    st.session_state[key] = [f"{layer}.{head}" for layer, head in fits]
+    chosen = st.multiselect(
+        label,
+        options,
+        key=key,
+        help=help,
+        format_func=lambda option: "layer {} · head {}".format(*option.split(".")),
+        placeholder="none: the model as it is",
+        on_change=_on_heads_change,
+        args=(key,),
+    )
+    pairs = tuple(sorted(tuple(int(part) for part in option.split(".")) for option in chosen))
+    _write_url(key, ",".join(f"{layer}.{head}" for layer, head in pairs) or None)
+    return pairs
+
+
+def _on_heads_change(key: str) -> None:
+    _remember(key, tuple(sorted(tuple(int(part) for part in option.split(".")) for option in st.session_state[key])))
+
+
 def set_value(key: str, value) -> None:
     """Set a widget's value from code (a preset, a link from another page) before it is drawn."""
     _remember(key, value)

@@ -1,0 +1,81 @@
+"""The "Inside the model" pages, run headless by AppTest: what they draw equals the library's results (each
+tested against its own reference in the library's tests), their state restores from links, a click on the
+ablation map toggles a head, and bad links give a notice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.ui.decoding import default_prompt
+from tests.figures import decode_plotly_array
+
+TIMEOUT = 120
+DECODER = explorer.DEFAULT_DECODER
+PROMPT = default_prompt(DECODER)
+CLICKED = "ablation-map-select-{}"  # explorer.ui.ablation.map_selection_key after n clicks taken
+
+
+def open_page(page: str, **params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update({"model": DECODER, **params})
+    at.run()
+    at.switch_page(page)
+    return at.run()
+
+
+@pytest.fixture(scope="module")
+def prose():
+    return explorer.load_model(DECODER, device="cpu")
+
+
+def _charts(at):
+    return [__import__("json").loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def test_the_ablation_map_is_each_heads_effect(prose):
+    at = open_page("pages/head_ablation.py")
+    assert not at.exception and not at.error
+    effects = explorer.head_ablation_effects(prose, PROMPT)
+    (spec,) = _charts(at)
+    colours = decode_plotly_array(spec["data"][0]["marker"]["color"])
+    np.testing.assert_allclose(colours, effects.changes.reshape(-1), atol=1e-6)
+    assert "the model as it is" not in " ".join(m.value for m in at.markdown)  # nothing ablated yet
+
+
+def test_a_link_ablates_its_heads_and_says_which_do_not_exist(prose):
+    at = open_page("pages/head_ablation.py", ablate="0.2,3.5,9.9", steps="6")
+    assert not at.exception
+    assert at.multiselect(key="ablate").value == ["0.2", "3.5"]
+    assert any("9.9 do not exist here" in info.value for info in at.info)
+    bars = _charts(at)[1]
+    plain = explorer.next_token_logits(prose, PROMPT)
+    ablated = explorer.next_token_logits(prose, PROMPT, ablate=((0, 2), (3, 5)))
+    shown = decode_plotly_array(bars["data"][1]["y"])
+    probabilities = np.exp(ablated.logits - ablated.logits.max())
+    probabilities /= probabilities.sum()
+    best = int(np.argmax(plain.logits))
+    assert np.isclose(shown[0], probabilities[best], atol=1e-6)  # the first bar: the model's own top token
+    trace = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, ablate=((0, 2), (3, 5)))
+    assert any(trace.continuations[0].strip()[:12].replace(",", "\\,") in m.value for m in at.markdown)
+
+
+def test_a_click_on_the_map_toggles_that_head():
+    at = open_page("pages/head_ablation.py", ablate="0.2")
+    at.session_state[CLICKED.format(0)] = {"selection": {"points": [{"customdata": [1, 4]}]}}
+    at.run()
+    assert not at.exception
+    assert at.multiselect(key="ablate").value == ["0.2", "1.4"]
+    assert at.query_params["ablate"] == "0.2,1.4"
+    at.session_state[CLICKED.format(1)] = {"selection": {"points": [{"customdata": [0, 2]}]}}  # a new key per click
+    at.run()
+    assert at.multiselect(key="ablate").value == ["1.4"]
+
+
+def test_a_malformed_ablation_link_gives_a_notice():
+    at = open_page("pages/head_ablation.py", ablate="layer two")
+    assert not at.exception and not at.error
+    assert at.multiselect(key="ablate").value == []
+    assert any("is not a list of layer.head pairs" in info.value for info in at.info)
