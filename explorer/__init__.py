@@ -26,6 +26,7 @@ from explorer.data import (
     NextTokenLogits,
     TokenDistribution,
 )
+from explorer.data.lens import LogitLens
 from explorer.errors import InputError, ModelLoadError
 from explorer.models.anatomy import model_anatomy
 from explorer.models.capture import capture
@@ -33,6 +34,7 @@ from explorer.models.decoding import decode
 from explorer.models.distribution import next_token_distribution, next_token_logits
 from explorer.models.head_effects import head_ablation_effects
 from explorer.models.inputs import embeddings, first_layer_input, summed_embeddings, tokenize
+from explorer.models.lens import logit_lens
 from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, DEFAULT_SEQ2SEQ, LoadedModel, load_model
 from explorer.models.reference import torch_attention
 
@@ -46,6 +48,7 @@ __all__ = [
     "HeadAblationEffects",
     "InputError",
     "LoadedModel",
+    "LogitLens",
     "ModelLoadError",
     "NextTokenLogits",
     "TokenDistribution",
@@ -55,6 +58,7 @@ __all__ = [
     "first_layer_input",
     "head_ablation_effects",
     "load_model",
+    "logit_lens",
     "model_anatomy",
     "next_token_distribution",
     "next_token_logits",

@@ -79,3 +79,29 @@ def test_a_malformed_ablation_link_gives_a_notice():
     assert not at.exception and not at.error
     assert at.multiselect(key="ablate").value == []
     assert any("is not a list of layer.head pairs" in info.value for info in at.info)
+
+
+def test_the_lens_page_draws_the_library_lens_and_follows_a_position(prose):
+    text = "It is a truth universally acknowledged, that a single man"
+    at = open_page("pages/logit_lens.py", text=text, position="3")
+    assert not at.exception and not at.error
+    lens = explorer.logit_lens(prose, text)
+    grid, trajectory = _charts(at)
+    shown = decode_plotly_array(grid["data"][0]["z"])
+    np.testing.assert_allclose(shown, np.exp(lens.top_logprobs[::-1, :, 0]), atol=1e-6)  # last layer on top
+    np.testing.assert_allclose(decode_plotly_array(trajectory["data"][0]["y"]), np.exp(lens.final_logprobs[:, 3]))
+    assert repr(lens.final_tokens[3]) in trajectory["layout"]["yaxis"]["title"]["text"]
+
+
+def test_a_lens_link_to_a_position_past_the_text_is_clamped_with_a_notice():
+    at = open_page("pages/logit_lens.py", text="She was not at home", position="99")
+    assert not at.exception
+    assert any("Position 99 does not exist here" in info.value for info in at.info)
+
+
+def test_an_encoder_reads_through_the_bundled_decoder_instead():
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT).run()  # the default model: the MiniLM encoder
+    at.switch_page("pages/logit_lens.py").run()
+    assert not at.exception and not at.error
+    assert any("is an encoder" in caption.value for caption in at.caption)
+    assert len(at.get("plotly_chart")) == 2

@@ -30,6 +30,7 @@ PAGES = [
     "compare_strategies",
     "generation_attention",
     "head_ablation",
+    "logit_lens",
 ]
 PAGES_WITHOUT_TEXT = {"model_anatomy"}  # reads no text and echoes no parameter when all are malformed
 # Every parameter a page reads (the widgets' keys), plus presentation mode.
@@ -37,7 +38,7 @@ PARAMETERS = (
     "ablate beams bv_head bv_layer bv_view causal compare context ctx_a ctx_b draw early generation "
     "greedy head hide_special layer logprobs lp min_p model_b ngram pair prompt query returned rollout "
     "rollout_layer sample_steps seed show source skip_first step steps strategy stretch target "
-    "temperature text text_b tokens top_k top_p upto word present"
+    "temperature text text_b tokens top_k top_p upto word position present"
 ).split()
 
 FIND_LINKS = """

@@ -125,3 +125,29 @@ def test_a_distribution_summary_names_its_stages_and_its_likeliest_token():
     best = int(distribution.final.argmax())
     assert repr(distribution.tokens[best]) in summary and "temperature" in summary
     assert f"{int((distribution.final > 0).sum()):,} still possible" in summary
+
+
+def test_a_logit_lens_and_ablation_effects_display_as_the_apps_figures():
+    from explorer.render.ablation import ablation_map
+    from explorer.render.lens import lens_figure
+
+    lm = explorer.load_model(explorer.DEFAULT_DECODER)
+    lens = explorer.logit_lens(lm, "It is a truth universally acknowledged")
+    bundle = lens._repr_mimebundle_()
+    info = FigureInfo("Logit lens", model=lens.model_name, text=" ".join(lens.tokens))
+    assert bundle[notebook.PLOTLY_MIME] == _figure_data(
+        lens_figure(lens.top_tokens, lens.top_logprobs, lens.tokens, info=info)
+    )
+    assert bundle["text/plain"].startswith(f"LogitLens: bundled/prose-gpt2, {len(lens.tokens)} positions × 6 readings")
+    effects = explorer.head_ablation_effects(lm, "It is a truth universally acknowledged")
+    bundle = effects._repr_mimebundle_()
+    info = FigureInfo("Each head ablated alone", model=effects.model_name, text=effects.prompt)
+    expected = ablation_map(
+        effects.changes,
+        effects.top_tokens,
+        target_token=effects.target_token,
+        baseline_logprob=effects.baseline_logprob,
+        info=info,
+    )
+    assert bundle[notebook.PLOTLY_MIME] == _figure_data(expected)
+    assert "costs it the most" in bundle["text/plain"]

@@ -37,6 +37,13 @@ class HeadAblationEffects:
     def __post_init__(self):
         freeze_arrays(self)
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self)
+
     @property
     def changes(self) -> np.ndarray:
         """[layer, head] float32: what ablating each head alone changes the target's log-probability by

@@ -26,8 +26,8 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
     if not text or not text.strip():
         raise InputError("Type some text to see its attention.")
     ablated = ablation.normalize(lm, ablate)
-    encoded, truncated = _encode(lm, text, text_pair)
-    decoder_ids = _decoder_input_ids(lm, target) if target and lm.kind == KIND_ENCODER_DECODER else None
+    encoded, truncated = encode_text(lm, text, text_pair)
+    decoder_ids = decoder_input_ids(lm, target) if target and lm.kind == KIND_ENCODER_DECODER else None
     with torch.inference_mode(), ablation.ablating(lm, ablated), recorder.recording() as calls:
         hidden = _forward(lm, encoded, decoder_ids)
     tokens = token_labels(lm.tokenizer, encoded["input_ids"][0])
@@ -49,7 +49,7 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
     )
 
 
-def _encode(lm, text: str, text_pair: str | None):
+def encode_text(lm, text: str, text_pair: str | None):
     """Tokenize, cutting to the model's limit; returns the batch and how many tokens were cut."""
     limit = lm.max_tokens
     encoded = lm.tokenizer(text, text_pair, return_tensors="pt", verbose=False)
@@ -61,7 +61,7 @@ def _encode(lm, text: str, text_pair: str | None):
     return encoded.to(lm.device), full_length - encoded["input_ids"].shape[1]
 
 
-def _decoder_input_ids(lm, target: str) -> torch.Tensor:
+def decoder_input_ids(lm, target: str) -> torch.Tensor:
     limit = lm.max_tokens
     labels = lm.tokenizer(text_target=target, truncation=True, max_length=limit, return_tensors="pt")["input_ids"]
     # Teacher forcing: the decoder reads the target shifted right behind its start token.

@@ -16,12 +16,17 @@ from __future__ import annotations
 import json
 import threading
 
+import numpy as np
 import plotly.io as pio
 
 from explorer.compute.sampling import distribution_from_logits
 from explorer.data import AttentionCapture, DecodeTrace, NextTokenLogits, TokenDistribution
+from explorer.data.ablation import HeadAblationEffects
+from explorer.data.lens import LogitLens
+from explorer.render.ablation import ablation_map
 from explorer.render.decoding import beam_tree_figure, candidates_figure
 from explorer.render.heatmap import attention_heatmap
+from explorer.render.lens import lens_figure
 from explorer.render.sampling import stages_figure
 from explorer.render.style import FigureInfo, snippet
 
@@ -111,9 +116,41 @@ def logits_figure(logits: NextTokenLogits):
     return figure, summary
 
 
+def lens_figure_of(lens: LogitLens):
+    info = FigureInfo("Logit lens", model=lens.model_name, text=" ".join(lens.tokens))
+    figure = lens_figure(lens.top_tokens, lens.top_logprobs, lens.tokens, info=info)
+    settled = int(np.argmax(lens.final_ranks[:, -1] == 0))
+    summary = (
+        f"LogitLens: {lens.model_name}, {len(lens.tokens)} positions × {lens.num_layers + 1} readings (embeddings and "
+        f"{lens.num_layers} layers); after the last token the model predicts {lens.final_tokens[-1]!r}, the lens's "
+        f"top token from reading {settled} on"
+    )
+    return figure, summary
+
+
+def effects_figure(effects: HeadAblationEffects):
+    info = FigureInfo("Each head ablated alone", model=effects.model_name, text=effects.prompt)
+    figure = ablation_map(
+        effects.changes,
+        effects.top_tokens,
+        target_token=effects.target_token,
+        baseline_logprob=effects.baseline_logprob,
+        info=info,
+    )
+    layer, head = np.unravel_index(int(np.argmin(effects.changes)), effects.changes.shape)
+    summary = (
+        f"HeadAblationEffects: {effects.model_name}, next token {effects.target_token!r} (log-probability "
+        f"{effects.baseline_logprob:.2f}); ablating layer {layer}, head {head} alone costs it the most "
+        f"({float(effects.changes[layer, head]):+.3f})"
+    )
+    return figure, summary
+
+
 FIGURES = {
     AttentionCapture: capture_figure,
     DecodeTrace: trace_figure,
     TokenDistribution: distribution_figure,
     NextTokenLogits: logits_figure,
+    LogitLens: lens_figure_of,
+    HeadAblationEffects: effects_figure,
 }

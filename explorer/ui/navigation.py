@@ -31,6 +31,7 @@ PAGES = [
     ("Decoding", "pages/sampling.py", "Sampling and temperature", ":material/casino:"),
     ("Decoding", "pages/compare_strategies.py", "Compare strategies", ":material/view_column:"),
     ("Decoding", "pages/generation_attention.py", "Attention while generating", ":material/stacked_line_chart:"),
+    ("Inside the model", "pages/logit_lens.py", "Logit lens", ":material/layers:"),
     ("Inside the model", "pages/head_ablation.py", "Which heads matter", ":material/block:"),
 ]
 
