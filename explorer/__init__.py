@@ -27,6 +27,7 @@ from explorer.data import (
     TokenDistribution,
 )
 from explorer.data.lens import LogitLens
+from explorer.data.probes import HeadProbes
 from explorer.errors import InputError, ModelLoadError
 from explorer.models.anatomy import model_anatomy
 from explorer.models.capture import capture
@@ -36,6 +37,7 @@ from explorer.models.head_effects import head_ablation_effects
 from explorer.models.inputs import embeddings, first_layer_input, summed_embeddings, tokenize
 from explorer.models.lens import logit_lens
 from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, DEFAULT_SEQ2SEQ, LoadedModel, load_model
+from explorer.models.probes import head_probes
 from explorer.models.reference import torch_attention
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "AttentionStack",
     "DecodeTrace",
     "HeadAblationEffects",
+    "HeadProbes",
     "InputError",
     "LoadedModel",
     "LogitLens",
@@ -57,6 +60,7 @@ __all__ = [
     "embeddings",
     "first_layer_input",
     "head_ablation_effects",
+    "head_probes",
     "load_model",
     "logit_lens",
     "model_anatomy",

@@ -105,3 +105,26 @@ def test_an_encoder_reads_through_the_bundled_decoder_instead():
     assert not at.exception and not at.error
     assert any("is an encoder" in caption.value for caption in at.caption)
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_the_head_types_page_shows_the_best_head_and_every_score(prose):
+    at = open_page("pages/head_types.py", probe_n="12", seed="5", probe="previous")
+    assert not at.exception and not at.error
+    probes = explorer.head_probes(prose, n=12, seed=5)
+    layer, head = probes.best("previous")
+    (grid,) = _charts(at)
+    assert f"layer {layer} · head {head}" in grid["layout"]["title"]["text"]
+    weights = probes.capture.main.attentions[layer, head]
+    shown = decode_plotly_array(grid["data"][0]["z"])
+    np.testing.assert_allclose(
+        np.nan_to_num(shown), np.where(np.tril(np.ones_like(weights)) > 0, weights, 0), atol=1e-6
+    )
+    table = at.dataframe[0].value
+    assert len(table) == probes.scores["previous"].size
+    assert table["Previous token"].iloc[0] == pytest.approx(float(probes.scores["previous"][layer, head]), abs=1e-6)
+
+
+def test_a_probe_too_long_for_the_model_is_clamped_with_a_notice():
+    at = open_page("pages/head_types.py", probe_n="5000")
+    assert not at.exception and not at.error
+    assert any("outside 2–100" in info.value for info in at.info)

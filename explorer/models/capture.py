@@ -28,6 +28,23 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
     ablated = ablation.normalize(lm, ablate)
     encoded, truncated = encode_text(lm, text, text_pair)
     decoder_ids = decoder_input_ids(lm, target) if target and lm.kind == KIND_ENCODER_DECODER else None
+    return _capture(lm, encoded, decoder_ids, ablated, truncated, _segment_b_start(encoded, text_pair))
+
+
+def capture_token_ids(lm, token_ids, *, ablate=()) -> AttentionCapture:
+    """``capture`` of a sequence of token ids as they are (no tokenizer, no special tokens added): for
+    sequences text would not give back, such as the random repeated tokens of the head-type probes."""
+    ids = [int(i) for i in token_ids]
+    if not ids:
+        raise InputError("No token ids to run the model on.")
+    if len(ids) > lm.max_tokens:
+        raise InputError(f"{len(ids)} tokens are more than {lm.name} accepts ({lm.max_tokens}).")
+    input_ids = torch.tensor([ids], dtype=torch.long, device=lm.device)
+    encoded = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+    return _capture(lm, encoded, None, ablation.normalize(lm, ablate), 0, None)
+
+
+def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start) -> AttentionCapture:
     with torch.inference_mode(), ablation.ablating(lm, ablated), recorder.recording() as calls:
         hidden = _forward(lm, encoded, decoder_ids)
     tokens = token_labels(lm.tokenizer, encoded["input_ids"][0])
@@ -37,7 +54,7 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
         model_name=lm.name,
         tokens=tokens,
         token_ids=encoded["input_ids"][0].cpu().numpy(),
-        segment_b_start=_segment_b_start(encoded, text_pair),
+        segment_b_start=segment_b_start,
         stacks=stacks,
         truncated=truncated,
         target_tokens=target_tokens,

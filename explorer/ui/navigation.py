@@ -25,6 +25,7 @@ PAGES = [
     ("Attention", "pages/heads_overview.py", "All heads", ":material/apps:"),
     ("Attention", "pages/bertviz_views.py", "Head and model views", ":material/share:"),
     ("Attention", "pages/head_statistics.py", "Head statistics", ":material/table_chart:"),
+    ("Attention", "pages/head_types.py", "Head types", ":material/category:"),
     ("Attention", "pages/compare_attention.py", "Compare", ":material/compare:"),
     ("Decoding", "pages/greedy_search.py", "Greedy search", ":material/trending_flat:"),
     ("Decoding", "pages/beam_search.py", "Beam search", ":material/account_tree:"),
