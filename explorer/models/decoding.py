@@ -39,10 +39,7 @@ from transformers import (
 
 from explorer.compute.sampling import check_sampling_settings
 from explorer.data.decoding import (
-    FINISHED,
-    PRUNED,
     RETURNED,
-    RUNNING,
     STRATEGIES,
     BeamNode,
     DecodeSettings,
@@ -53,6 +50,7 @@ from explorer.data.decoding import (
 from explorer.errors import InputError
 from explorer.models import recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
+from explorer.models.beam_search import BeamSearch, BeamTree
 from explorer.models.tokens import token_labels
 
 # Bounds a class cannot exceed (a shared server must stay responsive); pages show them on their sliders.
@@ -60,7 +58,6 @@ MAX_NEW_TOKENS = 64
 MAX_BEAMS = 16
 MAX_TOP_N = 20
 MAX_RETURN_SEQUENCES = 16
-LOST = -1.0e9  # the score generate() gives candidates that can no longer win
 
 
 def decode(
@@ -354,116 +351,37 @@ class _Run:
     def beam_search(self) -> _Result:
         """Mirrors generate()'s ``_beam_search`` (batch of one), recording every candidate as a tree node."""
         s = self.settings
-        beams = s.num_beams
-        ids, logits, cache, extra = self._start(beams)
-        device = ids.device
-        prompt_length = cur = ids.shape[1]
-        max_length = self.max_length
-        keep = max(2, 1 + len(self.ids["eos"])) * beams
-        top_beams = torch.cat([torch.ones(beams, dtype=torch.bool), torch.zeros(keep - beams, dtype=torch.bool)])
-        top_beams = top_beams.to(device)
-        fill = self.ids["pad"] if self.ids["pad"] is not None else (self.ids["eos"][0] if self.ids["eos"] else -1)
-        running = torch.full((1, beams, max_length), fill, dtype=torch.long, device=device)
-        running[:, :, :cur] = ids[None]
-        pool_sequences = running.clone()
-        running_scores = torch.zeros((1, beams), dtype=torch.float, device=device)
-        running_scores[:, 1:] = LOST  # only the first beam is expanded at the first step
-        pool_scores = torch.full((1, beams), LOST, dtype=torch.float, device=device)
-        finished = torch.zeros((1, beams), dtype=torch.bool, device=device)
-        improvable = torch.ones((1, 1), dtype=torch.bool, device=device)
-        tree = [BeamNode(0, None, -1, -1, "", 0.0, 0.0, RUNNING)]
-        running_nodes = [0] * beams
-        pool_nodes: list[int | None] = [None] * beams
-        pool_normalized: dict[int, float] = {}
-        steps, bans, pool_history = [], [], []
-        vocab = logits.shape[-1]
+        ids, logits, cache, extra = self._start(s.num_beams)
+        search = BeamSearch(ids, eos=self.eos, fill=self._beam_fill(), max_length=self.max_length, settings=s)
+        tree = BeamTree(s.num_beams, self.labels)
+        steps, bans = [], []
         for step in range(s.max_new_tokens):
-            flat = running[0, :, :cur]
-            raw = torch.log_softmax(logits, dim=-1)
-            processed = self.processors(flat, raw)
-            steps.append(self._record_step(step, flat, raw, processed, None, running_scores[0], running_nodes))
-            bans += self._bans(step, flat, raw, live=running_scores[0] > LOST / 2)
-            accumulated = (processed[None] + running_scores[:, :, None]).reshape(1, -1)
-            top_scores, top_indices = torch.topk(accumulated, k=keep)
-            parents, tokens = top_indices // vocab, top_indices % vocab
-            candidates = torch.take_along_dim(running, parents[:, :, None], dim=1)
-            candidates[:, :, cur] = tokens
-            hits = torch.isin(tokens, self.eos) if len(self.ids["eos"]) else torch.zeros_like(tokens, dtype=torch.bool)
-            hits = hits | (cur + 1 >= max_length)
-            # e. the best unfinished candidates run on
-            alive_scores = top_scores + hits.to(torch.float32) * LOST
-            chosen = torch.topk(alive_scores, k=beams)[1]
-            running = torch.take_along_dim(candidates, chosen[:, :, None], dim=1)
-            running_scores = torch.take_along_dim(alive_scores, chosen, dim=1)
-            # f. finished candidates among the first num_beams may enter the pool
-            just_finished = hits & top_beams[None, :]
-            pool_candidates = top_scores / ((cur + 1 - prompt_length) ** s.length_penalty)
-            full = torch.all(finished, dim=-1, keepdim=True) & (s.early_stopping is True)
-            pool_candidates = pool_candidates + full.to(torch.float32) * LOST
-            pool_candidates = pool_candidates + (~improvable).to(torch.float32) * LOST
-            pool_candidates = pool_candidates + (~just_finished) * LOST
-            merged_sequences = torch.cat([pool_sequences, candidates], dim=1)
-            merged_scores = torch.cat([pool_scores, pool_candidates], dim=1)
-            merged_finished = torch.cat([finished, just_finished], dim=1)
-            best = torch.topk(merged_scores, k=beams)[1]
-            pool_sequences = torch.take_along_dim(merged_sequences, best[:, :, None], dim=1)
-            pool_scores = torch.take_along_dim(merged_scores, best, dim=1)
-            finished = torch.take_along_dim(merged_finished, best, dim=1)
-            # The tree: one node per candidate, with what became of it.
-            first_node = len(tree)
-            kept_running = {int(k) for k in chosen[0].tolist() if not bool(hits[0, k])}
-            new_pool = [pool_nodes[i] if i < beams else first_node + (i - beams) for i in best[0].tolist()]
-            live = [node for node, score in zip(new_pool, pool_scores[0].tolist(), strict=True) if score > LOST / 2]
-            entered = set(live) - set(pool_nodes) - {None}
-            for k in range(keep):
-                parent_row, token = int(parents[0, k]), int(tokens[0, k])
-                node_id = first_node + k
-                status = RUNNING if k in kept_running else FINISHED if node_id in entered else PRUNED
-                if node_id in entered:
-                    pool_normalized[node_id] = float(pool_candidates[0, k])
-                tree.append(
-                    BeamNode(
-                        id=node_id,
-                        parent=running_nodes[parent_row],
-                        step=step,
-                        token_id=token,
-                        token=self.labels(token),
-                        token_logprob=float(raw[parent_row, token]),
-                        score=float(top_scores[0, k]),
-                        status=status,
-                        normalized_score=pool_normalized.get(node_id),
-                        pool_step=step if node_id in entered else None,
-                        rank=k,
-                    )
-                )
-            pool_nodes = [node if float(pool_scores[0, i]) > LOST / 2 else None for i, node in enumerate(new_pool)]
-            pool_history.append(tuple(node for node in pool_nodes if node is not None))
-            running_nodes = [first_node + int(k) for k in chosen[0].tolist()]
-            # g. reorder the cache to follow the surviving beams, then check whether to stop
-            cache.reorder_cache(torch.take_along_dim(parents, chosen, dim=1)[0])
-            cur += 1
-            improvable = _improvable(
-                improvable,
-                running_scores,
-                pool_scores,
-                finished,
-                cur,
-                max_length,
-                prompt_length,
-                s.early_stopping,
-                s.length_penalty,
-            )
+            rows, raw = search.sequences, torch.log_softmax(logits, dim=-1)
+            processed = self.processors(rows, raw)  # beam search processes log-probs, not logits
+            steps.append(self._record_step(step, rows, raw, processed, None, search.running_scores[0], tree.running))
+            bans += self._bans(step, rows, raw, live=search.live)
+            found = search.expand(processed)
+            chosen = search.select_running(found)
+            update = search.finalize_hypotheses(found)
+            tree.grow(step, found, chosen, update, search, raw)
+            # The cache follows the beams that run on: row i now continues the candidate's parent beam.
+            cache.reorder_cache(torch.take_along_dim(found.parents, chosen, dim=1)[0])
+            search.advance()
             self.progress(step + 1, s.max_new_tokens)
-            all_done = bool(torch.all(finished)) and s.early_stopping is True
-            if not bool(torch.any(improvable)) or all_done or bool(torch.all(hits)):
+            if search.should_stop(found):
                 break
-            logits = self._step(running[0, :, :cur], cache, extra)
-        return self._beam_result(tree, pool_nodes, pool_scores, steps, bans, pool_history)
+            logits = self._step(search.sequences, cache, extra)
+        return self._beam_result(tree, search, steps, bans)
 
-    def _beam_result(self, tree, pool_nodes, pool_scores, steps, bans, pool_history) -> _Result:
+    def _beam_fill(self) -> int:
+        """What generate() writes past a sequence's end: the padding token, else the first end token."""
+        return self.ids["pad"] if self.ids["pad"] is not None else (self.ids["eos"][0] if self.ids["eos"] else -1)
+
+    def _beam_result(self, tree: BeamTree, search: BeamSearch, steps, bans) -> _Result:
+        """The best ``num_return_sequences`` finished hypotheses, their paths marked "returned" in the tree."""
         count = self.settings.num_return_sequences
-        returned = [node for node in pool_nodes[:count] if node is not None]
-        nodes = list(tree)
+        returned = [node for node in tree.pool[:count] if node is not None]
+        nodes = list(tree.nodes)
         sequences, logprobs = [], []
         prefix = self.prompt_ids[0].tolist() if not self.seq2seq else [self.ids["decoder_start"]]
         for node_id in returned:
@@ -474,12 +392,12 @@ class _Run:
             logprobs.append(sum(nodes[i].token_logprob for i in path))
         return _Result(
             sequences=sequences,
-            scores=[float(pool_scores[0, i]) for i in range(len(returned))],
+            scores=[float(search.pool_scores[0, i]) for i in range(len(returned))],
             logprobs=logprobs,
             steps=steps,
             tree=nodes,
             bans=bans,
-            pool_history=pool_history,
+            pool_history=tree.history,
         )
 
     # -- recording --------------------------------------------------------------------------------------------
@@ -579,19 +497,6 @@ def _processors(settings: DecodeSettings) -> LogitsProcessorList:
         if settings.min_p > 0.0:
             processors.append(MinPLogitsWarper(min_p=settings.min_p, min_tokens_to_keep=1))
     return processors
-
-
-def _improvable(
-    improvable, running_scores, pool_scores, finished, cur, max_length, prompt_length, early_stopping, length_penalty
-):
-    """generate()'s ``_check_early_stop_heuristic``: can a running beam still beat the worst finished one?"""
-    if early_stopping == "never" and length_penalty > 0.0:
-        best_length = max_length - prompt_length
-    else:
-        best_length = cur - prompt_length
-    best_running = running_scores[:, :1] / (best_length**length_penalty)
-    worst_finished = torch.where(finished, torch.min(pool_scores, dim=1, keepdim=True)[0], LOST)
-    return improvable & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
 
 
 def _last_logits(outputs) -> torch.Tensor:
