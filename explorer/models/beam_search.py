@@ -166,6 +166,25 @@ class BeamTree:
         self.pool: list[int | None] = [None] * num_beams
         self.history: list[tuple[int, ...]] = []
 
+    def force(self, step: int, token: int, raw: torch.Tensor) -> None:
+        """A forced token (``raw`` [vocab]: the model's log-probabilities before it): the only node of its step,
+        continued by every beam. Its score is 0, as the search counts scores from after the forced tokens."""
+        node = BeamNode(
+            id=len(self.nodes),
+            parent=self.running[0],
+            step=step,
+            token_id=token,
+            token=self.label(token),
+            token_logprob=float(raw[token]),
+            score=0.0,
+            status=RUNNING,
+            rank=int((raw > raw[token]).sum()),
+            forced=True,
+        )
+        self.nodes.append(node)
+        self.running = [node.id] * len(self.running)
+        self.history.append(())  # nothing can finish at a forced step (forced tokens never end a sequence)
+
     def grow(self, step: int, found: Candidates, chosen: torch.Tensor, update: PoolUpdate, search: BeamSearch, raw):
         """Record the step's K candidates (``raw`` [beam, vocab]: the model's log-probabilities) with their status:
         running on, entered the finished pool, or pruned."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 
 import numpy as np
@@ -66,6 +66,7 @@ def decode(
     *,
     strategy: str,
     max_new_tokens: int = 8,
+    force: Sequence[int] = (),
     num_beams: int = 1,
     length_penalty: float = 1.0,
     early_stopping: bool | str = False,
@@ -87,10 +88,22 @@ def decode(
     are kept per row and step. ``record_attention`` (greedy, or sampling one sequence) stitches the
     decoder's attention of every step into one causal matrix. ``progress(done, total)`` is called after
     each generated token. Raises ``InputError`` for settings that cannot be decoded.
+
+    ``force`` (token ids) branches the decoding: the first generated tokens are these, then ``strategy``
+    chooses the rest. ``max_new_tokens`` counts them (it is the total number of new tokens, forced ones
+    included, and must leave at least one step to choose). Every strategy continues exactly as it would from
+    the prompt followed by the forced tokens (``generate()`` given those ids as its input; for seq2seq
+    models, as its ``decoder_input_ids`` after the start token): sampling draws nothing at forced steps,
+    and every beam starts from the forced tokens. Forced steps are recorded like the others (the model's
+    own candidates there, ``DecodeStep.forced`` and the forced token's rank and log-probability).
+    ``sequence_logprobs`` include the forced tokens' log-probabilities; beam search's scores (the tree's,
+    ``sequence_scores``) count only the tokens the search chose, as generate()'s do for that input.
+    Forced ids must be in the vocabulary and not special tokens (end of sequence, padding, ...).
     """
     settings = DecodeSettings(
         strategy=strategy,
         max_new_tokens=max_new_tokens,
+        force=_token_ids(force),
         num_beams=num_beams if strategy == "beam" else 1,
         length_penalty=length_penalty,
         early_stopping=early_stopping,
@@ -105,6 +118,7 @@ def decode(
         top_n=top_n,
     )
     _check(lm, prompt, settings, record_attention)
+    _check_force(lm, settings)
     run = _Run(lm, prompt, settings, progress)
     with torch.inference_mode(), recorder.recording() if record_attention else nullcontext() as calls:
         result = run.beam_search() if strategy == "beam" else run.sample_or_greedy()
@@ -115,11 +129,13 @@ def decode(
 
 
 def generation_config_for(lm, settings: DecodeSettings) -> GenerationConfig:
-    """The ``GenerationConfig`` with which ``generate()`` decodes exactly as ``decode`` did with ``settings``."""
+    """The ``GenerationConfig`` with which ``generate()`` decodes exactly as ``decode`` did with ``settings``,
+    given the prompt followed by ``settings.force`` (as ``decoder_input_ids`` after the start token for seq2seq
+    models): the forced tokens are then part of its input, so its ``max_new_tokens`` leaves them out."""
     ids = special_token_ids(lm)
     sample = settings.strategy == "sample"
     return GenerationConfig(
-        max_new_tokens=settings.max_new_tokens,
+        max_new_tokens=settings.max_new_tokens - len(settings.force),
         do_sample=sample,
         num_beams=settings.num_beams,
         length_penalty=settings.length_penalty,
@@ -192,6 +208,48 @@ def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) ->
         raise InputError("Attention is recorded for one sequence: greedy search or sampling one sequence.")
 
 
+def _token_ids(force) -> tuple[int, ...]:
+    """``force`` as a tuple of Python ints (settings are hashable: results are cached by them)."""
+    if isinstance(force, str | bytes) or not all(
+        isinstance(token, int | np.integer) and not isinstance(token, bool) for token in force
+    ):
+        raise InputError(f"force takes token ids (whole numbers), not {force!r}.")
+    return tuple(int(token) for token in force)
+
+
+def _check_force(lm, settings: DecodeSettings) -> None:
+    """Forced ids must be ordinary tokens of the vocabulary, and leave the strategy at least one step."""
+    force = settings.force
+    if len(force) >= settings.max_new_tokens:
+        raise InputError(
+            f"{len(force)} forced tokens need max_new_tokens of at least {len(force) + 1}: it counts the forced "
+            f"tokens and must leave one step to choose (it is {settings.max_new_tokens})."
+        )
+    size = _vocabulary_size(lm)
+    special = _special_ids(lm)
+    for token in force:
+        if not 0 <= token < size:
+            raise InputError(f"Token id {token} is not in {lm.name}'s vocabulary (ids 0 to {size - 1}).")
+        if token in special:
+            raise InputError(
+                f"{token_labels(lm.tokenizer, [token])[0]} (id {token}) is a special token of {lm.name} (end of "
+                "sequence, padding, ...): only ordinary tokens can be forced."
+            )
+
+
+def _vocabulary_size(lm) -> int:
+    """Ids the model can predict and the tokenizer can name (the output layer may have padding rows)."""
+    output = lm.model.get_output_embeddings()
+    rows = output.weight.shape[0] if output is not None else lm.model.config.get_text_config().vocab_size
+    return min(rows, len(lm.tokenizer))
+
+
+def _special_ids(lm) -> set[int]:
+    ids = special_token_ids(lm)
+    named = {*ids["eos"], ids["pad"], ids["bos"], ids["decoder_start"], *lm.tokenizer.all_special_ids}
+    return {int(token) for token in named if token is not None}
+
+
 def _bounded(name: str, value, low: int, high: int) -> None:
     if not isinstance(value, int | np.integer) or isinstance(value, bool) or not low <= value <= high:
         raise InputError(f"{name} must be a whole number from {low} to {high} (got {value!r}).")
@@ -227,10 +285,7 @@ class _Run:
             self.generator = torch.Generator(device=lm.device).manual_seed(settings.seed)
         self.processors = _processors(settings)
         self.labels = _LabelCache(lm.tokenizer)
-        # As generate() does: only the last position's logits (the prompt's others would cost a vocabulary-wide
-        # matrix product per prompt token).
-        accepts = "logits_to_keep" in inspect.signature(self.model.forward).parameters
-        self.last_only = {"logits_to_keep": 1} if accepts else {}
+        self.keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
 
     # -- inputs ---------------------------------------------------------------------------------------------
 
@@ -249,7 +304,13 @@ class _Run:
         return ids.to(self.lm.device)
 
     def _start(self, rows: int):
-        """(decoder ids [rows, length], logits [rows, vocab] float32, cache, extra model kwargs) after the prompt."""
+        """(decoder ids [rows, length], logits [rows, forced + 1, vocab] float32, cache, extra model kwargs).
+
+        One forward pass over the prompt followed by the forced tokens, as generate() given both would run:
+        its last ``forced + 1`` positions give the model's distribution before each forced token and, last,
+        before the first token the strategy chooses."""
+        forced = torch.tensor(self.settings.force, dtype=torch.long, device=self.lm.device).reshape(1, -1)
+        keep = forced.shape[1] + 1
         if self.seq2seq:
             mask = torch.ones_like(self.prompt_ids)
             encoder = self.model.get_encoder()(input_ids=self.prompt_ids, attention_mask=mask, return_dict=True)
@@ -258,45 +319,69 @@ class _Run:
             start = self.ids["decoder_start"]
             if start is None:
                 raise InputError(f"{self.lm.name} names no decoder start token, so it cannot generate.")
-            ids = torch.full((rows, 1), start, dtype=torch.long, device=self.lm.device)
+            ids = torch.cat([torch.full((1, 1), start, dtype=torch.long, device=self.lm.device), forced], dim=1)
+            ids = ids.repeat_interleave(rows, dim=0)
             outputs = self.model(decoder_input_ids=ids, use_cache=True, return_dict=True, **extra)
-            return ids, _last_logits(outputs), outputs.past_key_values, extra
+            return ids, _final_logits(outputs, keep), outputs.past_key_values, extra
         # The prompt runs once; its cache is then repeated for every row (generate() runs it once per row).
-        mask = torch.ones_like(self.prompt_ids)
+        ids = torch.cat([self.prompt_ids, forced], dim=1)
+        mask = torch.ones_like(ids)
         outputs = self.model(
-            input_ids=self.prompt_ids, attention_mask=mask, use_cache=True, return_dict=True, **self.last_only
+            input_ids=ids, attention_mask=mask, use_cache=True, return_dict=True, **self._logits_to_keep(keep)
         )
         cache = outputs.past_key_values
-        logits = _last_logits(outputs)
+        logits = _final_logits(outputs, keep)
         if rows > 1:
             cache.batch_repeat_interleave(rows)
             logits = logits.repeat_interleave(rows, dim=0)
-        return self.prompt_ids.repeat_interleave(rows, dim=0), logits, cache, {}
+        return ids.repeat_interleave(rows, dim=0), logits, cache, {}
+
+    def _logits_to_keep(self, count: int) -> dict:
+        # As generate() does: only the last positions' logits (the prompt's others would cost a vocabulary-wide
+        # matrix product per prompt token).
+        return {"logits_to_keep": count} if self.keeps_logits else {}
 
     def _step(self, ids: torch.Tensor, cache, extra: dict) -> torch.Tensor:
         """Logits [rows, vocab] for the next token of every row, feeding only each row's last token."""
         last = ids[:, -1:]
         if self.seq2seq:
-            outputs = self.model(
-                decoder_input_ids=last, past_key_values=cache, use_cache=True, return_dict=True, **extra
-            )
+            inputs = {"decoder_input_ids": last, **extra}
         else:
-            mask = torch.ones_like(ids)
-            outputs = self.model(
-                input_ids=last,
-                attention_mask=mask,
-                past_key_values=cache,
-                use_cache=True,
-                return_dict=True,
-                **self.last_only,
-            )
-        return _last_logits(outputs)
+            inputs = {"input_ids": last, "attention_mask": torch.ones_like(ids), **self._logits_to_keep(1)}
+        outputs = self.model(past_key_values=cache, use_cache=True, return_dict=True, **inputs)
+        return _final_logits(outputs, 1)[:, -1]
+
+    @property
+    def prompt_length(self) -> int:
+        """Decoder positions before the first new token: the prompt (decoder-only) or the start token (seq2seq)."""
+        return 1 if self.seq2seq else self.prompt_ids.shape[1]
 
     @property
     def max_length(self) -> int:
-        """generate()'s max_length: the decoder's length at which every row stops."""
-        start = 1 if self.seq2seq else self.prompt_ids.shape[1]
-        return start + self.settings.max_new_tokens
+        """generate()'s max_length: the decoder's length at which every row stops (forced tokens count)."""
+        return self.prompt_length + self.settings.max_new_tokens
+
+    @property
+    def num_forced(self) -> int:
+        return len(self.settings.force)
+
+    def _processed(self, ids: torch.Tensor, logits: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        """Processed log-probabilities [rows, vocab] as the strategy sees them: beam search processes
+        log-probabilities (generate() applies log_softmax first), greedy search and sampling the logits."""
+        if self.settings.strategy == "beam":
+            return self.processors(ids, raw)
+        return torch.log_softmax(self.processors(ids, logits), dim=-1)
+
+    def _forced_steps(self, ids: torch.Tensor, logits: torch.Tensor):
+        """Yields (step, prefix ids [rows, length], raw and processed log-probs [rows, vocab], forced token [rows])
+        at each forced step, from the first forward pass's logits [rows, forced, vocab]: what the model wanted
+        where it was made to take the forced token. Nothing is drawn (the generator stays where generate(),
+        given the prompt followed by the forced tokens, starts it)."""
+        for step in range(self.num_forced):
+            position = ids.shape[1] - self.num_forced + step
+            prefix, raw = ids[:, :position], torch.log_softmax(logits[:, step], dim=-1)
+            yield step, prefix, raw, self._processed(prefix, logits[:, step], raw), ids[:, position]
+            self.progress(step + 1, self.settings.max_new_tokens)
 
     # -- greedy search and sampling ---------------------------------------------------------------------------
 
@@ -304,21 +389,21 @@ class _Run:
         """Mirrors generate()'s ``_sample``: argmax (greedy) or a multinomial draw (sampling) per row."""
         rows = self.settings.num_return_sequences if self.settings.strategy == "sample" else 1
         ids, logits, cache, extra = self._start(rows)
-        prompt_length = ids.shape[1]
-        unfinished = torch.ones(rows, dtype=torch.long, device=ids.device)
-        logprobs = torch.zeros(rows, dtype=torch.float64)
         steps, bans = [], []
+        logprobs = torch.zeros(rows, dtype=torch.float64)
+        for step, prefix, raw, processed, forced in self._forced_steps(ids, logits[:, :-1]):
+            steps.append(self._record_step(step, prefix, raw, processed, forced))
+            bans += self._bans(step, prefix, raw)
+            logprobs += raw.gather(1, forced[:, None]).squeeze(1).double().cpu()
+        logits = logits[:, -1]
+        unfinished = torch.ones(rows, dtype=torch.long, device=ids.device)
         pad = self.ids["pad"] if self.ids["pad"] is not None else 0
         total = self.settings.max_new_tokens
-        for step in range(total):
+        for step in range(self.num_forced, total):
             raw = torch.log_softmax(logits, dim=-1)
             scores = self.processors(ids, logits)
-            if self.generator is not None:
-                chosen = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=self.generator)
-                chosen = chosen.squeeze(1)
-            else:
-                chosen = torch.argmax(scores, dim=-1)
-            if len(self.eos):
+            chosen = self._choose(scores)
+            if len(self.eos):  # a row that ended is padded, as generate() does
                 chosen = chosen * unfinished + pad * (1 - unfinished)
             steps.append(self._record_step(step, ids, raw, torch.log_softmax(scores, dim=-1), chosen))
             bans += self._bans(step, ids, raw)
@@ -331,7 +416,7 @@ class _Run:
             if not unfinished.any() or ids.shape[1] >= self.max_length:
                 break
             logits = self._step(ids, cache, extra)
-        sequences = [_trim(row.tolist(), prompt_length, self.ids["eos"]) for row in ids]
+        sequences = [_trim(row.tolist(), self.prompt_length, self.ids["eos"]) for row in ids]
         return _Result(
             sequences=sequences,
             scores=None,
@@ -340,6 +425,12 @@ class _Run:
             bans=bans,
             cache=(cache, extra, ids),
         )
+
+    def _choose(self, scores: torch.Tensor) -> torch.Tensor:
+        """[rows] the next token: a draw from softmax(scores) with the run's own generator, or the argmax."""
+        if self.generator is not None:
+            return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=self.generator).squeeze(1)
+        return torch.argmax(scores, dim=-1)
 
     def feed_last_token(self, result: _Result) -> None:
         """One more forward pass with the last generated token, so recorded attention covers every position."""
@@ -352,10 +443,17 @@ class _Run:
         """Mirrors generate()'s ``_beam_search`` (batch of one), recording every candidate as a tree node."""
         s = self.settings
         ids, logits, cache, extra = self._start(s.num_beams)
+        # For the search, forced tokens are part of the prompt: its scores and lengths start after them.
         search = BeamSearch(ids, eos=self.eos, fill=self._beam_fill(), max_length=self.max_length, settings=s)
         tree = BeamTree(s.num_beams, self.labels)
         steps, bans = [], []
-        for step in range(s.max_new_tokens):
+        for step, prefix, raw, processed, forced in self._forced_steps(ids, logits[:, :-1]):
+            scores = search.running_scores[0]
+            steps.append(self._record_step(step, prefix, raw, processed, forced, scores, tree.running))
+            bans += self._bans(step, prefix, raw, live=search.live)
+            tree.force(step, int(forced[0]), raw[0])
+        logits = logits[:, -1]
+        for step in range(self.num_forced, s.max_new_tokens):
             rows, raw = search.sequences, torch.log_softmax(logits, dim=-1)
             processed = self.processors(rows, raw)  # beam search processes log-probs, not logits
             steps.append(self._record_step(step, rows, raw, processed, None, search.running_scores[0], tree.running))
@@ -420,7 +518,18 @@ class _Run:
             raw_entropy=_entropy(raw.exp()),
             row_scores=None if row_scores is None else row_scores.float().cpu().numpy(),
             row_nodes=None if row_nodes is None else np.array(row_nodes),
+            **(self._forced_record(raw, chosen) if step < self.num_forced else {}),
         )
+
+    @staticmethod
+    def _forced_record(raw: torch.Tensor, forced: torch.Tensor) -> dict:
+        """A forced step's extra fields: where the model ranked the forced token, and its log-probability."""
+        logprob = raw.gather(1, forced[:, None])
+        return {
+            "forced": True,
+            "forced_rank": (raw > logprob).sum(dim=-1).cpu().numpy(),
+            "forced_logprob": logprob[:, 0].float().cpu().numpy(),
+        }
 
     def _bans(self, step: int, ids: torch.Tensor, raw: torch.Tensor, live=None) -> list[NgramBan]:
         """Tokens the no-repeat n-gram rule removes from each row now, with the n-gram each would repeat."""
@@ -453,7 +562,7 @@ class _Run:
 
     def trace(self, result: _Result, attention) -> DecodeTrace:
         tokenizer = self.lm.tokenizer
-        start = 1 if self.seq2seq else self.prompt_ids.shape[1]
+        start = self.prompt_length
         sequences = tuple(np.array(sequence, dtype=np.int64) for sequence in result.sequences)
         return DecodeTrace(
             model_name=self.lm.name,
@@ -499,8 +608,9 @@ def _processors(settings: DecodeSettings) -> LogitsProcessorList:
     return processors
 
 
-def _last_logits(outputs) -> torch.Tensor:
-    return outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)
+def _final_logits(outputs, count: int) -> torch.Tensor:
+    """[rows, count, vocab] float32: the logits of the last ``count`` positions."""
+    return outputs.logits[:, -count:, :].to(copy=True, dtype=torch.float32)
 
 
 def _entropy(probabilities: torch.Tensor) -> np.ndarray:
