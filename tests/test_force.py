@@ -18,8 +18,10 @@ import pytest
 import torch
 
 import explorer
+from explorer.compute.decoding import forced_table, greedy_table, visible
 from explorer.data.decoding import RETURNED
 from explorer.models.decoding import special_token_ids
+from explorer.models.tokens import token_labels
 from explorer.render.decoding import beam_tree_figure, candidates_figure
 from explorer.render.style import FigureInfo
 from tests.test_decoding import (
@@ -255,6 +257,23 @@ def test_special_tokens_cannot_be_forced(models, name):
     for token in {*ids["eos"], ids["pad"]} - {None}:
         with pytest.raises(explorer.InputError, match="special token"):
             explorer.decode(lm, prompt_of(name), strategy="beam", num_beams=2, force=(token,))
+
+
+def test_the_tables_name_the_forced_token_and_what_the_model_wanted(models):
+    lm = models["prose"]
+    force = branch(lm, PROMPTS["prose"])
+    trace = explorer.decode(lm, PROMPTS["prose"], strategy="greedy", max_new_tokens=5, force=force, top_n=2)
+    reference = next_token_logprobs(lm, trace, trace.sequences[0].tolist())
+    start = trace.prompt_length
+    rows = forced_table(trace)
+    assert [row["step"] for row in rows] == [1, 2]
+    for row, token, position in zip(rows, force, range(start - 1, start + 1), strict=True):
+        assert row["forced"] == visible(token_labels(lm.tokenizer, [token])[0])
+        assert row["model's rank"] == int((reference[position] > reference[position, token]).sum()) + 1
+        assert row["model's probability"] == pytest.approx(float(reference[position, token].exp()), rel=1e-4)
+        assert row["its probability"] == pytest.approx(float(reference[position].exp().max()), rel=1e-4)
+    # top_n=2: the forced tokens (third choices) are not among the candidates, yet the greedy table names them
+    assert [row["chosen"] for row in greedy_table(trace, lm.tokenizer)[:2]] == [row["forced"] for row in rows]
 
 
 def test_the_figures_mark_forced_steps(models):
