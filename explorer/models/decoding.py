@@ -446,16 +446,11 @@ class _Run:
         # For the search, forced tokens are part of the prompt: its scores and lengths start after them.
         search = BeamSearch(ids, eos=self.eos, fill=self._beam_fill(), max_length=self.max_length, settings=s)
         tree = BeamTree(s.num_beams, self.labels)
-        steps, bans = [], []
-        for step, prefix, raw, processed, forced in self._forced_steps(ids, logits[:, :-1]):
-            scores = search.running_scores[0]
-            steps.append(self._record_step(step, prefix, raw, processed, forced, scores, tree.running))
-            bans += self._bans(step, prefix, raw, live=search.live)
-            tree.force(step, int(forced[0]), raw[0])
+        steps, bans = self._force_beams(ids, logits[:, :-1], search, tree)
         logits = logits[:, -1]
         for step in range(self.num_forced, s.max_new_tokens):
             rows, raw = search.sequences, torch.log_softmax(logits, dim=-1)
-            processed = self.processors(rows, raw)  # beam search processes log-probs, not logits
+            processed = self._processed(rows, logits, raw)
             steps.append(self._record_step(step, rows, raw, processed, None, search.running_scores[0], tree.running))
             bans += self._bans(step, rows, raw, live=search.live)
             found = search.expand(processed)
@@ -470,6 +465,16 @@ class _Run:
                 break
             logits = self._step(search.sequences, cache, extra)
         return self._beam_result(tree, search, steps, bans)
+
+    def _force_beams(self, ids, logits, search: BeamSearch, tree: BeamTree) -> tuple[list, list]:
+        """Steps and n-gram bans of the forced steps, whose tokens every beam takes (one tree node each)."""
+        steps, bans = [], []
+        for step, prefix, raw, processed, forced in self._forced_steps(ids, logits):
+            scores = search.running_scores[0]
+            steps.append(self._record_step(step, prefix, raw, processed, forced, scores, tree.running))
+            bans += self._bans(step, prefix, raw, live=search.live)
+            tree.force(step, int(forced[0]), raw[0])
+        return steps, bans
 
     def _beam_fill(self) -> int:
         """What generate() writes past a sequence's end: the padding token, else the first end token."""
