@@ -15,7 +15,7 @@ from tests.figures import decode_plotly_array
 TIMEOUT = 120
 DECODER = explorer.DEFAULT_DECODER
 PROMPT = default_prompt(DECODER)
-CLICKED = "ablation-map-select-{}"  # explorer.ui.ablation.map_selection_key after n clicks taken
+CLICKED = "ablation-map-select-{}"  # explorer.ui.clicks.selection_key("ablation-map") after n clicks taken
 
 
 def open_page(page: str, **params) -> AppTest:

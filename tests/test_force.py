@@ -288,7 +288,12 @@ def test_the_figures_mark_forced_steps(models):
     spec = json.loads(beam_tree_figure(beam, info=info).to_json())
     marked = next(t for t in spec["data"] if t.get("name") == "forced token")
     assert marked["x"] == [0, 1] and marked["y"] == [0, 0]  # rings around the two forced nodes
-    hovers = [text for t in spec["data"] for text in t.get("customdata") or () if "first choice here" in text]
+    hovers = [
+        data[0]  # (hover, node id)
+        for t in spec["data"]
+        for data in t.get("customdata") or ()
+        if isinstance(data, list) and "first choice here" in str(data[0])
+    ]
     wanted = [step.candidate_tokens[0][0] for step in beam.steps[: len(force)]]
     assert len(hovers) == 2 and all(token in text for token, text in zip(wanted, hovers, strict=True))
     greedy = explorer.decode(lm, PROMPTS["prose"], strategy="greedy", max_new_tokens=6, force=force)

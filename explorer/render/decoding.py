@@ -91,6 +91,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
         for i, r in enumerate(chosen)
         if r is not None
     ]
+    figure.add_trace(_click_targets(steps, x, n, row), row=1, col=1)
     figure.add_trace(
         go.Scatter(
             x=x,
@@ -136,6 +137,21 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             ticks = [f"{value}<br>forced" if step.forced else str(value) for value, step in zip(x, steps, strict=True)]
             update_axes(figure, "x", ticktext=ticks, row=2, col=1)
     return figure
+
+
+def _click_targets(steps, x: list[int], n: int, row: int) -> go.Scatter:
+    """An invisible marker on every cell, carrying (step index, token id): clicking a candidate selects it
+    (heatmap cells report no selection), so a page can branch there."""
+    cells = [(column, rank) for column in range(len(steps)) for rank in range(n)]
+    return go.Scatter(
+        x=[x[column] for column, _ in cells],
+        y=[rank + 1 for _, rank in cells],
+        mode="markers",
+        marker={"symbol": "square", "size": 30, "color": "rgba(0,0,0,0)"},
+        customdata=[[column, int(steps[column].candidate_ids[row][rank])] for column, rank in cells],
+        hoverinfo="skip",
+        showlegend=False,
+    )
 
 
 def _chosen_rank(step, row: int) -> int | None:
@@ -219,8 +235,9 @@ def _node_traces(nodes: list[BeamNode], positions: dict, trace: DecodeTrace, loo
                     "line": {"width": 1, "color": colour},
                 },
                 name=label,
-                customdata=[_node_hover(node, trace) for node in chosen],
-                hovertemplate="%{customdata}<extra></extra>",
+                # (hover, node id): a click on a node tells the page which node, to branch there
+                customdata=[[_node_hover(node, trace), node.id] for node in chosen],
+                hovertemplate="%{customdata[0]}<extra></extra>",
             )
         )
     return traces

@@ -41,6 +41,7 @@ from explorer.ui.widgets import (
     text_inputs_ui,
     text_ui,
     toggle_ui,
+    token_ids_state,
 )
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "text_inputs_ui",
     "text_ui",
     "toggle_ui",
+    "token_ids_state",
 ]
 
 wakeups.install()  # fewer event-loop wake-ups under a class: see explorer.ui.wakeups

@@ -10,11 +10,12 @@ import streamlit as st
 import explorer
 from explorer.serving import FORWARD_GATE
 from explorer.ui.caches import results_cache
+from explorer.ui.clicks import clicked_point, selection_key
 from explorer.ui.decoding import PROGRESS_EVERY_S
 from explorer.ui.models import cached_model
 from explorer.ui.widgets import set_value
 
-_CLICKS = "_ablation_clicks"  # how many clicks this session has taken: part of the map's selection key
+MAP = "ablation-map"
 
 
 def cached_effects(model_name: str, prompt: str) -> explorer.HeadAblationEffects:
@@ -59,18 +60,15 @@ def cached_ablated_logits(model_name: str, prompt: str, heads: tuple) -> explore
 
 
 def map_selection_key() -> str:
-    """The map's selection key: a new one after each click taken, so the same head can be clicked again."""
-    return f"ablation-map-select-{st.session_state.get(_CLICKS, 0)}"
+    return selection_key(MAP)
 
 
 def take_click(*, key: str) -> None:
     """If a head of the map was clicked since the last run, toggle it in the heads widget ``key`` (before the
     widget is drawn, so it shows the new set and writes it into the link)."""
-    state = st.session_state.get(map_selection_key()) or {}
-    points = (state.get("selection") or {}).get("points") or []
-    if not points or "customdata" not in points[0]:
+    point = clicked_point(MAP)
+    if point is None:
         return
-    layer, head = (int(value) for value in points[0]["customdata"][:2])
+    layer, head = (int(value) for value in point[:2])
     before = {tuple(int(part) for part in option.split(".")) for option in st.session_state.get(key, [])}
-    st.session_state[_CLICKS] = st.session_state.get(_CLICKS, 0) + 1
     set_value(key, tuple(sorted(before ^ {(layer, head)})))

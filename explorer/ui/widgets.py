@@ -345,6 +345,19 @@ def _on_heads_change(key: str) -> None:
     _remember(key, tuple(sorted(tuple(int(part) for part in option.split(".")) for option in st.session_state[key])))
 
 
+def token_ids_state(label: str, *, key: str) -> tuple[int, ...]:
+    """Token ids kept in the URL as ``12,345`` with no widget of their own (a branch the page's figures set);
+    a link's value that is not a list of whole numbers is ignored with a notice."""
+
+    def parse(raw: str) -> tuple[int, ...]:
+        return tuple(_index(item) for item in raw.split(",") if item)
+
+    ids = tuple(_resolve(key, parse, (), label))
+    _remember(key, ids)
+    _write_url(key, ",".join(map(str, ids)) or None)
+    return ids
+
+
 def set_value(key: str, value) -> None:
     """Set a widget's value from code (a preset, a link from another page) before it is drawn."""
     _remember(key, value)
