@@ -62,7 +62,8 @@ def ablation_map(
                     "tickfont": {"size": look.tick_size},
                 },
             },
-            customdata=np.stack([layer_of, head_of], axis=1),
+            # plain lists: a typed array would reach the page's click as an object, not a list
+            customdata=np.stack([layer_of, head_of], axis=1).tolist(),
             hovertext=hover,
             hovertemplate="%{hovertext}<extra></extra>",
             showlegend=False,

@@ -91,7 +91,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
         for i, r in enumerate(chosen)
         if r is not None
     ]
-    figure.add_trace(_click_targets(steps, x, n, row), row=1, col=1)
+    figure.add_trace(_click_targets(steps, x, n, row, cell_text), row=1, col=1)
     figure.add_trace(
         go.Scatter(
             x=x,
@@ -107,7 +107,14 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
     )
     with batched(figure):
         finish(figure, info, look)
-        relayout(figure, margin={"l": 70, "r": 20, "t": look.title_band, "b": 50}, shapes=boxes)
+        # A click selects a candidate (a page may branch there) rather than starting a zoom.
+        relayout(
+            figure,
+            margin={"l": 70, "r": 20, "t": look.title_band, "b": 50},
+            shapes=boxes,
+            clickmode="event+select",
+            dragmode=False,
+        )
         update_axes(
             figure,
             "y",
@@ -139,9 +146,10 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
     return figure
 
 
-def _click_targets(steps, x: list[int], n: int, row: int) -> go.Scatter:
+def _click_targets(steps, x: list[int], n: int, row: int, cell_text) -> go.Scatter:
     """An invisible marker on every cell, carrying (step index, token id): clicking a candidate selects it
-    (heatmap cells report no selection), so a page can branch there."""
+    (heatmap cells report no selection), so a page can branch there. It hovers as its cell does (a marker the
+    hover skipped would take no clicks either)."""
     cells = [(column, rank) for column in range(len(steps)) for rank in range(n)]
     return go.Scatter(
         x=[x[column] for column, _ in cells],
@@ -149,7 +157,8 @@ def _click_targets(steps, x: list[int], n: int, row: int) -> go.Scatter:
         mode="markers",
         marker={"symbol": "square", "size": 30, "color": "rgba(0,0,0,0)"},
         customdata=[[column, int(steps[column].candidate_ids[row][rank])] for column, rank in cells],
-        hoverinfo="skip",
+        text=[cell_text[rank][column] for column, rank in cells],
+        hovertemplate="step %{x}, choice %{y}<br>%{text}<extra></extra>",
         showlegend=False,
     )
 
@@ -278,6 +287,7 @@ def _tree_layout(figure: go.Figure, last: int, look: Look) -> None:
     relayout(
         figure,
         margin={"l": 90, "r": 20, "t": look.title_band + 10, "b": 60},
+        clickmode="event+select",  # a click on a node selects it (a page may branch there)
         legend={
             "orientation": "h",
             "y": 1.0,

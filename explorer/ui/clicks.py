@@ -24,4 +24,6 @@ def clicked_point(name: str) -> list | None:
         return None
     counts = st.session_state.setdefault(_COUNTS, {})
     counts[name] = counts.get(name, 0) + 1
-    return points[0]["customdata"]
+    data = points[0]["customdata"]
+    # A figure's typed array (NumPy data) reaches the page as {"0": ..., "1": ...}: read it as a list.
+    return [data[key] for key in sorted(data, key=int)] if isinstance(data, dict) else list(data)
