@@ -177,7 +177,7 @@ class DecodeTrace:
         # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
         from explorer.render.notebook import mimebundle
 
-        return mimebundle(self)
+        return mimebundle(self, include, exclude)
 
     @property
     def num_steps(self) -> int:
@@ -208,7 +208,7 @@ class NextTokenLogits:
         # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
         from explorer.render.notebook import mimebundle
 
-        return mimebundle(self)
+        return mimebundle(self, include, exclude)
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,7 +245,7 @@ class TokenDistribution:
         # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
         from explorer.render.notebook import mimebundle
 
-        return mimebundle(self)
+        return mimebundle(self, include, exclude)
 
     @property
     def final(self) -> np.ndarray:
