@@ -42,7 +42,7 @@ class HeadAblationEffects:
         # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
         from explorer.render.notebook import mimebundle
 
-        return mimebundle(self)
+        return mimebundle(self, include, exclude)
 
     @property
     def changes(self) -> np.ndarray:

@@ -133,7 +133,7 @@ class AttentionCapture:
         # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
         from explorer.render.notebook import mimebundle
 
-        return mimebundle(self)
+        return mimebundle(self, include, exclude)
 
     @property
     def main(self) -> AttentionStack:

@@ -194,7 +194,7 @@ class DecodeTrace:
         # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
         from explorer.render.notebook import mimebundle
 
-        return mimebundle(self)
+        return mimebundle(self, include, exclude)
 
     @property
     def num_steps(self) -> int:
@@ -230,7 +230,7 @@ class NextTokenLogits:
         # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
         from explorer.render.notebook import mimebundle
 
-        return mimebundle(self)
+        return mimebundle(self, include, exclude)
 
 
 @dataclass(frozen=True, eq=False)
@@ -267,7 +267,7 @@ class TokenDistribution:
         # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
         from explorer.render.notebook import mimebundle
 
-        return mimebundle(self)
+        return mimebundle(self, include, exclude)
 
     @property
     def final(self) -> np.ndarray:

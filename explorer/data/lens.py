@@ -54,4 +54,4 @@ class LogitLens:
         # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
         from explorer.render.notebook import mimebundle
 
-        return mimebundle(self)
+        return mimebundle(self, include, exclude)

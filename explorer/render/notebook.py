@@ -8,7 +8,8 @@ Each bundle has three representations; a frontend shows the richest it can:
   figures use the ``Plotly`` that one defined in the page;
 - ``text/plain``: a one-line summary, where nothing can draw.
 
-Nothing here imports IPython: a bundle is a plain dict.
+Nothing here imports IPython: a bundle is a plain dict. The HTML is Plotly's own ``to_html``; its "notebook" renderer
+is not used because it adds a MathJax script from a CDN to every figure and sends plotly.js as an output of its own.
 """
 
 from __future__ import annotations
@@ -35,12 +36,21 @@ _plotly_js = {"sent": False}
 _plotly_js_lock = threading.Lock()
 
 
-def mimebundle(result) -> dict:
-    """The bundle for any result that has a figure (see ``FIGURES``)."""
+def mimebundle(result, include=None, exclude=None) -> dict:
+    """The bundle for any result that has a figure (see ``FIGURES``), with the mime types ``include`` names (all
+    when None) less those ``exclude`` names, as IPython's ``_repr_mimebundle_`` is asked for them."""
     figure, summary = FIGURES[type(result)](result)
-    # Through Plotly's own JSON encoder: arrays become typed-array data that Jupyter can send as JSON.
-    data = json.loads(pio.to_json(figure, validate=False))
-    return {"text/plain": summary, PLOTLY_MIME: data, "text/html": _html(figure)}
+    bundle = {"text/plain": summary}
+    if _wanted(PLOTLY_MIME, include, exclude):
+        # Through Plotly's own JSON encoder: arrays become typed-array data that Jupyter can send as JSON.
+        bundle[PLOTLY_MIME] = json.loads(pio.to_json(figure, validate=False))
+    if _wanted("text/html", include, exclude):  # only then is plotly.js spent on this output
+        bundle["text/html"] = _html(figure)
+    return {mime: value for mime, value in bundle.items() if _wanted(mime, include, exclude)}
+
+
+def _wanted(mime: str, include, exclude) -> bool:
+    return (include is None or mime in include) and not (exclude and mime in exclude)
 
 
 def _html(figure) -> str:
@@ -64,10 +74,23 @@ def capture_figure(capture: AttentionCapture, layer: int = 0, head: int = 0):
     figure = attention_heatmap(stack, layer, head, info=info, segment_b_start=capture.segment_b_start)
     summary = (
         f"AttentionCapture: {capture.model_name}, {len(capture.tokens)} tokens, {stack.num_layers} layers × "
-        f"{stack.num_heads} heads, stacks {', '.join(capture.stacks)} (shown: layer {layer}, head {head}; any "
-        "other with explorer.render.attention_heatmap(capture.main, layer, head))"
+        f"{stack.num_heads} heads{_capture_remarks(capture)}, stacks {', '.join(capture.stacks)} (shown: layer "
+        f"{layer}, head {head}; any other with explorer.render.attention_heatmap(capture.main, layer, head))"
     )
     return figure, summary
+
+
+def _capture_remarks(capture: AttentionCapture) -> str:
+    """What changes how the numbers read, from fields alone (nothing is recomputed: ``verify()`` is the check)."""
+    kv_heads = len(set(capture.main.kv_head_of_query.tolist()))
+    remarks = [
+        f"{kv_heads} KV heads" if kv_heads < capture.main.num_heads else "",
+        f"{capture.truncated} tokens cut to fit" if capture.truncated else "",
+        capture.dtype if capture.dtype != "float32" else "",
+        f"{len(capture.ablated)} head{'s' if len(capture.ablated) > 1 else ''} ablated" if capture.ablated else "",
+    ]
+    present = [remark for remark in remarks if remark]
+    return f" ({'; '.join(present)})" if present else ""
 
 
 def trace_figure(trace: DecodeTrace):
@@ -87,7 +110,9 @@ def _strategy_title(trace: DecodeTrace) -> str:
     settings = trace.settings
     if settings.strategy == "beam":
         return f"Beam search, {settings.num_beams} beams"
-    return {"greedy": "Greedy search", "sample": "Sampling"}.get(settings.strategy, settings.strategy.capitalize())
+    if settings.strategy == "sample":  # the seed reproduces it
+        return f"Sampling, seed {settings.seed}"
+    return "Greedy search"
 
 
 def distribution_figure(distribution: TokenDistribution, info: FigureInfo | None = None):
