@@ -3,10 +3,10 @@
     explorer serve [--hosted] [Streamlit options...]   the app, as ``streamlit run app.py`` from a checkout
     explorer prefetch ID [ID ...]                      fill the Hugging Face cache for a server that must not wait
 
-``serve`` runs the app's own files as installed with the package (``explorer/app``) with the settings of its
-``.streamlit/config.toml`` passed as options, since Streamlit reads that file from the working directory only;
-options given after ``serve`` are passed on to Streamlit and win. ``--hosted`` turns on hosted mode as the
-Docker image does (``EXPLORER_HOSTED=1`` and the image's Streamlit settings: no error details for visitors).
+``serve`` runs the app's own files as installed with the package (``explorer/app``: app.py, pages/ and the app's
+``.streamlit/config.toml``, which Streamlit reads beside the script it runs, from any working directory, with the
+same precedence as in a checkout: environment variables and options win over it). Options after ``serve`` are
+passed on to ``streamlit run``. ``--hosted`` sets what the Docker image sets for a class server.
 """
 
 from __future__ import annotations
@@ -14,14 +14,23 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tomllib
 from pathlib import Path
 
 APP_DIR = Path(__file__).resolve().parent / "app"
-# What the Docker image sets for a class server (see the Dockerfile): hosted mode, one torch thread per run, and
-# visitors see a short error, never a traceback.
-HOSTED_ENVIRONMENT = {"EXPLORER_HOSTED": "1", "OMP_NUM_THREADS": "1"}
-HOSTED_SETTINGS = {"client": {"showErrorDetails": "none"}}
+# The Dockerfile's environment for a class server (tests/test_cli.py holds the two equal): hosted mode, its
+# parameter cap, one torch thread per run, glibc returning freed memory, visitors shown no tracebacks.
+HOSTED_ENVIRONMENT = {
+    "EXPLORER_HOSTED": "1",
+    "EXPLORER_MAX_PARAMS": "200000000",
+    "OMP_NUM_THREADS": "1",
+    "MALLOC_ARENA_MAX": "2",
+    "MALLOC_MMAP_THRESHOLD_": "131072",
+    "MALLOC_TRIM_THRESHOLD_": "131072",
+    "STREAMLIT_CLIENT_SHOW_ERROR_DETAILS": "none",
+    "STREAMLIT_RUNNER_POST_SCRIPT_GC": "false",
+    "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none",
+    "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false",
+}
 
 
 def app_script() -> Path:
@@ -30,33 +39,20 @@ def app_script() -> Path:
     return installed if installed.exists() else Path(__file__).resolve().parents[1] / "app.py"
 
 
-def config_options(config_file: Path, overrides: dict | None = None) -> list[str]:
-    """``--section.option=value`` for every setting of a Streamlit config file and ``overrides`` (same shape)."""
-    settings = tomllib.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else {}
-    for section, options in (overrides or {}).items():
-        settings.setdefault(section, {}).update(options)
-    return [
-        f"--{section}.{option}={_flag_value(value)}"
-        for section, options in settings.items()
-        for option, value in options.items()
-    ]
+def serve_command(streamlit_options: list[str]) -> list[str]:
+    """``python -P -m streamlit run <app.py> <options>``.
 
-
-def _flag_value(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def serve_command(streamlit_options: list[str], *, hosted: bool = False) -> list[str]:
-    """The command line that starts the app: the app's own settings first, the caller's options after them."""
-    script = app_script()
-    defaults = config_options(script.parent / ".streamlit" / "config.toml", HOSTED_SETTINGS if hosted else None)
-    return [sys.executable, "-m", "streamlit", "run", str(script), *defaults, *streamlit_options]
+    ``-P``: the working directory stays off ``sys.path``, so a folder named ``explorer`` there (a checkout, say)
+    never stands in for the installed package.
+    """
+    return [sys.executable, "-P", "-m", "streamlit", "run", str(app_script()), *streamlit_options]
 
 
 def serve_environment(hosted: bool, environ=None) -> dict[str, str]:
+    """The server's environment: ``environ``, plus the hosted settings it does not set itself when ``hosted``."""
     environ = dict(os.environ if environ is None else environ)
     if hosted:
-        environ.update(HOSTED_ENVIRONMENT)
+        environ = {**HOSTED_ENVIRONMENT, **environ, "EXPLORER_HOSTED": "1"}
     return environ
 
 
@@ -65,29 +61,42 @@ def _parser() -> argparse.ArgumentParser:
         prog="explorer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", metavar="{serve,prefetch}")
-    serve = commands.add_parser(
+    commands.add_parser(
         "serve",
+        usage="%(prog)s [-h] [--hosted] [Streamlit options...]",
         help="start the app (Streamlit options such as --server.port 8502 are passed on)",
-        description="Start the app. Options other than --hosted are passed on to `streamlit run`.",
+        description=(
+            "Start the app: `streamlit run` on the installed app.py with its own settings. Every option other "
+            "than --hosted is passed on to `streamlit run` (see `streamlit run --help`), e.g. "
+            "--server.port 8502 --server.address 127.0.0.1."
+        ),
+        allow_abbrev=False,  # an abbreviation of --hosted must not swallow a Streamlit option
+    ).add_argument(
+        "--hosted",
+        action="store_true",
+        help="hosted mode with the Docker image's settings, as on a class server (README: Host it for a class)",
     )
-    serve.add_argument("--hosted", action="store_true", help="hosted mode, as on a class server (see the README)")
-    prefetch = commands.add_parser(
+    commands.add_parser(
         "prefetch",
         help="download Hub models into the Hugging Face cache",
-        description="Download models into the Hugging Face cache ahead of time, loaded the way the app loads them.",
-    )
-    prefetch.add_argument("models", nargs="+", metavar="ID", help="Hugging Face Hub ids")
+        description=(
+            "Download models into the Hugging Face cache ahead of time, loaded the way the app loads them "
+            "(Hub ids only; exits with status 1 if any could not be fetched)."
+        ),
+    ).add_argument("models", nargs="+", metavar="ID", help="Hugging Face Hub ids")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = _parser()
-    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, rest = parser.parse_known_args(argv)
+    # Only what follows `serve` goes to Streamlit: `explorer` itself takes no options but --help.
+    before = argv[: argv.index(args.command)] if args.command else rest
+    if before or (rest and args.command != "serve"):
+        parser.error(f"unrecognized arguments: {' '.join(before or rest)}")
     if args.command == "serve":
-        command = serve_command(rest, hosted=args.hosted)
-        os.execve(sys.executable, command, serve_environment(args.hosted))
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        os.execve(sys.executable, serve_command(rest), serve_environment(args.hosted))
     if args.command == "prefetch":
         from explorer.prefetch import prefetch
 

@@ -1,0 +1,130 @@
+"""The ``explorer`` command's argument handling: what command line and environment each invocation starts.
+
+``os.execve`` is replaced by a recorder, so nothing is started; tests/test_package.py runs the real thing from an
+installed wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from explorer import cli
+from tests.browser import ROOT
+
+
+class Started(Exception):
+    """Raised by the recorder in place of ``os.execve``, which never returns."""
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """What ``explorer serve`` would exec: {"path", "argv", "env"}."""
+    record = {}
+
+    def execve(path, argv, env):
+        record.update(path=path, argv=argv, env=env)
+        raise Started
+
+    monkeypatch.setattr(cli.os, "execve", execve)
+    return record
+
+
+def serve(started, *args) -> dict:
+    with pytest.raises(Started):
+        cli.main(["serve", *args])
+    return started
+
+
+def test_serve_runs_streamlit_on_this_checkouts_app_and_passes_options_on_in_order(started):
+    run = serve(started, "--server.port", "9000", "--theme.base=dark", "--", "--a-script-argument")
+    assert run["path"] == sys.executable
+    assert run["argv"] == [
+        sys.executable, "-P", "-m", "streamlit", "run", str(ROOT / "app.py"),
+        "--server.port", "9000", "--theme.base=dark", "--", "--a-script-argument",
+    ]  # fmt: skip
+    assert run["env"] == dict(os.environ)  # locally: nothing added, the app's config.toml does the rest
+
+
+def test_serve_without_options_is_streamlit_run_app_py(started):
+    assert serve(started)["argv"][2:] == ["-m", "streamlit", "run", str(ROOT / "app.py")]
+
+
+def test_hosted_is_taken_wherever_it_stands_and_never_passed_on(started):
+    for args in (["--hosted", "--server.port", "1"], ["--server.port", "1", "--hosted"]):
+        run = serve(started, *args)
+        assert run["argv"][-2:] == ["--server.port", "1"] and "--hosted" not in run["argv"]
+        assert run["env"]["EXPLORER_HOSTED"] == "1"
+
+
+def test_an_abbreviation_is_passed_on_to_streamlit_not_taken_for_hosted(started):
+    run = serve(started, "--hos")
+    assert run["argv"][-1] == "--hos" and "EXPLORER_HOSTED" not in run["env"]
+
+
+def test_hosted_sets_the_docker_images_environment_unless_the_caller_set_it(started, monkeypatch):
+    monkeypatch.setenv("EXPLORER_HOSTED", "0")
+    monkeypatch.setenv("EXPLORER_MAX_PARAMS", "500000000")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    env = serve(started, "--hosted")["env"]
+    assert env["EXPLORER_HOSTED"] == "1"  # --hosted means hosted
+    assert env["EXPLORER_MAX_PARAMS"] == "500000000"  # the caller's own choice is kept
+    assert env["OMP_NUM_THREADS"] == "1" and env["STREAMLIT_CLIENT_SHOW_ERROR_DETAILS"] == "none"
+    assert env["PATH"] == os.environ["PATH"]
+
+
+def test_hosted_environment_is_the_dockerfiles():
+    DockerfileParser = pytest.importorskip("dockerfile_parse").DockerfileParser
+    image = DockerfileParser(path=str(ROOT / "Dockerfile")).envs
+    image_only = {"PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED", "PIP_NO_CACHE_DIR", "PIP_DISABLE_PIP_VERSION_CHECK"}
+    image_only |= {"HOME", "HF_HOME"}  # the container's user and cache folders
+    assert {key: value for key, value in image.items() if key not in image_only} == cli.HOSTED_ENVIRONMENT
+
+
+def test_prefetch_loads_each_id_and_fails_when_any_failed(monkeypatch):
+    import explorer.prefetch
+
+    asked = []
+    monkeypatch.setattr(explorer.prefetch, "prefetch", lambda names: asked.append(names) or len(names) - 1)
+    assert cli.main(["prefetch", "openai-community/gpt2"]) == 0
+    assert cli.main(["prefetch", "openai-community/gpt2", "bert-base-uncased"]) == 1
+    assert asked == [["openai-community/gpt2"], ["openai-community/gpt2", "bert-base-uncased"]]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["prefetch"], "the following arguments are required: ID"),
+        (["prefetch", "gpt2", "--revision"], "unrecognized arguments: --revision"),
+        (["launch"], "invalid choice: 'launch'"),
+        (["--hosted", "serve"], "unrecognized arguments: --hosted"),
+    ],
+)
+def test_mistakes_exit_with_status_2_and_say_what_is_wrong(argv, message, capsys, started):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    assert exit.value.code == 2 and message in capsys.readouterr().err
+    assert started == {}  # nothing was started
+
+
+def test_no_command_prints_the_help(capsys):
+    assert cli.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: explorer") and "serve" in out and "prefetch" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--help"], "explorer serve [--hosted] [Streamlit options...]"),
+        (["serve", "--help"], "passed on to `streamlit run`"),
+        (["prefetch", "--help"], "Download models into the Hugging Face cache"),
+    ],
+)
+def test_help_says_what_each_command_does(argv, says, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert exit.value.code == 0 and " ".join(says.split()) in out
