@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
-from explorer import cli
 from tests.browser import (
     ROOT,
     chart_title,
@@ -29,17 +32,28 @@ from tests.browser import (
     wait_until_healthy,
 )
 
+PRIMARY_COLOR = "rgb(42, 111, 176)"  # #2a6fb0, theme.primaryColor in .streamlit/config.toml
+SLIDER_COLOURS = """
+() => [...document.querySelectorAll("[data-testid='stSlider'] *")].map(e => getComputedStyle(e).backgroundColor)
+"""
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+# Left out of the copy that is built: version control, caches, earlier builds' outputs, test artifacts.
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git", "__pycache__", "*.pyc", ".*_cache", ".benchmarks", ".venv", "build", "dist", "*.egg-info", "artifacts"
+)
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
+    """`pip wheel .` on a copy of this working tree: setuptools builds in the source folder and never removes what
+    an earlier build left in build/, so a build in the checkout could ship files deleted since (and litter it)."""
+    source = tmp_path_factory.mktemp("source") / "explorer-checkout"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
     out = tmp_path_factory.mktemp("wheel")
-    build = tmp_path_factory.mktemp("build")  # setuptools' build folder, kept out of the checkout
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-w", str(out), "-q"],
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-w", str(out), "-q"],
         check=True,
-        cwd=build,
+        cwd=source,
         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
     )
     (found,) = out.glob("*.whl")
@@ -60,19 +74,49 @@ def venv(wheel, tmp_path_factory) -> Path:
         cwd=tmp_path_factory.mktemp("elsewhere"),
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert "Successfully installed attention-decoding-explorer-0.1.0" in installed.stdout
+    # Every declared dependency resolved against what is installed: pip finds nothing missing or in conflict.
+    checked = subprocess.run([str(home / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     return home
 
 
+def _checkout_files(folder: str, pattern: str = "*") -> set[str]:
+    return {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / folder).rglob(pattern)
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
 def test_the_wheel_holds_the_package_the_app_and_the_bundled_models_only(wheel):
-    names = set(zipfile.ZipFile(wheel).namelist())
-    pages = {f"explorer/app/pages/{page.name}" for page in (ROOT / "pages").glob("*.py")}
-    assert pages and pages <= names
-    assert {"explorer/app/app.py", "explorer/app/.streamlit/config.toml", "explorer/cli.py"} <= names
+    archive = zipfile.ZipFile(wheel)
+    files = {name for name in archive.namelist() if ".dist-info/" not in name}
+    app = {"explorer/app/app.py", "explorer/app/.streamlit/config.toml"}
+    app |= {f"explorer/app/{page}" for page in _checkout_files("pages", "*.py")}
+    # Exactly the checkout's explorer/ (every module, the bundled models with their model cards) and the app.
+    assert files == _checkout_files("explorer") | app
     for model in ("prose-gpt2", "dates-t5"):
-        assert f"explorer/assets/{model}/model.safetensors" in names
-    assert not [name for name in names if name.split("/")[0] in ("tests", "bench", "training", "docs", "pages")]
-    entry_points = next(name for name in names if name.endswith("entry_points.txt"))
-    assert "explorer = explorer.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+        assert {f"explorer/assets/{model}/{name}" for name in ("model.safetensors", "tokenizer.json")} <= files
+    assert not [name for name in files if {"tests", "bench", "training", "docs"} & set(name.split("/"))]
+    entry_points = next(name for name in archive.namelist() if name.endswith("entry_points.txt"))
+    assert "explorer = explorer.cli:main" in archive.read(entry_points).decode()
+
+
+def test_every_pin_of_requirements_txt_is_a_dependency_within_its_range():
+    """Each package requirements.txt pins (the README's commands) is a dependency in pyproject.toml (pip install .),
+    its exact pin inside the range, under the same platform marker."""
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = {canonicalize_name(requirement.name): requirement for requirement in map(Requirement, dependencies)}
+    lines = (ROOT / "requirements.txt").read_text().splitlines()
+    pins = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
+    assert pins
+    for pin in pins:
+        (version,) = (spec.version for spec in pin.specifier)
+        name = canonicalize_name(pin.name)
+        assert name in declared, f"{pin.name} is pinned in requirements.txt but not a dependency in pyproject.toml"
+        assert declared[name].specifier.contains(version), f"{pin} lies outside {declared[name]}"
+        assert declared[name].marker == pin.marker, name
 
 
 def test_the_installed_package_is_the_one_imported_outside_the_checkout(venv, tmp_path):
@@ -87,16 +131,23 @@ def test_the_installed_package_is_the_one_imported_outside_the_checkout(venv, tm
     assert (venv / "bin" / "explorer").exists()
 
 
-def test_explorer_prefetch_refuses_a_malformed_id_with_a_sentence(venv, tmp_path):
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        ("not an id!", "not a Hugging Face Hub id"),
+        ("nobody-here/no-such-model", "Could not reach the Hugging Face Hub"),  # a valid id, unknown offline
+    ],
+)
+def test_explorer_prefetch_says_why_a_model_cannot_be_fetched(venv, tmp_path, model, says):
     result = subprocess.run(
-        [str(venv / "bin" / "explorer"), "prefetch", "not an id!"],
+        [str(venv / "bin" / "explorer"), "prefetch", model],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         env={**os.environ, **OFFLINE},
     )
     assert result.returncode == 1
-    assert "not a Hugging Face Hub id" in result.stdout
+    assert f"✗ {model}: " in result.stdout and says in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
 
 
@@ -110,6 +161,9 @@ def test_explorer_without_a_command_prints_its_help(venv, tmp_path):
 @needs_chromium[1]
 @pytest.mark.parametrize("hosted", [False, True], ids=["local", "hosted"])
 def test_explorer_serve_opens_the_app_in_a_browser(venv, tmp_path, hosted):
+    # A folder named explorer where the server starts (a checkout, say) must not stand in for the installed one.
+    (tmp_path / "explorer").mkdir()
+    (tmp_path / "explorer" / "__init__.py").write_text("raise ImportError('the working folder was imported')\n")
     port = free_port()
     command = [str(venv / "bin" / "explorer"), "serve", "--server.port", str(port), "--server.address", "127.0.0.1"]
     log = tmp_path / "server.log"
@@ -119,6 +173,10 @@ def test_explorer_serve_opens_the_app_in_a_browser(venv, tmp_path, hosted):
         wait_for_chart(tab.page)
         assert chart_title(tab.page) == "Attention weights · layer 0 · head 1"
         assert tab.page.locator("[data-testid='stSidebar']").count() == 1  # the app's shell, not a bare page
+        # The app's own settings (.streamlit/config.toml installed beside app.py): its theme's primary colour
+        # fills the sliders' tracks (Streamlit's default is red).
+        assert PRIMARY_COLOR in tab.page.evaluate(SLIDER_COLOURS)
+        assert tab.page.locator("[data-testid='stException']").count() == 0
         if hosted:  # hosted mode is on: a folder is refused as a class server refuses it
             tab.page.goto(f"{url}/?model=/tmp", wait_until="domcontentloaded")
             tab.page.get_by_text("models are loaded from the Hub by id").first.wait_for(timeout=60_000)
@@ -144,15 +202,3 @@ def _running(command: list[str], log: Path, *, cwd: Path):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-
-
-def test_serve_passes_the_apps_settings_then_the_callers_options():
-    command = cli.serve_command(["--server.port", "9000"])
-    assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("app.py")
-    assert "--runner.postScriptGC=false" in command and "--server.fileWatcherType=none" in command
-    assert command[-2:] == ["--server.port", "9000"]  # the caller's options last: they win
-    assert "--client.showErrorDetails=full" in command
-    hosted = cli.serve_command([], hosted=True)
-    assert "--client.showErrorDetails=none" in hosted and "--client.showErrorDetails=full" not in hosted
-    assert cli.serve_environment(True, {})["EXPLORER_HOSTED"] == "1"
-    assert "EXPLORER_HOSTED" not in cli.serve_environment(False, {})
