@@ -100,27 +100,70 @@ def test_an_encoder_without_a_masked_lm_head_says_why(minilm):
 def test_an_encoder_is_read_through_its_masked_lm_head(tmp_path):
     """A BERT saved with its masked-LM head: every hidden state through the model's own ``cls`` head, the last
     equal to its own masked-LM logits (the reading at a position guesses the token there)."""
-    from tests.tiny_models import TINY
-
-    _, make_config, make_tokenizer = TINY["bert"]
-    torch.manual_seed(0)
-    mlm = BertForMaskedLM(make_config())
-    mlm.save_pretrained(tmp_path)
-    make_tokenizer().save_pretrained(tmp_path)
+    save_bert_with_head(tmp_path, seed=0)
     lm = explorer.load_model(tmp_path, device=DEVICE)
     assert lm.kind == "encoder"
     lens = explorer.logit_lens(lm, TEXT)
-    reference = BertForMaskedLM.from_pretrained(tmp_path).to(DEVICE).eval()
+    assert_equal_to_reference(lens, *masked_lm_reference(tmp_path, lm))
+
+
+def test_the_masked_lm_head_is_the_loaded_models_own(tmp_path):
+    """The head read beside an encoder belongs to that loaded model, not to its name: the same folder loaded
+    again in bfloat16, then retrained and loaded again, is read through its own head each time (a head kept
+    by name gave a dtype error, then the old weights' predictions)."""
+    save_bert_with_head(tmp_path, seed=0)
+    explorer.logit_lens(explorer.load_model(tmp_path, device=DEVICE), TEXT)
+    half = explorer.load_model(tmp_path, device=DEVICE, dtype="bfloat16")
+    _, own = masked_lm_reference(tmp_path, half, dtype=torch.bfloat16)
+    lens = explorer.logit_lens(half, TEXT)
+    np.testing.assert_array_equal(lens.final_ids, own.argmax(axis=-1))
+    np.testing.assert_allclose(lens.final_logprobs[-1], own.max(axis=-1), atol=1e-6)
+    save_bert_with_head(tmp_path, seed=1)
+    retrained = explorer.load_model(tmp_path, device=DEVICE)
+    assert_equal_to_reference(explorer.logit_lens(retrained, TEXT), *masked_lm_reference(tmp_path, retrained))
+
+
+def save_bert_with_head(folder, seed: int) -> None:
+    from tests.tiny_models import TINY
+
+    _, make_config, make_tokenizer = TINY["bert"]
+    torch.manual_seed(seed)
+    BertForMaskedLM(make_config()).save_pretrained(folder)
+    make_tokenizer().save_pretrained(folder)
+
+
+def masked_lm_reference(folder, lm, dtype=torch.float32) -> tuple[np.ndarray, np.ndarray]:
+    """Every hidden state through the checkpoint's own ``cls`` head, and its own masked-LM log-probabilities."""
+    reference = BertForMaskedLM.from_pretrained(folder, dtype=dtype).to(DEVICE).eval()
     ids = torch.tensor([lens_ids(lm, TEXT)], device=DEVICE)
     with torch.inference_mode():
         out = reference(input_ids=ids, output_hidden_states=True)
         expected = torch.stack([torch.log_softmax(reference.cls(h)[0].float(), -1) for h in out.hidden_states])
         own = torch.log_softmax(out.logits[0].float(), -1)
-    assert_equal_to_reference(lens, expected.cpu().numpy(), own.cpu().numpy())
+    return expected.cpu().numpy(), own.cpu().numpy()
 
 
 def lens_ids(lm, text: str) -> list[int]:
     return lm.tokenizer(text)["input_ids"]
+
+
+def test_a_norm_whose_id_a_freed_one_had_still_gets_its_hook():
+    """Hooks are remembered by module, not by id: CPython gives a new object the address of one just freed,
+    and a norm taken for hooked by its id recorded nothing (the lens then failed with an IndexError)."""
+    from explorer.models import lens as lens_module
+
+    norm = torch.nn.LayerNorm(8)
+    lens_module._hook(norm)
+    freed = id(norm)
+    del norm
+    for _ in range(1000):  # the allocator hands the freed slot to the next object of its size, almost always
+        candidate = torch.nn.LayerNorm(8)
+        if id(candidate) == freed:
+            break
+    else:
+        pytest.skip("no new module took the freed module's address")
+    lens_module._hook(candidate)
+    assert len(candidate._forward_pre_hooks) == 1
 
 
 @pytest.mark.parametrize("bad", [0, 51, 2.5, True])

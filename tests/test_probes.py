@@ -9,6 +9,7 @@ import torch
 
 import explorer
 from explorer.compute.probes import MEANINGS, probe_scores
+from explorer.models.probes import longest_n
 from tests.devices import DEVICE
 from tests.tiny_models import eager_reference
 
@@ -73,6 +74,57 @@ def test_a_perfect_induction_pattern_scores_one():
     assert scores["induction"][0, 0] == 1.0 and scores["duplicate"][0, 0] == 0.0
 
 
+def test_uniform_levels_equal_their_closed_forms(tiny_models, minilm):
+    """A head spreading its weight evenly: 1/(i + 1) on each key a causal query i sees, 1/length for an encoder."""
+    causal = explorer.head_probes(explorer.load_model(tiny_models["gpt2"], device=DEVICE), n=10)
+    second, later = range(10, 20), range(1, 20)
+    expected = {
+        "induction": sum(1 / (i + 1) for i in second) / 10,
+        "duplicate": sum(1 / (i + 1) for i in second) / 10,
+        "previous": sum(1 / (i + 1) for i in later) / 19,
+        "sink": sum(1 / (i + 1) for i in later) / 19,
+    }
+    assert causal.uniform == pytest.approx(expected, abs=1e-12)
+    encoder = explorer.head_probes(minilm, n=10)
+    assert encoder.offset == 1  # [CLS] first
+    assert encoder.uniform == pytest.approx(dict.fromkeys(MEANINGS, 1 / 21), abs=1e-12)
+
+
+def test_the_longest_n_fills_the_context_exactly(minilm):
+    """The start tokens and both copies fit the model's positions at the longest n, and one more would not."""
+    for lm in (explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE), minilm):
+        longest = longest_n(lm)
+        probes = explorer.head_probes(lm, n=longest)
+        assert len(probes.token_ids) == probes.offset + 2 * longest <= lm.max_tokens
+        assert probes.offset + 2 * (longest + 1) > lm.max_tokens
+        with pytest.raises(explorer.InputError, match=f"from 2 to {longest} "):
+            explorer.head_probes(lm, n=longest + 1)
+
+
+def test_n_is_bounded_by_the_ordinary_tokens_too(tmp_path):
+    """A copy holds distinct tokens: a model with room for more positions than it has ordinary tokens refuses
+    an n past them with a sentence (it was numpy's ValueError)."""
+    from transformers import AutoModelForCausalLM, GPT2Config
+
+    from tests.tiny_models import IDS, VOCAB, word_tokenizer
+
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(
+        GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=256, **IDS)
+    ).save_pretrained(tmp_path)
+    tokenizer = word_tokenizer()
+    tokenizer.model_max_length = 256
+    tokenizer.save_pretrained(tmp_path)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    ordinary = len(VOCAB) - len(set(lm.tokenizer.all_special_ids))
+    assert longest_n(lm) == ordinary < lm.max_tokens // 2
+    assert sorted(explorer.head_probes(lm, n=ordinary).token_ids[:ordinary]) == sorted(
+        set(range(len(VOCAB))) - set(lm.tokenizer.all_special_ids)
+    )
+    with pytest.raises(explorer.InputError, match="ordinary"):
+        explorer.head_probes(lm, n=ordinary + 1)
+
+
 @pytest.mark.parametrize(("n", "seed"), [(1, 0), (10_000, 0), (5, -1), (2.5, 0), (True, 0)])
 def test_absurd_settings_are_refused(tiny_models, n, seed):
     lm = explorer.load_model(tiny_models["gpt2"], device=DEVICE)
@@ -87,7 +139,10 @@ def test_the_bundled_models_heads(minilm, capsys):
         best = {score: probes.best(score) for score in MEANINGS}
         lines.append(
             f"{lm.name}: "
-            + ", ".join(f"{s} L{layer}H{head} {probes.scores[s][layer, head]:.3f}" for s, (layer, head) in best.items())
+            + ", ".join(
+                f"{s} L{layer}H{head} {probes.scores[s][layer, head]:.3f} (even spread {probes.uniform[s]:.3f})"
+                for s, (layer, head) in best.items()
+            )
         )
         for values in probes.scores.values():
             assert ((values >= 0) & (values <= 1)).all()

@@ -34,3 +34,12 @@ def probe_scores(weights: np.ndarray, n: int, offset: int = 0) -> dict[str, np.n
         "previous": weights[..., later, later - 1].mean(axis=-1),
         "sink": weights[..., later, 0].mean(axis=-1),
     }
+
+
+def uniform_scores(mask: np.ndarray, n: int, offset: int = 0) -> dict[str, float]:
+    """{score: what a head scores that spreads each query's weight evenly over the keys ``mask`` [query, key] lets
+    it see}: the level a score must rise above to say anything (for a causal model's induction score about
+    ln 2 / n, not 0)."""
+    allowed = mask.astype(np.float64)
+    even = allowed / allowed.sum(axis=-1, keepdims=True)
+    return {name: float(values[0, 0]) for name, values in probe_scores(even[None, None], n, offset).items()}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,6 +18,8 @@ class HeadProbes:
     scores      {"induction" | "duplicate" | "previous" | "sink": [layer, head] float32} (see
                 ``explorer.compute.probes.MEANINGS``)
     capture     the capture of that sequence (the weights the scores come from)
+    uniform     {score: float}: what a head spreading each query's weight evenly over the keys it may see would
+                score (``explorer.compute.probes.uniform_scores``); a score near it says nothing about the head
     """
 
     model_name: str
@@ -27,6 +29,7 @@ class HeadProbes:
     token_ids: np.ndarray
     scores: dict[str, np.ndarray]
     capture: AttentionCapture
+    uniform: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
         freeze_arrays(self)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+import weakref
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -34,8 +35,10 @@ from explorer.models.tokens import token_labels
 
 POSITIONS_PER_CHUNK = 128  # positions read through the head at once: [positions, vocabulary] floats each
 _norm_inputs: ContextVar[list | None] = ContextVar("explorer_lens_norm_inputs", default=None)
-_hooked: set[int] = set()
-_heads: dict[str, torch.nn.Module | str] = {}  # model name -> its masked-LM head, or why it has none
+# Held weakly, by the modules themselves: an id of a model since freed may be reused by the next one loaded (its
+# norm then went unhooked), and a name may be loaded again in another dtype, on another device or retrained.
+_hooked: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
+_heads: weakref.WeakKeyDictionary[torch.nn.Module, torch.nn.Module | str] = weakref.WeakKeyDictionary()
 _hook_lock = threading.Lock()
 
 
@@ -87,12 +90,12 @@ def _encoder_residual(lm, encoded):
 
 
 def masked_lm_head(lm) -> torch.nn.Module:
-    """The masked-LM head in the encoder's checkpoint, loaded once per model (the encoder itself is loaded
+    """The masked-LM head in the encoder's checkpoint, loaded once per loaded model (the encoder itself is loaded
     without it); ``InputError`` saying why when the family or the checkpoint has none."""
     with _hook_lock:
-        if lm.name not in _heads:
-            _heads[lm.name] = _load_masked_lm_head(lm)
-    head = _heads[lm.name]
+        if lm.model not in _heads:
+            _heads[lm.model] = _load_masked_lm_head(lm)
+    head = _heads[lm.model]
     if isinstance(head, str):
         raise InputError(head)
     return head
@@ -187,9 +190,9 @@ def _collecting_norm_input(norm: torch.nn.Module):
 
 def _hook(norm: torch.nn.Module) -> None:
     with _hook_lock:
-        if id(norm) not in _hooked:
+        if norm not in _hooked:
             norm.register_forward_pre_hook(_record_norm_input)
-            _hooked.add(id(norm))
+            _hooked.add(norm)
 
 
 def _record_norm_input(module, args) -> None:
