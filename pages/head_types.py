@@ -6,6 +6,7 @@ import streamlit as st
 import explorer
 from explorer import ui
 from explorer.compute.probes import MEANINGS
+from explorer.models.probes import longest_n
 from explorer.render.heatmap import masked_weights, weights_heatmap
 from explorer.render.style import FigureInfo
 from explorer.ui.probes import cached_probes
@@ -21,7 +22,7 @@ ui.page_header(
     "pattern (0 to 1, the mean weight it puts there).",
 )
 lm = ui.require_model()
-longest = max(2, min(100, (lm.max_tokens - 2) // 2))
+longest = max(2, min(100, longest_n(lm)))  # twice n tokens must fit the model
 with ui.controls():
     n_column, seed_column, score_column = st.columns([2, 2, 3], vertical_alignment="bottom")
     with n_column:
@@ -61,7 +62,8 @@ with ui.stage():
         key="probe-head",
     )
 st.caption(
-    f"{SCORES[score]} score of layer {layer}, head {head}: {float(probes.scores[score][layer, head]):.3f}. "
+    f"{SCORES[score]} score of layer {layer}, head {head}: {float(probes.scores[score][layer, head]):.3f} "
+    f"(a head spreading its weight evenly would score {probes.uniform[score]:.3f}). "
     + MEANINGS[score]
     + (
         " Below the dashed line, an induction head's weights form a stripe one step right of the diagonal "
