@@ -134,7 +134,9 @@ def save_tiny(name: str, folder: Path) -> Path:
     return folder
 
 
-def eager_reference(name: str, folder: Path):
-    """The same weights loaded the plain way, with the library's own eager attention."""
+def eager_reference(name: str, folder: Path, dtype: torch.dtype = torch.float32):
+    """The same weights loaded the plain way, with the library's own eager attention, on the test device."""
+    from tests.devices import DEVICE
+
     auto_class = TINY[name][0]
-    return auto_class.from_pretrained(folder, attn_implementation="eager").eval()
+    return auto_class.from_pretrained(folder, attn_implementation="eager", dtype=dtype).to(DEVICE).eval()

@@ -13,6 +13,7 @@ from explorer.data.attention import (
     STACK_CROSS,
     STACK_DECODER,
     STACK_ENCODER,
+    VERIFY_TOLERANCE,
     AttentionCapture,
     AttentionStack,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "STACK_CROSS",
     "STACK_DECODER",
     "STACK_ENCODER",
+    "VERIFY_TOLERANCE",
     "AttentionCapture",
     "AttentionStack",
     "BeamNode",

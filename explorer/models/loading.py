@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
-from explorer.errors import ModelLoadError
+from explorer.errors import InputError, ModelLoadError
 from explorer.models import recorder
 from explorer.models.architectures import (
     AUTO_CLASS_OF_KIND,
@@ -90,6 +91,8 @@ def load_model(
     name: str | os.PathLike,
     *,
     device: str = "auto",
+    dtype: str | torch.dtype | None = None,
+    device_map: str | dict | None = None,
     progress: Callable[[str], None] | None = None,
     token: str | bool | None = None,
     max_parameters: int | None = None,
@@ -97,6 +100,11 @@ def load_model(
 ) -> LoadedModel:
     """Load ``name`` (a Hub id, a local folder or a bundled default) with recording attention.
 
+    ``dtype``: ``None`` (float32), ``"float32"``, ``"float16"`` or ``"bfloat16"`` (or the torch dtypes). In half
+    precision the captures say so in their ``notes``, and ``verify()`` is judged by a looser ``tolerance``.
+    ``device_map``: ``None`` (the whole model on ``device``), or ``"auto"`` (or another map accelerate accepts)
+    to spread a model too large for one device over the GPUs and the CPU; needs the ``accelerate`` package.
+    Bad values raise ``InputError``.
     ``progress`` receives a short sentence at each stage (the app shows them while a model loads).
     Raises ``ModelLoadError`` with an actionable message for unknown ids, no network, non-text
     models and architectures whose attention cannot be captured. Never runs remote code.
@@ -109,6 +117,7 @@ def load_model(
     report is refused (``max_parameters`` fails closed).
     """
     say = progress or (lambda message: None)
+    placement = _placement(device, dtype, device_map)
     if isinstance(name, os.PathLike):  # a pathlib.Path to a folder is as good as its string
         name = os.fspath(name)
     if not isinstance(name, str) or not name.strip():
@@ -124,10 +133,15 @@ def load_model(
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source, hub)
     say(_weights_stage(kind, download_bytes))
-    model = _load_weights(name, source, kind, hub)
-    device = pick_device(device)
-    say(f"Moving the model to {device} and checking that its attention can be captured…")
-    model.to(device).eval()
+    model = _load_weights(name, source, kind, hub, placement.weights_options)
+    if placement.device_map is None:
+        device = pick_device(device)
+        say(f"Moving the model to {device} and checking that its attention can be captured…")
+        model.to(device)
+    else:  # accelerate placed the layers; inputs go where the embeddings are
+        device = str(model.get_input_embeddings().weight.device)
+        say("Checking that the attention of the placed model can be captured…")
+    model.eval()
     _switch_to_recording(model, name)
     lm = LoadedModel(
         model=model,
@@ -141,6 +155,56 @@ def load_model(
     )
     _probe(lm)
     return lm
+
+
+# The dtypes a model can be loaded in, by the names load_model accepts.
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# The maps accelerate computes itself; a dict {module name: device} is passed on as it is.
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+@dataclass(frozen=True)
+class _Placement:
+    """How the weights are loaded: their dtype, and accelerate's device map (or None: one device)."""
+
+    dtype: torch.dtype
+    device_map: str | dict | None
+
+    @property
+    def weights_options(self) -> dict:
+        options = {"dtype": self.dtype}
+        return options if self.device_map is None else {**options, "device_map": self.device_map}
+
+
+def _placement(device: str, dtype, device_map) -> _Placement:
+    """Checks ``load_model``'s dtype and device options before anything is downloaded."""
+    if dtype is None:
+        dtype = torch.float32
+    if isinstance(dtype, str) and dtype.strip().lower().removeprefix("torch.") in DTYPES:
+        dtype = DTYPES[dtype.strip().lower().removeprefix("torch.")]
+    if not isinstance(dtype, torch.dtype) or dtype not in DTYPES.values():
+        raise InputError(f"dtype {dtype!r} is not one the explorer loads models in: use one of {', '.join(DTYPES)}.")
+    if device_map is not None:
+        _check_device_map(device, device_map)
+    return _Placement(dtype=dtype, device_map=device_map)
+
+
+def _check_device_map(device: str, device_map) -> None:
+    if not isinstance(device_map, dict) and device_map not in DEVICE_MAPS:
+        raise InputError(
+            f"device_map {device_map!r} is not one accelerate computes ({', '.join(DEVICE_MAPS)}) nor a dict "
+            "{module name: device}."
+        )
+    if device != "auto":
+        raise InputError(
+            f"Give either device ({device!r}) or device_map ({device_map!r}), not both: a device map places the "
+            "model's layers itself."
+        )
+    if importlib.util.find_spec("accelerate") is None:
+        raise ModelLoadError(
+            "device_map needs the accelerate package, which is not installed here: pip install accelerate "
+            "(requirements.txt pins the version the explorer is tested with)."
+        )
 
 
 def _weights_stage(kind: str, download_bytes: int | None) -> str:
@@ -309,11 +373,14 @@ def _load_tokenizer(name: str, source: str, hub: dict | None = None):
         ) from error
 
 
-def _load_weights(name: str, source: str, kind: str, hub: dict | None = None) -> PreTrainedModel:
+def _load_weights(
+    name: str, source: str, kind: str, hub: dict | None = None, options: dict | None = None
+) -> PreTrainedModel:
     auto_class = AUTO_CLASS_OF_KIND[kind]
+    options = {"dtype": torch.float32, **(options or {}), **(hub or {})}
     try:
         # Eager first: sdpa returns no attention weights at all.
-        return auto_class.from_pretrained(source, attn_implementation="eager", trust_remote_code=False, **(hub or {}))
+        return auto_class.from_pretrained(source, attn_implementation="eager", trust_remote_code=False, **options)
     except Exception as error:
         if _looks_offline(error):
             raise ModelLoadError(_explain_config_failure(name, error)) from error
