@@ -10,12 +10,13 @@ import explorer
 from explorer.compute.anatomy import decoder_layer, encoder_layer, lecture_count, lecture_rows, memory_mb, shape_trail
 from explorer.models.anatomy import explain_layer, model_anatomy, parameter_counts, textbook_layer
 from explorer.models.inputs import embeddings, tokenize
+from tests.devices import DEVICE, host
 from tests.tiny_models import TINY
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_counts_by_kind_add_up_to_the_model(tiny_models, name):
-    lm = explorer.load_model(tiny_models[name], device="cpu")
+    lm = explorer.load_model(tiny_models[name], device=DEVICE)
     anatomy = model_anatomy(lm)
     assert sum(anatomy.by_kind.values()) == anatomy.total_parameters == sum(p.numel() for p in lm.model.parameters())
     assert anatomy.layers == lm.num_layers and anatomy.heads == lm.num_heads
@@ -36,7 +37,7 @@ def test_minilm_anatomy(minilm):
 
 
 def test_llama_differences_are_explained(tiny_models):
-    lm = explorer.load_model(tiny_models["llama"], device="cpu")
+    lm = explorer.load_model(tiny_models["llama"], device=DEVICE)
     anatomy = model_anatomy(lm)
     notes = " ".join(explain_layer(anatomy))
     assert anatomy.position_scheme == "rotary" and anatomy.norm_kind == "RMSNorm" and anatomy.kv_heads == 2
@@ -45,7 +46,7 @@ def test_llama_differences_are_explained(tiny_models):
 
 
 def test_t5_has_two_stacks_and_relative_bias(tiny_models):
-    lm = explorer.load_model(tiny_models["t5"], device="cpu")
+    lm = explorer.load_model(tiny_models["t5"], device=DEVICE)
     rows = parameter_counts(lm.model)
     assert {row.stack for row in rows} == {"main", "decoder"}
     assert model_anatomy(lm).position_scheme == "relative bias"
@@ -64,7 +65,7 @@ def test_tokenization_table_of_a_sentence_pair(minilm):
 
 
 def test_byte_level_tokens_show_their_leading_space():
-    lm = explorer.load_model(explorer.DEFAULT_DECODER, device="cpu")
+    lm = explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE)
     rows = tokenize(lm, "It is a truth")
     assert [r.token for r in rows] == ["It", "␣is", "␣a", "␣truth"]
 
@@ -73,13 +74,13 @@ def test_embeddings_are_the_models_own_tables(minilm, tiny_models):
     ids = minilm.tokenizer("time flies")["input_ids"]
     found = embeddings(minilm, ids, positions=8)
     table = minilm.model.embeddings
-    np.testing.assert_array_equal(found.token, table.word_embeddings.weight[ids].detach().numpy())
-    np.testing.assert_array_equal(found.position, table.position_embeddings.weight[:8].detach().numpy())
+    np.testing.assert_array_equal(found.token, host(table.word_embeddings.weight[ids]))
+    np.testing.assert_array_equal(found.position, host(table.position_embeddings.weight[:8]))
     assert found.token_type.shape == (len(ids), 384) and found.inverse_frequency is None
-    llama = explorer.load_model(tiny_models["llama"], device="cpu")
+    llama = explorer.load_model(tiny_models["llama"], device=DEVICE)
     rotary = embeddings(llama, [5, 6])
     assert rotary.position is None and rotary.position_scheme == "rotary"
-    np.testing.assert_array_equal(rotary.inverse_frequency, llama.model.model.rotary_emb.inv_freq.numpy())
+    np.testing.assert_array_equal(rotary.inverse_frequency, host(llama.model.model.rotary_emb.inv_freq))
     with torch.no_grad():
         assert rotary.token.shape == (2, llama.model.config.hidden_size)
 
@@ -87,7 +88,7 @@ def test_embeddings_are_the_models_own_tables(minilm, tiny_models):
 def test_the_lecture_count_of_a_gpt2_leaves_out_only_its_biases_and_final_norm(tiny_models):
     """GPT-2 is the lecture's layer exactly (d_ff = 4d, tied embeddings, a learned position table): its real count
     (torch's) is the formula, plus its biases, plus the final layer norm (2d) the formula does not have."""
-    lm = explorer.load_model(tiny_models["gpt2"], device="cpu")
+    lm = explorer.load_model(tiny_models["gpt2"], device=DEVICE)
     anatomy = model_anatomy(lm)
     d, layers, vocabulary = 16, 2, lm.model.config.vocab_size
     assert (anatomy.width, anatomy.ffn_size, anatomy.position_rows) == (d, 4 * d, 64)
@@ -132,7 +133,7 @@ def test_the_lectures_own_numbers():
 def test_the_summed_embeddings_are_what_the_first_layer_receives(tiny_models, name):
     """Token rows + position rows + token-type rows (+ the embedding norm) against the model's own
     output_hidden_states[0]; and the shape trail names the steps this model takes."""
-    lm = explorer.load_model(tiny_models[name], device="cpu")
+    lm = explorer.load_model(tiny_models[name], device=DEVICE)
     ids = [row.token_id for row in tokenize(lm, "one two three four")]
     types = [0] * len(ids)
     found = embeddings(lm, ids, types)

@@ -18,6 +18,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import explorer
 from explorer.ui.caches import results_cache
+from tests.devices import DEVICE, host
 from tests.test_decoding import CASES, assert_same_as_generate, fill_tokens, generate
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,13 +32,13 @@ SOURCE, TARGET = "Thursday, March 5, 2021", "2021-03-05"
 def reference():
     """The folder loaded by transformers itself, eager attention: the reference for everything below."""
     tokenizer = AutoTokenizer.from_pretrained(FOLDER)
-    model = AutoModelForSeq2SeqLM.from_pretrained(FOLDER, attn_implementation="eager").eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(FOLDER, attn_implementation="eager").to(DEVICE).eval()
     return model, tokenizer
 
 
 @pytest.fixture(scope="module")
 def dates():
-    return explorer.load_model(explorer.DEFAULT_SEQ2SEQ, device="cpu")
+    return explorer.load_model(explorer.DEFAULT_SEQ2SEQ, device=DEVICE)
 
 
 def held_out() -> list[dict]:
@@ -54,7 +55,7 @@ def test_at_least_95_percent_exact_match_on_held_out_dates(reference):
     model, tokenizer = reference
     examples = held_out()
     assert len(examples) >= 200
-    batch = tokenizer([e["source"] for e in examples], return_tensors="pt", padding=True)
+    batch = tokenizer([e["source"] for e in examples], return_tensors="pt", padding=True).to(DEVICE)
     out = model.generate(**batch, max_new_tokens=16, do_sample=False, num_beams=1)
     predictions = tokenizer.batch_decode(out, skip_special_tokens=True)
     exact = np.mean([p == e["target"] for p, e in zip(predictions, examples, strict=True)])
@@ -75,17 +76,17 @@ def test_capture_equals_eager_attention_and_cross_attention_reads_the_date(refer
     model, tokenizer = reference
     captured = explorer.capture(dates, SOURCE, target=TARGET)
     assert set(captured.stacks) == {"encoder", "decoder", "cross"}
-    assert captured.verify() < 1e-4
-    inputs = tokenizer(SOURCE, return_tensors="pt")
-    labels = tokenizer(text_target=TARGET, return_tensors="pt")["input_ids"]
+    assert captured.verify() <= captured.tolerance
+    inputs = tokenizer(SOURCE, return_tensors="pt").to(DEVICE)
+    labels = tokenizer(text_target=TARGET, return_tensors="pt")["input_ids"].to(DEVICE)
     with torch.no_grad():
         out = model(**inputs, labels=labels, output_attentions=True)
     cross = captured.stacks["cross"]
     for layer, weights in enumerate(out.cross_attentions):
-        np.testing.assert_allclose(cross.attentions[layer], weights[0].numpy(), atol=1e-6)
+        np.testing.assert_allclose(cross.attentions[layer], host(weights[0]), atol=1e-6)
     # Readable: the decoder's row that writes each part of the date (teacher forcing: row q writes target token
     # q) looks hardest at the word it comes from, in every layer, heads averaged.
-    written = [token.strip("▁ ") for token in tokenizer.convert_ids_to_tokens(labels[0])]
+    written = [token.strip("▁ ") for token in tokenizer.convert_ids_to_tokens(labels[0].tolist())]
     sources = {"2021": "2021", "03": "March", "05": "5"}
     for layer in range(cross.num_layers):
         mean = cross.attentions[layer].mean(axis=0)

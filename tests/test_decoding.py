@@ -17,6 +17,7 @@ from transformers import GenerationConfig
 import explorer
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING
 from explorer.models.decoding import generation_config_for, special_token_ids
+from tests.devices import DEVICE, host, on_device
 
 PROMPTS = {
     "gpt2": "the cat sat on the mat and",
@@ -88,8 +89,10 @@ def reference_config(lm, case: dict) -> GenerationConfig:
 
 
 def generate(lm, prompt: str, case: dict):
-    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
+    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"].to(lm.device)
     if case["strategy"] == "sample":
+        # Seeds every device's default generator: generate() draws from the one of the model's device, as
+        # decode's own generator on that device, seeded alike, does.
         torch.manual_seed(case["seed"])
     with torch.inference_mode():
         return lm.model.generate(ids, generation_config=reference_config(lm, case))
@@ -101,7 +104,7 @@ def assert_same_as_generate(trace, reference, fill: set[int]) -> None:
         assert ours.tolist() == theirs[: len(ours)]
         assert set(theirs[len(ours) :]) <= fill  # generate() pads the shorter sequences
     if trace.settings.strategy == "beam":
-        np.testing.assert_allclose(trace.sequence_scores, reference.sequences_scores.numpy(), atol=1e-5)
+        np.testing.assert_allclose(trace.sequence_scores, host(reference.sequences_scores), atol=1e-5)
 
 
 def fill_tokens(lm) -> set[int]:
@@ -113,8 +116,8 @@ def fill_tokens(lm) -> set[int]:
 @pytest.fixture(scope="module")
 def models(tiny_models):
     """Fresh loads (tests change generation settings on them); end of sequence made likely on the tiny ones."""
-    loaded = {name: explorer.load_model(tiny_models[name], device="cpu") for name in ("gpt2", "llama", "t5")}
-    loaded["prose"] = explorer.load_model(explorer.DEFAULT_DECODER, device="cpu")
+    loaded = {name: explorer.load_model(tiny_models[name], device=DEVICE) for name in ("gpt2", "llama", "t5")}
+    loaded["prose"] = explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE)
     for name in ("gpt2", "llama", "t5"):
         _make_end_of_sequence_likely(loaded[name], PROMPTS[name])
     return loaded
@@ -142,6 +145,23 @@ def test_decode_equals_generate_on_the_bundled_decoder(models, case):
     lm = models["prose"]
     trace = explorer.decode(lm, PROMPTS["prose"], **CASES[case])
     assert_same_as_generate(trace, generate(lm, PROMPTS["prose"], CASES[case]), fill_tokens(lm))
+
+
+@pytest.fixture(scope="module")
+def bfloat16_models(tiny_models):
+    loaded = {name: explorer.load_model(tiny_models[name], device=DEVICE, dtype="bfloat16") for name in ("llama", "t5")}
+    for name, lm in loaded.items():
+        _make_end_of_sequence_likely(lm, PROMPTS[name])
+    return loaded
+
+
+@pytest.mark.parametrize("case", ["greedy-penalties", "beam-4-lp-early", "sample-all-warpers"])
+@pytest.mark.parametrize("name", ["llama", "t5"])
+def test_decode_equals_generate_in_bfloat16(bfloat16_models, name, case):
+    lm = bfloat16_models[name]
+    assert next(lm.model.parameters()).dtype == torch.bfloat16
+    trace = explorer.decode(lm, PROMPTS[name], **CASES[case])
+    assert_same_as_generate(trace, generate(lm, PROMPTS[name], CASES[case]), fill_tokens(lm))
 
 
 def test_end_of_sequence_stops_early(models):
@@ -230,9 +250,9 @@ def test_greedy_and_sampling_steps_record_the_candidates(models):
 
 def test_sampling_leaves_the_global_random_state_alone_and_is_thread_safe(models):
     lm = models["prose"]
-    before = torch.random.get_rng_state()
+    before = _global_random_states()
     alone = {seed: explorer.decode(lm, PROMPTS["prose"], strategy="sample", seed=seed).sequences[0] for seed in (1, 2)}
-    assert torch.equal(before, torch.random.get_rng_state())
+    assert all(torch.equal(a, b) for a, b in zip(before, _global_random_states(), strict=True))
     results = {}
 
     def sample(seed):
@@ -247,6 +267,11 @@ def test_sampling_leaves_the_global_random_state_alone_and_is_thread_safe(models
     unseeded = explorer.decode(lm, PROMPTS["prose"], strategy="sample")
     again = explorer.decode(lm, PROMPTS["prose"], strategy="sample", seed=unseeded.settings.seed)
     assert np.array_equal(unseeded.sequences[0], again.sequences[0])  # the drawn seed reproduces the trace
+
+
+def _global_random_states() -> list[torch.Tensor]:
+    """The CPU's default generator's state, and the CUDA devices' when there are any."""
+    return [torch.random.get_rng_state(), *(torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else [])]
 
 
 def test_the_prompt_runs_once_and_each_step_feeds_one_token(models, monkeypatch):
@@ -270,10 +295,10 @@ def test_attention_while_generating_equals_one_pass_over_the_result(models, name
     lm = models[name]
     trace = explorer.decode(lm, PROMPTS[name], strategy="greedy", max_new_tokens=6, record_attention=True)
     stack = trace.attention["decoder"]
-    sequence = torch.tensor(trace.sequences[0])[None]
+    sequence = on_device(trace.sequences[0])[None]
     with torch.inference_mode():
         reference = lm.model(input_ids=sequence, output_attentions=True, use_cache=False).attentions
-    expected = torch.stack([layer[0] for layer in reference]).numpy()
+    expected = host(torch.stack([layer[0] for layer in reference]))
     assert stack.attentions.shape == expected.shape
     np.testing.assert_allclose(stack.attentions, expected, atol=1e-5)
     assert stack.verify() <= 1e-5 and stack.is_causal
@@ -286,14 +311,14 @@ def test_attention_while_generating_a_seq2seq_model(models):
     assert set(trace.attention) == {"encoder", "decoder", "cross"}
     with torch.inference_mode():
         out = lm.model(
-            input_ids=torch.tensor(trace.prompt_ids)[None],
-            decoder_input_ids=torch.tensor(trace.sequences[0])[None],
+            input_ids=on_device(trace.prompt_ids)[None],
+            decoder_input_ids=on_device(trace.sequences[0])[None],
             output_attentions=True,
             use_cache=False,
         )
     for name, layers in (("decoder", out.decoder_attentions), ("cross", out.cross_attentions)):
         np.testing.assert_allclose(
-            trace.attention[name].attentions, torch.stack([a[0] for a in layers]).numpy(), atol=1e-5
+            trace.attention[name].attentions, host(torch.stack([a[0] for a in layers])), atol=1e-5
         )
         assert trace.attention[name].verify() <= 1e-5
 
@@ -322,7 +347,7 @@ def test_an_encoder_cannot_generate_and_says_so(minilm):
     with pytest.raises(explorer.InputError, match="cannot generate"):
         explorer.decode(minilm, "hello", strategy="greedy")
     with pytest.raises(explorer.InputError, match="Type a prompt"):
-        explorer.decode(explorer.load_model(explorer.DEFAULT_DECODER, device="cpu"), "  ", strategy="greedy")
+        explorer.decode(explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE), "  ", strategy="greedy")
 
 
 def test_the_greedy_tables_input_column_shows_line_breaks_as_the_token_columns_do(models):

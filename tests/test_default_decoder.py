@@ -16,6 +16,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from tests.devices import DEVICE, host
+
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = REPO / "explorer" / "assets" / "prose-gpt2"
 DATA = Path(__file__).resolve().parent / "data"
@@ -25,7 +27,7 @@ MAX_FOLDER_BYTES = 25 * 1024 * 1024
 @pytest.fixture(scope="module")
 def decoder():
     tokenizer = AutoTokenizer.from_pretrained(FOLDER)
-    model = AutoModelForCausalLM.from_pretrained(FOLDER, attn_implementation="eager").eval()
+    model = AutoModelForCausalLM.from_pretrained(FOLDER, attn_implementation="eager").to(DEVICE).eval()
     return model, tokenizer
 
 
@@ -55,13 +57,13 @@ def unigram_nll(targets: torch.Tensor) -> torch.Tensor:
     data = json.loads((DATA / "prose_unigram_counts.json").read_text())
     counts = torch.tensor(data["counts"], dtype=torch.float64)
     logp = torch.log((counts + 1) / (counts.sum() + len(counts)))
-    return -logp[targets]
+    return -logp[targets.cpu()]
 
 
 def test_beats_unigram_baseline_by_3x_on_heldout_prose(decoder):
     model, tokenizer = decoder
     text = (DATA / "prose_heldout.txt").read_text(encoding="utf-8")
-    ids = torch.tensor(tokenizer(text)["input_ids"])
+    ids = torch.tensor(tokenizer(text)["input_ids"], device=DEVICE)
     assert len(ids) > 1000, "held-out sample too small to be meaningful"
     block = model.config.n_positions
     nll, targets = sliding_window_nll(model, ids, block=block, stride=block // 2)
@@ -81,7 +83,7 @@ def test_unigram_counts_match_the_tokenizer(decoder):
 
 def test_greedy_continuation_is_mostly_words(decoder):
     model, tokenizer = decoder
-    enc = tokenizer("He had never been so", return_tensors="pt")
+    enc = tokenizer("He had never been so", return_tensors="pt").to(DEVICE)
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=30, do_sample=False)
     text = tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True)
@@ -117,7 +119,7 @@ def test_generation_config_stops_and_pads_with_endoftext(decoder):
 def test_explorer_loads_the_default_decoder():
     import explorer
 
-    lm = explorer.load_model(explorer.DEFAULT_DECODER, device="cpu")
+    lm = explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE)
     assert lm.kind == "decoder"
 
 
@@ -127,12 +129,12 @@ def test_capture_on_the_bundled_decoder_equals_its_eager_attention(decoder):
     import explorer
 
     model, tokenizer = decoder
-    lm = explorer.load_model(explorer.DEFAULT_DECODER, device="cpu")
+    lm = explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE)
     text = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
     cap = explorer.capture(lm, text)
     with torch.no_grad():
-        expected = model(**tokenizer(text, return_tensors="pt"), output_attentions=True).attentions
-    np.testing.assert_allclose(cap.attentions, torch.stack([a[0] for a in expected]).numpy(), rtol=0, atol=1e-6)
+        expected = model(**tokenizer(text, return_tensors="pt").to(DEVICE), output_attentions=True).attentions
+    np.testing.assert_allclose(cap.attentions, host(torch.stack([a[0] for a in expected])), rtol=0, atol=1e-6)
     assert cap.verify() <= 1e-5
     assert cap.main.is_causal and np.triu(cap.attentions, k=1).max() == 0.0
     assert "".join(cap.tokens) == text  # byte-level BPE labels read as the text itself

@@ -26,6 +26,7 @@ from explorer.compute.statistics import (
     share_on,
     without_tokens,
 )
+from tests.devices import DEVICE, host, on_device
 
 # One layer, two heads over three tokens, written out by hand.
 W = np.array(
@@ -69,7 +70,7 @@ def test_rollout_by_hand():
 
 def test_score_stages_end_in_the_captured_weights(tiny_models):
     for name in ("gpt2", "gemma2", "t5"):
-        lm = explorer.load_model(tiny_models[name], device="cpu")
+        lm = explorer.load_model(tiny_models[name], device=DEVICE)
         stack = explorer.capture(lm, "the cat sat on the mat").main
         for layer in range(stack.num_layers):
             stages = score_stages(stack, layer, 1)
@@ -83,7 +84,7 @@ def test_score_stages_end_in_the_captured_weights(tiny_models):
 
 def test_head_outputs_reproduce_the_attention_module(tiny_models):
     """Heads' weighted sums, concatenated and projected, equal the attention module's own output."""
-    lm = explorer.load_model(tiny_models["gpt2"], device="cpu")
+    lm = explorer.load_model(tiny_models["gpt2"], device=DEVICE)
     cap = explorer.capture(lm, "the cat sat on the mat")
     outputs = head_outputs(cap.attentions, cap.values)  # [layer, head, query, head_dim]
     captured = {}
@@ -91,13 +92,13 @@ def test_head_outputs_reproduce_the_attention_module(tiny_models):
     hook = attention.register_forward_hook(lambda module, args, out: captured.update(out=out[0]))
     try:
         with torch.no_grad():
-            lm.model(input_ids=torch.tensor(cap.token_ids)[None])
+            lm.model(input_ids=on_device(cap.token_ids)[None])
     finally:
         hook.remove()
-    merged = torch.tensor(outputs[1]).transpose(0, 1).reshape(len(cap.tokens), -1)[None]
+    merged = on_device(outputs[1]).transpose(0, 1).reshape(len(cap.tokens), -1)[None]
     with torch.no_grad():
         projected = attention.c_proj(merged)
-    np.testing.assert_allclose(projected.numpy(), captured["out"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(host(projected), host(captured["out"]), atol=1e-5)
 
 
 def test_bert_head_outputs_equal_the_self_attention_context(minilm):
@@ -108,11 +109,11 @@ def test_bert_head_outputs_equal_the_self_attention_context(minilm):
     hook = module.register_forward_hook(lambda m, args, out: captured.update(out=out[0]))
     try:
         with torch.no_grad():
-            minilm.model(input_ids=torch.tensor(cap.token_ids)[None])
+            minilm.model(input_ids=on_device(cap.token_ids)[None])
     finally:
         hook.remove()
     merged = torch.tensor(outputs[2]).transpose(0, 1).reshape(len(cap.tokens), -1)
-    np.testing.assert_allclose(merged.numpy(), captured["out"][0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(merged.numpy(), host(captured["out"][0]), atol=1e-5)
 
 
 def test_sinusoidal_encoding_by_the_formula():
@@ -124,8 +125,8 @@ def test_sinusoidal_encoding_by_the_formula():
 
 
 def test_rotary_frequencies_equal_the_models_own(tiny_models):
-    lm = explorer.load_model(tiny_models["llama"], device="cpu")
-    own = lm.model.model.rotary_emb.inv_freq.numpy()
+    lm = explorer.load_model(tiny_models["llama"], device=DEVICE)
+    own = host(lm.model.model.rotary_emb.inv_freq)
     theta = getattr(lm.model.config, "rope_theta", None) or lm.model.config.rope_parameters["rope_theta"]
     np.testing.assert_allclose(rotary_frequencies(8, theta), own, rtol=1e-6)
     assert np.abs(rotary_angles(own, 10)).max() <= np.pi
