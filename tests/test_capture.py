@@ -212,7 +212,7 @@ def test_verify_on_the_device_equals_numpys_recomputation(tiny):
 def test_a_capture_says_where_and_in_what_it_ran(tiny):
     name, lm, _ = tiny
     cap = _capture(name, lm)
-    assert cap.device == str(lm.device) and torch.device(cap.device).type == torch.device(DEVICE).type
+    assert torch.device(cap.device).type == torch.device(DEVICE).type
     assert cap.model_dtype == "float32" and cap.notes == () and cap.tolerance == 1e-4
     assert all(stack.device == cap.device and stack.model_dtype == "float32" for stack in cap.stacks.values())
 

@@ -43,7 +43,7 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
         target_tokens=target_tokens,
         notes=_precision_notes(lm.model),
         hidden_states=hidden_states,
-        device=str(lm.device),
+        device=str(lm.model.get_input_embeddings().weight.device),  # "cuda:0" where lm.device may say "cuda"
         model_dtype=dtype_name(lm.model),
     )
 
@@ -129,13 +129,11 @@ def _default_stack(lm) -> str:
 
 def layer_tensors(calls) -> dict[str, list[torch.Tensor]]:
     """What a stack's arrays are made of, one tensor per layer, still on the model's device."""
-    # With grouped KV heads each query head is given the key and value head it shares.
-    kv_head_of_query = _kv_head_of_query(calls)
     tensors = {
         "attentions": [call.weights[0] for call in calls],
         "queries": [call.query[0] for call in calls],
-        "keys": [call.key[0].index_select(0, kv_head_of_query.to(call.key.device)) for call in calls],
-        "values": [call.value[0].index_select(0, kv_head_of_query.to(call.value.device)) for call in calls],
+        "keys": _per_query_head([call.key[0] for call in calls], _kv_head_of_query(calls)),
+        "values": _per_query_head([call.value[0] for call in calls], _kv_head_of_query(calls)),
         "masks": [_allowed(call) for call in calls],
     }
     if any(call.position_bias is not None for call in calls):
@@ -145,6 +143,14 @@ def layer_tensors(calls) -> dict[str, list[torch.Tensor]]:
             for call in calls
         ]
     return tensors
+
+
+def _per_query_head(tensors: list[torch.Tensor], kv_head_of_query: torch.Tensor) -> list[torch.Tensor]:
+    """With grouped KV heads, each query head is given the key or value head it shares (a gather per layer)."""
+    if len(kv_head_of_query) == tensors[0].shape[0]:  # one KV head per query head: nothing to repeat
+        return tensors
+    index = kv_head_of_query.to(tensors[0].device)
+    return [tensor.index_select(0, index.to(tensor.device)) for tensor in tensors]
 
 
 def _kv_head_of_query(calls) -> torch.Tensor:

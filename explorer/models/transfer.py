@@ -4,8 +4,9 @@ A capture records a handful of tensors per layer (weights, queries, keys, values
 one by one, each copy from a GPU is a synchronisation plus a pageable transfer plus a second copy on the host:
 dozens per capture, which cost more than the forward pass itself on an H100. ``to_host`` takes every tensor of a
 capture at once: on the CPU it fills each array in place (NumPy's fresh memory is cheaper to fill than
-``torch.stack``'s, measured in bench/); on any other device it packs everything into one byte buffer there
-(floats converted to float32 on the device), copies that buffer once, and returns NumPy views of it.
+``torch.stack``'s, measured in bench/); on any other device it packs everything into one byte buffer there (one
+copy kernel per tensor, converting floats to float32 on the way), copies that buffer once, and returns NumPy
+views of it.
 
 Pinned (page-locked) host memory is not used: the arrays outlive the call (the app caches captures), and
 holding them in page-locked memory would take it from the driver for as long as they are cached.
@@ -45,16 +46,25 @@ def _host_dtype(tensor: torch.Tensor) -> torch.Tensor:
 def _one_transfer(groups: dict[Hashable, list[torch.Tensor]]) -> dict[Hashable, np.ndarray]:
     """Every group packed as bytes into one buffer on the first tensor's device, copied to the host once."""
     device = next(iter(groups.values()))[0].device
-    # Floats first: every float starts at a multiple of 4 bytes, so the host views are aligned.
+    # Floats first: every float array then starts at a multiple of 4 bytes, so the host views are aligned.
     order = sorted(groups, key=lambda name: groups[name][0].dtype == torch.bool)
-    pieces, layout, offset = [], {}, 0
+    layout, offset = {}, 0
     for name in order:
-        tensors = [_host_dtype(tensor.to(device)).reshape(-1) for tensor in groups[name]]
-        dtype = bool if tensors[0].dtype == torch.bool else np.float32
-        shape = (len(tensors), *groups[name][0].shape)
-        size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        dtype = torch.bool if groups[name][0].dtype == torch.bool else torch.float32
+        shape = (len(groups[name]), *groups[name][0].shape)
+        size = int(np.prod(shape)) * dtype.itemsize
         layout[name] = (offset, size, dtype, shape)
-        pieces += [tensor.view(torch.uint8) for tensor in tensors]
         offset += size
-    host = torch.cat(pieces).cpu().numpy()  # the one synchronisation and the one copy
-    return {name: host[at : at + size].view(dtype).reshape(shape) for name, (at, size, dtype, shape) in layout.items()}
+    packed = torch.empty(offset, dtype=torch.uint8, device=device)
+    for name, (at, size, dtype, shape) in layout.items():
+        region = packed[at : at + size].view(dtype).view(shape)
+        for layer, tensor in enumerate(groups[name]):
+            region[layer].copy_(tensor)  # one kernel: converts the dtype, gathers strided views, crosses devices
+    host = packed.cpu().numpy()  # the one synchronisation and the one copy
+    arrays = {}
+    for name, (at, size, dtype, shape) in layout.items():
+        arrays[name] = host[at : at + size].view(_NUMPY[dtype]).reshape(shape)
+    return arrays
+
+
+_NUMPY = {torch.bool: np.bool_, torch.float32: np.float32}
