@@ -146,8 +146,8 @@ def test_context_changes_a_token_layer_by_layer(minilm):
 def test_the_chapter_toy_equals_torchs_scaled_dot_product_attention(causal):
     x = np.random.default_rng(0).normal(size=(6, 16)).astype(np.float32)
     stages = toy_stages(x, causal=causal)
-    q = k = v = torch.as_tensor(x, dtype=torch.float64)[None]
-    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)[0].numpy()
+    q = k = v = on_device(x, dtype=torch.float64)[None]
+    expected = host(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)[0])
     np.testing.assert_allclose(stages["output"], expected, atol=1e-12)
     np.testing.assert_allclose(explorer.torch_attention(x, x, x, causal=causal), expected, atol=1e-12)
     np.testing.assert_allclose(stages["weights"].sum(axis=-1), 1.0)
