@@ -8,9 +8,7 @@ medians; ratios of ``explorer.decode`` to ``model.generate()``. Target: within 1
 It also prints what each keeps: the trace's bytes (top candidates per step, the whole beam tree)
 against what ``generate(output_scores=True)`` holds (the full vocabulary for every beam and step).
 
-``--device cuda`` runs both on the GPU; each timing then starts and ends with ``torch.cuda.synchronize()``.
-
-Run:  python bench/bench_decode.py [--device cpu|cuda] [--repeats 3] [--new-tokens 32]
+Run:  python bench/bench_decode.py [--repeats 3] [--new-tokens 32]
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,7 +29,6 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config
 
 import explorer
-from bench.bench_capture import device_name, median_seconds  # the same timing and device line on every device
 from explorer.models.decoding import generation_config_for
 from explorer.models.loading import resolve_source
 
@@ -82,6 +80,12 @@ def trace_bytes(trace) -> int:
     return total + 100 * len(trace.tree)
 
 
+def synchronize(device: str) -> None:
+    """Wait for the GPU: its kernels run asynchronously, and a timer must stop when they are done."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def bench(lm, prompt: str, beams: int, new_tokens: int, repeats: int) -> dict:
     strategy = "greedy" if beams == 1 else "beam"
     settings = dict(strategy=strategy, max_new_tokens=new_tokens, num_beams=beams)
@@ -101,7 +105,11 @@ def bench(lm, prompt: str, beams: int, new_tokens: int, repeats: int) -> dict:
     times = {"generate": [], "decode": []}
     for _ in range(repeats):  # interleaved, so machine noise hits both alike
         for name, fn in (("generate", generated), ("decode", decoded)):
-            times[name] += median_seconds(fn, 1, lm.device)
+            synchronize(str(lm.device))
+            start = time.perf_counter()
+            fn()
+            synchronize(str(lm.device))
+            times[name].append(time.perf_counter() - start)
     scores_bytes = sum(score.numel() * score.element_size() for score in reference.scores)
     return {
         "prompt": ids.shape[1],
@@ -120,7 +128,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--prompt-lengths", type=int, nargs="+", default=[8, 256])
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 4, 8])
-    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:1, ...")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
     args = parser.parse_args()
     lm = explorer.load_model(str(gpt2_shaped_folder()), device=args.device)
     rows = [
@@ -128,7 +136,7 @@ def main() -> None:
         for length in args.prompt_lengths
         for beams in args.beams
     ]
-    print(f"torch {torch.__version__}, {device_name(lm.device)}, median of {args.repeats}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {lm.device}, median of {args.repeats}")
     print(
         "| prompt tokens | beams | steps | generate() s | decode s | decode / generate | trace kB | "
         "generate scores kB |"

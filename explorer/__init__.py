@@ -12,18 +12,32 @@ The public API, for notebooks and other programs::
     gen = explorer.load_model(explorer.DEFAULT_DECODER)
     trace = explorer.decode(gen, "It is a truth", strategy="beam", num_beams=4)   # = generate(), recorded
     dist = explorer.next_token_distribution(gen, "It is a truth", temperature=0.7, top_p=0.9)
+    ablated = explorer.next_token_logits(gen, "It is a truth", ablate=((0, 1),))  # layer 0, head 1 zeroed
+    effects = explorer.head_ablation_effects(gen, "It is a truth")  # [layer, head]: each head's effect
 
 Importing ``explorer`` never imports Streamlit; only ``explorer.ui`` and the app's pages do.
 """
 
-from explorer.data import AttentionCapture, AttentionStack, DecodeTrace, NextTokenLogits, TokenDistribution
+from explorer.data import (
+    AttentionCapture,
+    AttentionStack,
+    DecodeTrace,
+    HeadAblationEffects,
+    NextTokenLogits,
+    TokenDistribution,
+)
+from explorer.data.lens import LogitLens
+from explorer.data.probes import HeadProbes
 from explorer.errors import InputError, ModelLoadError
 from explorer.models.anatomy import model_anatomy
 from explorer.models.capture import capture
 from explorer.models.decoding import decode
 from explorer.models.distribution import next_token_distribution, next_token_logits
+from explorer.models.head_effects import head_ablation_effects
 from explorer.models.inputs import embeddings, first_layer_input, summed_embeddings, tokenize
+from explorer.models.lens import logit_lens
 from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, DEFAULT_SEQ2SEQ, LoadedModel, load_model
+from explorer.models.probes import head_probes
 from explorer.models.reference import torch_attention
 
 __all__ = [
@@ -33,8 +47,11 @@ __all__ = [
     "AttentionCapture",
     "AttentionStack",
     "DecodeTrace",
+    "HeadAblationEffects",
+    "HeadProbes",
     "InputError",
     "LoadedModel",
+    "LogitLens",
     "ModelLoadError",
     "NextTokenLogits",
     "TokenDistribution",
@@ -42,7 +59,10 @@ __all__ = [
     "decode",
     "embeddings",
     "first_layer_input",
+    "head_ablation_effects",
+    "head_probes",
     "load_model",
+    "logit_lens",
     "model_anatomy",
     "next_token_distribution",
     "next_token_logits",

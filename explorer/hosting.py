@@ -19,16 +19,14 @@ an id the Hub's validator rejects): the visitor gets a sentence, never a traceba
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
 from dataclasses import dataclass
 
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+
 from explorer.errors import ModelLoadError
 
-HUB_ID = re.compile(
-    r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?(?:/[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?)?$"
-)
 MAX_NAME_CHARS = 200
 PREVIEW_CHARS = 60
 
@@ -106,7 +104,12 @@ class HostingPolicy:
 
 
 def _is_hub_id(name: str) -> bool:
-    return bool(HUB_ID.match(name)) and ".." not in name and "--" not in name
+    """The Hub's own rule for a repository id (huggingface_hub's validator, which the download would apply)."""
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 def _looks_like_path(name: str) -> bool:

@@ -13,8 +13,8 @@ from explorer.render.heatmap import (
     weights_heatmap,
 )
 from explorer.render.style import FigureInfo
+from explorer.ui.attention import capture_ui
 
-DEFAULT_TEXT = "time flies like an arrow"
 SHOW = {
     "weights": "after softmax",
     "scores": "before softmax; −∞ where masked",
@@ -58,29 +58,10 @@ ui.preset_button(
     values=CROSS_PRESET,
     key="cross-preset",
 )
-text, text_pair, target = ui.text_inputs_ui(
-    lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header, model_name=lm.name
-)
-if not text.strip():
-    st.info("Type some text above to see which tokens each head attends to.")
-    st.stop()
-try:
-    capture = ui.cached_capture(lm.name, text, text_pair, target)
-except explorer.InputError as error:
-    st.info(ui.literal(error))
-    st.stop()
-
-if capture.truncated:
-    st.warning(
-        f"The text is longer than {ui.literal(lm.name)} accepts ({lm.max_tokens} tokens): "
-        f"the last {capture.truncated} tokens were cut."
-    )
-for note in capture.notes:
-    st.caption(note)
+view = capture_ui(lm, header)  # the text inputs, the capture (or a message) and the stack choice
+capture, stack_name, stack = view.capture, view.stack_name, view.stack
 
 with ui.controls():
-    stack_name = ui.stack_ui(list(capture.stacks))
-    stack = capture.stacks[stack_name]
     layer_column, head_column, show_column, scale_column = st.columns([3, 3, 3, 2], vertical_alignment="bottom")
     with layer_column:
         layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer", help="Counted from 0, input side first.")
@@ -115,7 +96,7 @@ views = {"weights": "Attention weights", "scores": "Attention scores", "mask": "
 info = FigureInfo(
     views[show],
     model=lm.name,
-    text=" / ".join(part for part in (text, text_pair, target) if part),
+    text=view.shown_text,
     where=(*where, f"layer {layer}") if show == "mask" else (*where, f"layer {layer}", f"head {head}"),
 )
 boundary = capture.segment_b_start if stack_name == "encoder" else None
@@ -172,7 +153,7 @@ with ui.stage():
             "those keys weight 0. Right: this head's scores after that addition."
         )
 
-if target and stack_name in ("decoder", "cross"):  # an encoder-decoder's decoder, fed the target
+if view.target and stack_name in ("decoder", "cross"):  # an encoder-decoder's decoder, fed the target
     st.caption(
         "Rows are the decoder's input: the target text shifted right behind the decoder's start token (teacher "
         "forcing, as in training). The row of a token is the step that writes the next one: the start row "
@@ -183,7 +164,7 @@ if target and stack_name in ("decoder", "cross"):  # an encoder-decoder's decode
             else ""
         )
     )
-error = ui.cached_verification(lm.name, text, text_pair, target)[stack_name]
+error = ui.cached_verification(lm.name, view.text, view.text_pair, view.target)[stack_name]
 check_column, size_column = st.columns([1, 2])
 with check_column:
     st.metric(

@@ -8,7 +8,9 @@ from explorer import ui
 from explorer.compute.decoding import bans_table, pool_table, repeats, status_counts, tree_at
 from explorer.render.decoding import beam_tree_figure, logprob_figure
 from explorer.render.style import FigureInfo
-from explorer.ui import decoding
+from explorer.ui import branching, clicks, decoding
+
+TREE = "beam-tree"  # the search tree: a click on a node branches there
 
 EARLY = ["False", "True", "never"]
 EARLY_CAPTIONS = {
@@ -88,17 +90,26 @@ settings = dict(
 # The chapter's comparison: greedy search and beam search as they are, and beam search with a no-repeat n-gram
 # ban (this page's size, or 2 when the page has none). Each says whether it bans: none is banned silently.
 ban = ngram or 2
+force = branching.forced_tokens()  # a branch: tokens every beam starts from (a click on a node sets it)
 try:
-    trace = decoding.decode_with_progress(lm.name, prompt, **settings)
+    original = decoding.decode_with_progress(lm.name, prompt, **settings)
+    branched = {**settings, "force": force, "max_new_tokens": max(steps, len(force) + 1)}  # a step of its own
+    trace = decoding.decode_with_progress(lm.name, prompt, **branched) if force else original
     greedy = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
     unbanned, banned = (
-        (trace, decoding.decode_with_progress(lm.name, prompt, **{**settings, "no_repeat_ngram_size": ban}))
+        (original, decoding.decode_with_progress(lm.name, prompt, **{**settings, "no_repeat_ngram_size": ban}))
         if not ngram
-        else (decoding.decode_with_progress(lm.name, prompt, **{**settings, "no_repeat_ngram_size": 0}), trace)
+        else (decoding.decode_with_progress(lm.name, prompt, **{**settings, "no_repeat_ngram_size": 0}), original)
     )
 except explorer.InputError as error:
     st.info(ui.literal(error))
+    if force:
+        st.button("Back to the search's own choices", on_click=ui.set_value, args=(branching.FORCE_KEY, ()))
     st.stop()
+branching.branch_on_click(TREE, trace)
+if force:
+    branching.breadcrumb_ui(trace)
+    branching.side_by_side_ui(original, trace, prompt_and_continuation=ui.prompt_and_continuation)
 for note in trace.notes:
     st.caption(ui.literal(note))
 
@@ -119,13 +130,19 @@ with ui.controls():
 where = (f"{beams} beams", f"step {upto + 1} of {trace.num_steps}")
 info = FigureInfo("Beam search tree", model=lm.name, text=prompt, where=where)
 with ui.stage():
-    ui.show_figure(ui.figure(beam_tree_figure, trace, info=info, upto_step=upto), info, key="tree")
+    ui.show_figure(
+        ui.figure(beam_tree_figure, trace, info=info, upto_step=upto),
+        info,
+        key="tree",
+        select_key=clicks.selection_key(TREE),
+    )
 shown_tree = tree_at(trace.tree, upto)  # the counts as the search stood at the replay step
 counts = status_counts(shown_tree)
 st.caption(
     f"{len(shown_tree) - 1} candidates considered up to step {upto + 1}: {counts['running']} kept as running beams, "
     f"{counts['pruned']} pruned, {counts['finished']} finished (entered the pool), {counts['returned']} on the "
-    "returned path(s). Hover a node for its scores."
+    "returned path(s). Hover a node for its scores; click one to branch there (every beam then starts from that "
+    "node's tokens)."
 )
 
 st.subheader("Finished pool")

@@ -4,7 +4,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.render.heatmap import colorbar_title, token_matrix, verification_caption
+from explorer.render.heatmap import colorbar_title, masked_weights, token_matrix, verification_caption
 from explorer.render.style import FigureInfo
 from explorer.ui import decoding
 
@@ -66,10 +66,7 @@ st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq
 
 rows = trace.prompt_length + step + 1
 columns = rows if stack_name == "decoder" else len(stack.key_tokens)
-weights = stack.attentions[layer, head, :rows, :columns]
-allowed = stack.masks_by_layer()[layer][:rows, :columns]
-shown = weights.copy()
-shown[~allowed] = float("nan")
+shown = masked_weights(stack, layer, head)[:rows, :columns]
 info = FigureInfo(
     "Attention while generating",
     model=lm.name,

@@ -8,7 +8,9 @@ from explorer import ui
 from explorer.compute.decoding import greedy_table, looks_untrained, repeated_ngram, visible
 from explorer.render.decoding import candidates_figure
 from explorer.render.style import FigureInfo
-from explorer.ui import decoding
+from explorer.ui import branching, clicks, decoding
+
+GRID = "greedy-grid"  # the candidates grid: a click there branches
 
 ui.page_shell()
 ui.page_header(
@@ -42,15 +44,31 @@ if not prompt.strip():
     st.info("Type a prompt to see which token greedy search picks at each step.")
     st.stop()
 
+force = branching.forced_tokens()  # a branch: tokens the model is made to say first (clicks set it)
 try:
-    trace = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
+    original = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
+    # The branch gets at least one step of its own after the forced tokens.
+    trace = (
+        decoding.decode_with_progress(
+            lm.name, prompt, strategy="greedy", max_new_tokens=max(steps, len(force) + 1), top_n=5, force=force
+        )
+        if force
+        else original
+    )
 except explorer.InputError as error:
     st.info(ui.literal(error))
+    if force:
+        st.button("Back to the model's own choices", on_click=ui.set_value, args=(branching.FORCE_KEY, ()))
     st.stop()
+branching.branch_on_click(GRID, trace)
 for note in trace.notes:
     st.caption(ui.literal(note))
 
-st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
+if force:
+    branching.breadcrumb_ui(trace)
+    branching.side_by_side_ui(original, trace, prompt_and_continuation=ui.prompt_and_continuation)
+else:
+    st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
 if looks_untrained(trace, len(lm.tokenizer)):
     st.warning(
         "This model's predictions are nearly uniform over its vocabulary: it looks untrained (random weights), "
@@ -79,7 +97,13 @@ if loop:
 st.dataframe(pd.DataFrame(greedy_table(trace, lm.tokenizer)), hide_index=True, width="stretch")
 info = FigureInfo("Greedy search", model=lm.name, text=prompt, where=(f"{trace.num_steps} steps",))
 with ui.stage():
-    ui.show_figure(ui.figure(candidates_figure, trace, info=info), info, key="greedy")
+    ui.show_figure(
+        ui.figure(candidates_figure, trace, info=info), info, key="greedy", select_key=clicks.selection_key(GRID)
+    )
+st.caption(
+    "Click any candidate to make the model say it at that step: the tokens before it stay as they were, and "
+    "greedy search continues from there (the branch is kept in the link)."
+)
 logprob_column, entropy_column = st.columns(2)
 logprob_column.metric(
     "Log-probability of the continuation",

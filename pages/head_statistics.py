@@ -1,20 +1,18 @@
 """Head statistics: every head measured (entropy, distance, first-token and special-token share, previous-token
 score, peak), sortable; select a row to open the head. Plus two view transforms, clearly labelled."""
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from explorer import ui
-from explorer.compute.statistics import without_tokens
-from explorer.render.heatmap import masked_weights, token_matrix
+from explorer.render.heatmap import token_matrix
 from explorer.render.style import FigureInfo
 from explorer.ui.attention import (
-    allowed_weights,
     cached_head_statistics,
     cached_rollout,
     capture_ui,
     open_head_links,
+    shown_head,
 )
 
 ui.page_shell()
@@ -62,11 +60,7 @@ ui.notices_ui()
 
 where = (f"layer {layer}", f"head {head}") + (("special tokens hidden",) if hide else ())
 info = FigureInfo("Attention weights", model=lm.name, text=view.shown_text, where=where)
-shown, keys = masked_weights(stack, layer, head), stack.key_tokens
-if hide:
-    shown, kept = without_tokens(allowed_weights(stack, layer, head), special_positions)
-    shown = np.where(stack.masks_by_layer()[layer][:, kept], shown, np.nan)
-    keys = tuple(stack.key_tokens[i] for i in kept)
+shown, keys = shown_head(stack, layer, head, special_positions if hide else ())
 query_tokens = stack.query_tokens
 with ui.stage():
     ui.show_figure(ui.figure(token_matrix, shown, query_tokens, keys, info=info), info, key="stats-head")

@@ -6,14 +6,16 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Tests that drive the app (AppTest in this process, the browser tests' servers) stay on the CPU: the app loads
-# its models on EXPLORER_DEVICE. Library tests run on EXPLORER_TEST_DEVICE (tests/devices.py).
+# Tests that drive the app (AppTest in this process, the browser tests' servers) run it as a visitor gets it, on the
+# CPU: the app loads its models on EXPLORER_DEVICE. Library tests run on EXPLORER_TEST_DEVICE (tests/devices.py).
 os.environ["EXPLORER_DEVICE"] = "cpu"
 
 import ipaddress
 import socket
 
 import pytest
+
+from tests.devices import DEVICE
 
 _real_connect = socket.socket.connect
 
@@ -40,14 +42,10 @@ socket.socket.connect = _guarded_connect
 
 
 def pytest_report_header(config):
-    from tests.devices import DEVICE
-
     return f"explorer test device: {DEVICE} (EXPLORER_TEST_DEVICE)"
 
 
 def pytest_configure(config):
-    from tests.devices import DEVICE
-
     if DEVICE != "cpu":  # fail at once, not in every test, when the device asked for is not there
         import torch
 
@@ -76,8 +74,6 @@ def _minilm_loads():
 def minilm(request, _minilm_loads):
     """The real pretrained all-MiniLM-L6-v2 from its PyPI package, loaded through the public API: on the test
     device, or on the CPU for tests that drive the app (they compare the app's figures with it)."""
-    from tests.devices import DEVICE
-
     drives_the_app = request.module.__name__.rpartition(".")[2].startswith(("test_app", "test_browser"))
     return _minilm_loads("cpu" if drives_the_app else DEVICE)
 

@@ -1,8 +1,10 @@
-"""The device the library tests run their models on, from ``EXPLORER_TEST_DEVICE`` (default ``cpu``).
+"""Where the library tests run their models: ``EXPLORER_TEST_DEVICE`` ("cpu" by default, "cuda" on a GPU machine).
 
-``EXPLORER_TEST_DEVICE=cuda python3 -m pytest`` runs every library test with its model, inputs, references and
-random generators on the GPU. Tests that drive the app (AppTest, the browser) stay on the CPU, as the app
-loads its models itself.
+    EXPLORER_TEST_DEVICE=cuda python3 -m pytest
+
+Models, their inputs, the references they are compared with and the random generators of sampling all live on
+that device. Tests of the Streamlit app and the browser always run the app as a visitor gets it, on the CPU
+(``tests/conftest.py`` sets the app's ``EXPLORER_DEVICE`` to ``cpu`` and gives them a CPU MiniLM).
 """
 
 from __future__ import annotations
@@ -15,11 +17,10 @@ import torch
 DEVICE = os.environ.get("EXPLORER_TEST_DEVICE", "cpu")
 
 
-def on_device(values, **options) -> torch.Tensor:
-    """A copy of ``values`` as a tensor on the test device."""
-    return torch.tensor(np.asarray(values), device=DEVICE, **options)
+def on_device(model: torch.nn.Module) -> torch.nn.Module:
+    """A reference model on the test device, in evaluation mode."""
+    return model.to(DEVICE).eval()
 
 
-def host(tensor: torch.Tensor) -> np.ndarray:
-    """A tensor's values as a NumPy array on the host, in its own dtype."""
+def as_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.detach().cpu().numpy()

@@ -10,7 +10,7 @@ import explorer
 from explorer.compute.anatomy import decoder_layer, encoder_layer, lecture_count, lecture_rows, memory_mb, shape_trail
 from explorer.models.anatomy import explain_layer, model_anatomy, parameter_counts, textbook_layer
 from explorer.models.inputs import embeddings, tokenize
-from tests.devices import DEVICE, host
+from tests.devices import DEVICE
 from tests.tiny_models import TINY
 
 
@@ -74,13 +74,13 @@ def test_embeddings_are_the_models_own_tables(minilm, tiny_models):
     ids = minilm.tokenizer("time flies")["input_ids"]
     found = embeddings(minilm, ids, positions=8)
     table = minilm.model.embeddings
-    np.testing.assert_array_equal(found.token, host(table.word_embeddings.weight[ids]))
-    np.testing.assert_array_equal(found.position, host(table.position_embeddings.weight[:8]))
+    np.testing.assert_array_equal(found.token, table.word_embeddings.weight[ids].detach().cpu().numpy())
+    np.testing.assert_array_equal(found.position, table.position_embeddings.weight[:8].detach().cpu().numpy())
     assert found.token_type.shape == (len(ids), 384) and found.inverse_frequency is None
     llama = explorer.load_model(tiny_models["llama"], device=DEVICE)
     rotary = embeddings(llama, [5, 6])
     assert rotary.position is None and rotary.position_scheme == "rotary"
-    np.testing.assert_array_equal(rotary.inverse_frequency, host(llama.model.model.rotary_emb.inv_freq))
+    np.testing.assert_array_equal(rotary.inverse_frequency, llama.model.model.rotary_emb.inv_freq.cpu().numpy())
     with torch.no_grad():
         assert rotary.token.shape == (2, llama.model.config.hidden_size)
 

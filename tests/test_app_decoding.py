@@ -261,3 +261,55 @@ def test_an_untrained_model_says_so(tiny_models):
     at = open_page("pages/greedy_search.py", model=tiny_models["gpt2"], prompt="the cat sat", steps="4")
     assert not at.exception
     assert any("looks untrained" in warning.value for warning in at.warning)
+
+
+def test_a_branch_link_forces_its_tokens_and_shows_both_continuations(prose):
+    own = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, top_n=5)
+    cat = int(own.steps[0].candidate_ids[0][3])  # the model's fourth choice at the first step
+    at = open_page("pages/greedy_search.py", steps="6", force=str(cat))
+    assert not at.exception and not at.error
+    branch = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, top_n=5, force=(cat,))
+    shown = "".join(m.value for m in at.markdown)
+    assert "Branch:" in shown and "the model's #4" in shown
+    assert [m.value for m in at.metric][:2] == [
+        f"{float(own.sequence_logprobs[0]):.2f}",
+        f"{float(branch.sequence_logprobs[0]):.2f}",
+    ]
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["layout"]["xaxis2"]["ticktext"][0].endswith("forced")
+
+
+def test_a_click_on_a_candidate_branches_there(prose):
+    own = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, top_n=5)
+    at = open_page("pages/greedy_search.py", steps="6")
+    clicked = int(own.steps[2].candidate_ids[0][1])
+    at.session_state["greedy-grid-select-0"] = {"selection": {"points": [{"customdata": [2, clicked]}]}}
+    at.run()
+    assert not at.exception
+    expected = [int(own.steps[0].chosen_ids[0]), int(own.steps[1].chosen_ids[0]), clicked]
+    assert at.query_params["force"] == ",".join(map(str, expected))
+    undo = next(button for button in at.button if button.label == "Undo the last branch")
+    undo.click().run()  # the two tokens the model chose stay forced
+    assert at.query_params["force"] == ",".join(map(str, expected[:2]))
+
+
+def test_a_click_on_a_beam_node_branches_every_beam_there(prose):
+    at = open_page("pages/beam_search.py", steps="5", beams="3")
+    trace = explorer.decode(prose, PROMPT, strategy="beam", num_beams=3, max_new_tokens=5, top_n=5)
+    node = next(n for n in trace.tree if n.step == 1 and n.status == "pruned")
+    at.session_state["beam-tree-select-0"] = {"selection": {"points": [{"customdata": ["hover", node.id]}]}}
+    at.run()
+    assert not at.exception and not at.error
+    parent = trace.tree[node.parent]
+    assert at.query_params["force"] == f"{parent.token_id},{node.token_id}"
+    branched = explorer.decode(
+        prose, PROMPT, strategy="beam", num_beams=3, max_new_tokens=5, top_n=5, force=(parent.token_id, node.token_id)
+    )
+    assert any(branched.continuations[0].strip()[:10].replace(",", "\\,") in m.value for m in at.markdown)
+
+
+def test_a_branch_link_the_model_cannot_take_says_why():
+    at = open_page("pages/greedy_search.py", force="99999999")
+    assert not at.exception and not at.error
+    assert any("vocabulary" in info.value for info in at.info)
+    assert any("own choices" in button.label for button in at.button)

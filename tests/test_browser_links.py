@@ -29,13 +29,17 @@ PAGES = [
     "sampling",
     "compare_strategies",
     "generation_attention",
+    "head_ablation",
+    "logit_lens",
+    "head_types",
 ]
-PAGES_WITHOUT_TEXT = {"model_anatomy"}  # reads no text and echoes no parameter when all are malformed
+PAGES_WITHOUT_TEXT = {"model_anatomy", "head_types"}  # read no text; notices of malformed values go with a rerun
 # Every parameter a page reads (the widgets' keys), plus presentation mode.
 PARAMETERS = (
-    "beams bv_head bv_layer bv_view causal compare context ctx_a ctx_b draw early generation greedy head hide_special "
-    "layer logprobs lp min_p model_b ngram pair prompt query returned rollout rollout_layer sample_steps seed show "
-    "source skip_first step steps strategy stretch target temperature text text_b tokens top_k top_p upto word present"
+    "ablate beams bv_head bv_layer bv_view causal compare context ctx_a ctx_b draw early generation "
+    "greedy head hide_special layer logprobs lp min_p model_b ngram pair prompt query returned rollout "
+    "rollout_layer sample_steps seed show source skip_first step steps strategy stretch target "
+    "temperature text text_b tokens top_k top_p upto word position probe probe_n force present"
 ).split()
 
 FIND_LINKS = """

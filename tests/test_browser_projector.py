@@ -30,6 +30,9 @@ PAGES = {
     "sampling": f"sampling?{DECODER}",
     "compare-strategies": f"compare_strategies?{DECODER}",
     "attention-while-generating": f"generation_attention?{DECODER}",
+    "logit-lens": f"logit_lens?{DECODER}",
+    "head-types": "head_types",
+    "which-heads-matter": f"head_ablation?{DECODER}&ablate=3.5",
 }
 SIZES = [(1280, 720), (1920, 1080)]
 

@@ -15,7 +15,7 @@ from transformers import (
 
 import explorer
 from explorer.compute.sampling import distribution_from_logits, entropy, rank_of, sorted_cumulative, top_n
-from tests.devices import DEVICE, host, on_device
+from tests.devices import DEVICE
 
 GRID = [
     dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0),
@@ -40,8 +40,8 @@ def transformers_final(logits: np.ndarray, temperature, top_k, top_p, min_p) -> 
         warpers.append(TopPLogitsWarper(top_p))
     if min_p:
         warpers.append(MinPLogitsWarper(min_p))
-    scores = warpers(on_device(np.zeros((1, 1), dtype=np.int64)), on_device(logits)[None])
-    return host(torch.softmax(scores, dim=-1)[0])
+    scores = warpers(torch.zeros((1, 1), dtype=torch.long), torch.tensor(logits)[None])
+    return torch.softmax(scores, dim=-1)[0].cpu().numpy()
 
 
 @pytest.mark.parametrize("settings", GRID, ids=[str(i) for i in range(len(GRID))])
@@ -84,9 +84,9 @@ def test_helpers_for_the_pages():
 def test_next_token_distribution_runs_the_model_once_per_prompt(monkeypatch):
     lm = explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE)
     cached = explorer.next_token_logits(lm, "It is a truth universally")
-    ids = lm.tokenizer("It is a truth universally", return_tensors="pt")["input_ids"]
+    ids = lm.tokenizer("It is a truth universally", return_tensors="pt")["input_ids"].to(DEVICE)
     with torch.inference_mode():
-        expected = host(lm.model(input_ids=ids.to(DEVICE)).logits[0, -1])
+        expected = lm.model(input_ids=ids).logits[0, -1].cpu().numpy()
     np.testing.assert_allclose(cached.logits, expected, rtol=1e-6)
     assert len(cached.tokens) == cached.logits.shape[0] and cached.tokens[ids[0, 0]] == "It"
     full = explorer.next_token_distribution(lm, "It is a truth universally", temperature=0.8, top_p=0.9)

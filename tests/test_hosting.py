@@ -94,8 +94,11 @@ def test_valid_names_pass():
 
 
 def test_locally_a_malformed_id_is_a_sentence_not_a_traceback():
-    for name in ("a/b/c d!", "x" * 5_000):
-        with pytest.raises(explorer.ModelLoadError):
+    # Refused by the length and id rules themselves, before any file-system call: as root, or on a file system
+    # with long names, no path-length error would come to refuse them.
+    expected = {"a/b/c d!": "neither a Hugging Face Hub id", "x" * 5_000: "too long", "a--b": "Hub id"}
+    for name, reason in expected.items():
+        with pytest.raises(explorer.ModelLoadError, match=reason):
             LOCAL.check_model_name(name)
 
 

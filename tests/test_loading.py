@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 import explorer
 from explorer.models.architectures import infer_kind
@@ -107,7 +106,7 @@ def test_loading_reports_its_stages(tiny_models):
     explorer.load_model(tiny_models["gpt2"], device=DEVICE, progress=stages.append)
     assert stages == [
         "Loading the decoder weights…",
-        f"Moving the model to {DEVICE} and checking that its attention can be captured…",
+        "Moving the model to cpu and checking that its attention can be captured…",
     ]
 
 
@@ -126,7 +125,7 @@ def test_a_hub_download_announces_its_size(monkeypatch):
     monkeypatch.setattr("explorer.models.loading._load_config", lambda name, source, hub=None: TINY["gpt2"][1]())
     monkeypatch.setattr("explorer.models.loading._load_tokenizer", lambda name, source, hub=None: None)
 
-    def offline(name, source, kind, hub=None, options=None):
+    def offline(name, source, kind, hub=None, placement=None):
         raise explorer.ModelLoadError("no network here")
 
     monkeypatch.setattr("explorer.models.loading._load_weights", offline)
@@ -137,50 +136,3 @@ def test_a_hub_download_announces_its_size(monkeypatch):
         "Asking the Hugging Face Hub about “someone/some-model”…",
         "Downloading and loading the decoder weights (548 MB)…",
     ]
-
-
-@pytest.mark.parametrize("dtype", ["bfloat16", "float16", torch.bfloat16, " Float16 ", "torch.bfloat16"])
-def test_a_model_loads_in_the_dtype_asked_for(tiny_models, dtype):
-    lm = explorer.load_model(tiny_models["gpt2"], device=DEVICE, dtype=dtype)
-    expected = torch.bfloat16 if "bfloat16" in str(dtype) else torch.float16
-    assert {p.dtype for p in lm.model.parameters()} == {expected}
-
-
-def test_float32_unless_asked(tmp_path):
-    """float32 by default, whatever dtype the checkpoint was saved in (transformers would keep the saved one)."""
-    from transformers import AutoModelForCausalLM
-
-    from tests.tiny_models import save_tiny
-
-    folder = save_tiny("gpt2", tmp_path)
-    AutoModelForCausalLM.from_pretrained(folder).to(torch.bfloat16).save_pretrained(folder)
-    assert AutoModelForCausalLM.from_pretrained(folder).dtype == torch.bfloat16  # transformers' own default
-    lm = explorer.load_model(folder, device=DEVICE)
-    assert {p.dtype for p in lm.model.parameters()} == {torch.float32}
-
-
-@pytest.mark.parametrize(
-    ("options", "error", "message"),
-    [
-        (dict(dtype="float64"), explorer.InputError, "dtype 'float64' is not one"),
-        (dict(dtype=torch.int8), explorer.InputError, "use one of float32, float16, bfloat16"),
-        (dict(dtype=["bfloat16"]), explorer.InputError, "is not one the explorer loads models in"),
-        (dict(device_map="everywhere"), explorer.InputError, "device_map 'everywhere' is not one accelerate"),
-        (dict(device="cpu", device_map="auto"), explorer.InputError, "Give either device"),
-    ],
-)
-def test_bad_dtype_or_device_map_values_are_refused_before_loading(tiny_models, monkeypatch, options, error, message):
-    monkeypatch.setattr("explorer.models.loading._load_config", lambda *a, **k: pytest.fail("loaded anyway"))
-    with pytest.raises(error, match=message):
-        explorer.load_model(tiny_models["gpt2"], **options)
-
-
-def test_a_device_map_without_accelerate_says_what_to_install(tiny_models, monkeypatch):
-    import importlib.util
-
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real_find_spec(name, *a)
-    )
-    with pytest.raises(explorer.ModelLoadError, match="pip install accelerate"):
-        explorer.load_model(tiny_models["gpt2"], device_map="auto")

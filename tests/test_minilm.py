@@ -8,7 +8,7 @@ from transformers import AutoModel
 
 import explorer
 from explorer.models.loading import resolve_source
-from tests.devices import DEVICE, host
+from tests.devices import DEVICE
 
 
 def test_default_encoder_loads_offline(minilm):
@@ -18,11 +18,11 @@ def test_default_encoder_loads_offline(minilm):
 
 def test_minilm_matches_its_eager_attention(minilm):
     cap = explorer.capture(minilm, "time flies like an arrow", text_pair="fruit flies like a banana")
-    source = resolve_source(explorer.DEFAULT_ENCODER)
-    reference = AutoModel.from_pretrained(source, attn_implementation="eager").to(DEVICE)
-    encoded = minilm.tokenizer("time flies like an arrow", "fruit flies like a banana", return_tensors="pt")
+    reference = AutoModel.from_pretrained(resolve_source(explorer.DEFAULT_ENCODER), attn_implementation="eager")
+    reference = reference.to(DEVICE).eval()
+    encoded = minilm.tokenizer("time flies like an arrow", "fruit flies like a banana", return_tensors="pt").to(DEVICE)
     with torch.no_grad():
-        expected = host(torch.stack([a[0] for a in reference(**encoded.to(DEVICE), output_attentions=True).attentions]))
+        expected = torch.stack([a[0] for a in reference(**encoded, output_attentions=True).attentions]).cpu().numpy()
     assert cap.tokens[:3] == ("[CLS]", "time", "flies")
     assert cap.segment_b_start == cap.tokens.index("[SEP]") + 1
     np.testing.assert_allclose(cap.attentions, expected, rtol=0, atol=1e-6)

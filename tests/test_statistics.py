@@ -26,7 +26,7 @@ from explorer.compute.statistics import (
     share_on,
     without_tokens,
 )
-from tests.devices import DEVICE, host, on_device
+from tests.devices import DEVICE
 
 # One layer, two heads over three tokens, written out by hand.
 W = np.array(
@@ -92,13 +92,13 @@ def test_head_outputs_reproduce_the_attention_module(tiny_models):
     hook = attention.register_forward_hook(lambda module, args, out: captured.update(out=out[0]))
     try:
         with torch.no_grad():
-            lm.model(input_ids=on_device(cap.token_ids)[None])
+            lm.model(input_ids=torch.tensor(cap.token_ids, device=DEVICE)[None])
     finally:
         hook.remove()
-    merged = on_device(outputs[1]).transpose(0, 1).reshape(len(cap.tokens), -1)[None]
+    merged = torch.tensor(outputs[1], device=DEVICE).transpose(0, 1).reshape(len(cap.tokens), -1)[None]
     with torch.no_grad():
         projected = attention.c_proj(merged)
-    np.testing.assert_allclose(host(projected), host(captured["out"]), atol=1e-5)
+    np.testing.assert_allclose(projected.cpu().numpy(), captured["out"].cpu().numpy(), atol=1e-5)
 
 
 def test_bert_head_outputs_equal_the_self_attention_context(minilm):
@@ -109,11 +109,11 @@ def test_bert_head_outputs_equal_the_self_attention_context(minilm):
     hook = module.register_forward_hook(lambda m, args, out: captured.update(out=out[0]))
     try:
         with torch.no_grad():
-            minilm.model(input_ids=on_device(cap.token_ids)[None])
+            minilm.model(input_ids=torch.tensor(cap.token_ids, device=DEVICE)[None])
     finally:
         hook.remove()
     merged = torch.tensor(outputs[2]).transpose(0, 1).reshape(len(cap.tokens), -1)
-    np.testing.assert_allclose(merged.numpy(), host(captured["out"][0]), atol=1e-5)
+    np.testing.assert_allclose(merged.cpu().numpy(), captured["out"][0].cpu().numpy(), atol=1e-5)
 
 
 def test_sinusoidal_encoding_by_the_formula():
@@ -126,7 +126,7 @@ def test_sinusoidal_encoding_by_the_formula():
 
 def test_rotary_frequencies_equal_the_models_own(tiny_models):
     lm = explorer.load_model(tiny_models["llama"], device=DEVICE)
-    own = host(lm.model.model.rotary_emb.inv_freq)
+    own = lm.model.model.rotary_emb.inv_freq.cpu().numpy()
     theta = getattr(lm.model.config, "rope_theta", None) or lm.model.config.rope_parameters["rope_theta"]
     np.testing.assert_allclose(rotary_frequencies(8, theta), own, rtol=1e-6)
     assert np.abs(rotary_angles(own, 10)).max() <= np.pi
@@ -146,8 +146,8 @@ def test_context_changes_a_token_layer_by_layer(minilm):
 def test_the_chapter_toy_equals_torchs_scaled_dot_product_attention(causal):
     x = np.random.default_rng(0).normal(size=(6, 16)).astype(np.float32)
     stages = toy_stages(x, causal=causal)
-    q = k = v = on_device(x, dtype=torch.float64)[None]
-    expected = host(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)[0])
+    q = k = v = torch.as_tensor(x, dtype=torch.float64)[None]
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)[0].cpu().numpy()
     np.testing.assert_allclose(stages["output"], expected, atol=1e-12)
     np.testing.assert_allclose(explorer.torch_attention(x, x, x, causal=causal), expected, atol=1e-12)
     np.testing.assert_allclose(stages["weights"].sum(axis=-1), 1.0)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import explorer
-from tests.devices import DEVICE, host, on_device
+from tests.devices import DEVICE
 from tests.tiny_models import TINY, eager_reference
 
 TEXT = "the cat sat on the mat and the dog ran to the park"
@@ -29,13 +29,13 @@ def _capture(name, lm):
 def test_hidden_states_equal_output_hidden_states(tiny):
     name, lm, reference = tiny
     cap = _capture(name, lm)
-    ids = on_device(cap.token_ids)[None]
+    ids = torch.tensor(cap.token_ids, device=DEVICE)[None]
     with torch.no_grad():
         if name == "t5":
             states = reference.get_encoder()(input_ids=ids, output_hidden_states=True).hidden_states
         else:
             states = reference(input_ids=ids, output_hidden_states=True).hidden_states
-    expected = host(torch.stack([state[0] for state in states]))
+    expected = torch.stack([state[0] for state in states]).cpu().numpy()
     assert cap.hidden_states.shape == (lm.num_layers + 1, len(cap.tokens), expected.shape[-1])
     np.testing.assert_allclose(cap.hidden_states, expected, atol=1e-5)
     assert not cap.hidden_states.flags.writeable
@@ -64,7 +64,7 @@ def _project_values(name, model, ids):
         layers = model.model.layers
         projected = [layer.self_attn.v_proj(layer.input_layernorm(states[i])) for i, layer in enumerate(layers)]
         heads = model.config.num_key_value_heads
-    return [host(v[0].reshape(v.shape[1], heads, -1).transpose(0, 1)) for v in projected]
+    return [v[0].detach().reshape(v.shape[1], heads, -1).transpose(0, 1).cpu().numpy() for v in projected]
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "qwen3", "gemma2"])
@@ -72,7 +72,7 @@ def test_values_equal_an_independent_projection(tiny_models, name):
     lm = explorer.load_model(tiny_models[name], device=DEVICE)
     cap = explorer.capture(lm, TEXT)
     reference = eager_reference(name, Path(tiny_models[name]))
-    by_layer = _values_by_projection(name, reference, on_device(cap.token_ids)[None])
+    by_layer = _values_by_projection(name, reference, torch.tensor(cap.token_ids, device=DEVICE)[None])
     stack = cap.main
     for layer, values in enumerate(by_layer):
         expected = values[stack.kv_head_of_query]  # each query head reads the value head it shares
@@ -83,13 +83,13 @@ def test_t5_values_are_the_v_projection(tiny_models):
     lm = explorer.load_model(tiny_models["t5"], device=DEVICE)
     cap = explorer.capture(lm, TEXT)
     reference = eager_reference("t5", Path(tiny_models["t5"]))
-    ids = on_device(cap.token_ids)[None]
+    ids = torch.tensor(cap.token_ids, device=DEVICE)[None]
     with torch.no_grad():
         states = reference.get_encoder()(input_ids=ids, output_hidden_states=True).hidden_states
         for layer, block in enumerate(reference.encoder.block):
             normed = block.layer[0].layer_norm(states[layer])
             v = block.layer[0].SelfAttention.v(normed)[0]
-            expected = host(v.reshape(v.shape[0], reference.config.num_heads, -1).transpose(0, 1))
+            expected = v.reshape(v.shape[0], reference.config.num_heads, -1).transpose(0, 1).cpu().numpy()
             np.testing.assert_allclose(cap.main.values[layer], expected, atol=1e-5)
 
 

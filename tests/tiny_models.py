@@ -24,6 +24,8 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
+from tests.devices import DEVICE
+
 WORDS = (
     "time flies like an arrow fruit a banana the cat sat on mat dog ran to park "
     "and then it was very good bad day night . , ! ?"
@@ -135,8 +137,6 @@ def save_tiny(name: str, folder: Path) -> Path:
 
 
 def eager_reference(name: str, folder: Path, dtype: torch.dtype = torch.float32):
-    """The same weights loaded the plain way, with the library's own eager attention, on the test device."""
-    from tests.devices import DEVICE
-
+    """The same weights loaded the plain way, with the library's own eager attention, in ``dtype``."""
     auto_class = TINY[name][0]
     return auto_class.from_pretrained(folder, attn_implementation="eager", dtype=dtype).to(DEVICE).eval()

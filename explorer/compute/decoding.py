@@ -30,11 +30,28 @@ def greedy_table(trace: DecodeTrace, tokenizer=None, *, row: int = 0, context_ch
             zip(step.candidate_tokens[row], step.candidate_probs[row], strict=True), start=1
         ):
             record[f"choice {rank}"] = f"{visible(token)} ({100 * float(prob):.2f}%)"
-        record["chosen"] = visible(
-            _label(trace, step.candidate_ids[row], step.candidate_tokens[row], int(step.chosen_ids[row]))
-        )
+        # A forced token may lie outside the candidates: its label then comes from the sequence.
+        record["chosen"] = visible(_draw_label(trace, step, row, int(step.chosen_ids[row])))
         record["entropy (nats)"] = round(float(step.entropy[row]), 3)
         rows.append(record)
+    return rows
+
+
+def forced_table(trace: DecodeTrace, *, row: int = 0) -> list[dict]:
+    """ "The model wanted X, we forced Y": at each forced step, the forced token with its rank and probability
+    under the model (rank 1 = the model's favourite), beside the first choice among the candidates."""
+    rows = []
+    for step in trace.steps[: trace.num_forced]:
+        rows.append(
+            {
+                "step": step.step + 1,
+                "forced": visible(_draw_label(trace, step, row, int(step.chosen_ids[row]))),
+                "model's rank": int(step.forced_rank[row]) + 1,
+                "model's probability": float(np.exp(step.forced_logprob[row])),
+                "first choice": visible(step.candidate_tokens[row][0]),
+                "its probability": float(np.exp(step.candidate_logprobs[row, 0])),
+            }
+        )
     return rows
 
 

@@ -7,13 +7,14 @@ by every session. Axis names are stated once, in each module's docstring, and us
   ``key``, ``head_dim``).
 - ``decoding``: ``DecodeTrace`` (steps, candidates, beam trees), ``TokenDistribution`` and
   ``NextTokenLogits`` (axes ``step``, ``row``, ``candidate``, ``vocab``, ``sequence``).
+- ``ablation``: ``HeadAblationEffects`` (axes ``layer``, ``head``).
 """
 
+from explorer.data.ablation import HeadAblationEffects
 from explorer.data.attention import (
     STACK_CROSS,
     STACK_DECODER,
     STACK_ENCODER,
-    VERIFY_TOLERANCE,
     AttentionCapture,
     AttentionStack,
 )
@@ -31,13 +32,13 @@ __all__ = [
     "STACK_CROSS",
     "STACK_DECODER",
     "STACK_ENCODER",
-    "VERIFY_TOLERANCE",
     "AttentionCapture",
     "AttentionStack",
     "BeamNode",
     "DecodeSettings",
     "DecodeStep",
     "DecodeTrace",
+    "HeadAblationEffects",
     "NextTokenLogits",
     "NgramBan",
     "TokenDistribution",

@@ -11,8 +11,8 @@ Axis names, stated once and used in every shape below and elsewhere in the packa
 - ``head_dim``: the width of one head's query, key and value vectors.
 - ``token``: positions of the input (``hidden_states``); ``hidden``: the model's width (d_model).
 
-Every float array is float32 on the CPU, whatever device or dtype the model ran in; ``device`` and
-``model_dtype`` say which they were (``verify()`` recomputes on that device, and judges by that dtype).
+Every float array is float32 on the CPU, whatever device or dtype the model ran in; ``device`` and ``dtype``
+say which they were (``verify()`` recomputes on that device, and is judged by that dtype's ``tolerance``).
 """
 
 from __future__ import annotations
@@ -26,15 +26,6 @@ from explorer.data._freeze import freeze_arrays
 STACK_ENCODER = "encoder"
 STACK_DECODER = "decoder"
 STACK_CROSS = "cross"
-
-# The largest |recomputed - captured| weight that ``verify()`` passes, by the dtype the model computed in.
-# float32: the model's own rounding, ~1e-7 on the tiny test models and ~1e-6 on the bundled ones; 1e-4 leaves
-# room for long inputs. Half precision rounds every score to 11 (float16) or 8 (bfloat16) significant bits
-# before the softmax, so a weight moves by about 2^-11 or 2^-8 times the score's size, and scores reach the
-# hundreds (T5 does not scale them): measured on the bundled models up to 4.0e-2 (float16, the T5's decoder,
-# scores to 150) and 7.6e-2 (bfloat16, MiniLM at 256 tokens, scores to 70). Vectors that did not produce the
-# weights are off by far more (0.86 to 1 on the same models: keys reversed, or another layer's vectors).
-VERIFY_TOLERANCE = {"float32": 1e-4, "float16": 5e-2, "bfloat16": 1e-1}
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,8 +45,7 @@ class AttentionStack:
     layer_mask  [layer, query, key] bool or None: only when layers differ (sliding windows)
     softcap     [layer] or None: scores pass through softcap * tanh(score / softcap) (Gemma 2)
     kv_head_of_query [head] int: the key/value head each query head reads
-    device      the device the model ran on ("cpu", "cuda:0", ...): ``verify()`` recomputes there
-    model_dtype the dtype the model computed in ("float32", "bfloat16", ...); the arrays are float32 whatever it was
+    device, dtype  where and in what precision the model ran ("cuda:0", "bfloat16"): ``verify()`` runs there
     """
 
     query_tokens: tuple[str, ...]
@@ -71,15 +61,15 @@ class AttentionStack:
     softcap: np.ndarray | None = None
     values: np.ndarray | None = None
     device: str = "cpu"
-    model_dtype: str = "float32"
+    dtype: str = "float32"
 
     def __post_init__(self):
         freeze_arrays(self)
 
     @property
     def tolerance(self) -> float:
-        """The largest ``verify()`` result that counts as verified for this stack's dtype (``VERIFY_TOLERANCE``)."""
-        return verify_tolerance(self.model_dtype)
+        """The largest ``verify()`` that still means "the model's own weights", for the dtype it ran in."""
+        return TOLERANCE[self.dtype]
 
     @property
     def num_layers(self) -> int:
@@ -101,13 +91,24 @@ class AttentionStack:
             return self.layer_mask
         return np.broadcast_to(self.mask, (self.num_layers, *self.mask.shape))
 
-    def verify(self) -> float:
-        """Largest |recomputed - captured| over this stack's weights (see ``AttentionCapture.verify``)."""
-        # The recomputation is torch work on the capture's device, so it lives in the capture layer; imported
-        # here, when asked for, so that the data contract itself stays importable without torch.
+    def verify(self, device: str | None = None) -> float:
+        """Largest |recomputed - captured| over this stack's weights, recomputed on ``device`` (by default the
+        one the model ran on; see ``AttentionCapture.verify``)."""
+        # The recomputation is torch code (explorer.models.verification), imported when asked: the data
+        # contract sits below the layers that compute, and stays importable without torch.
         from explorer.models.verification import max_recompute_error
 
-        return max_recompute_error(self)
+        return max_recompute_error(self, device or self.device)
+
+
+# verify()'s bound by the dtype the model ran in. float32: the model's own rounding, ~1e-7 on the tiny test
+# models and ~1e-6 on the bundled ones; 1e-4 leaves room for long inputs. Half precision rounds every score to 11
+# (float16) or 8 (bfloat16) significant bits before the softmax, so a weight moves by about 2^-11 or 2^-8 times
+# the score's size, and scores reach the hundreds (T5 does not scale them): measured on the bundled models up to
+# 4.0e-2 (float16, the T5's decoder, scores to 150) and 7.6e-2 (bfloat16, MiniLM at 256 tokens, scores to 70).
+# Vectors that did not produce the weights are off by far more (0.86 to 1 on the same models: keys reversed, or
+# another layer's vectors).
+TOLERANCE = {"float32": 1e-4, "float16": 5e-2, "bfloat16": 1e-1}
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,9 +123,8 @@ class AttentionCapture:
     hidden_states    [layer + 1, token, hidden] or None: the residual stream of the main stack after the
                      embeddings and after each layer, as the model's own ``output_hidden_states`` gives it
                      (for GPT-2-style models the last entry has the final layer norm applied)
-    notes            sentences the views show beside the figures (e.g. reduced precision)
-    device           the device the model ran on ("cpu", "cuda:0", ...)
-    model_dtype      the dtype the model computed in; every array here is float32 whatever it was
+    ablated          the heads whose outputs were zeroed, ((stack, layer, head), ...); () when none
+    device, dtype    where and in what precision the model ran ("cuda:0", "bfloat16"): ``verify()`` runs there
     """
 
     model_name: str
@@ -136,16 +136,19 @@ class AttentionCapture:
     target_tokens: tuple[str, ...] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     hidden_states: np.ndarray | None = None
+    ablated: tuple[tuple[str, int, int], ...] = ()
     device: str = "cpu"
-    model_dtype: str = "float32"
+    dtype: str = "float32"
 
     def __post_init__(self):
         freeze_arrays(self)
 
-    @property
-    def tolerance(self) -> float:
-        """The largest ``verify()`` result that counts as verified for the model's dtype (``VERIFY_TOLERANCE``)."""
-        return verify_tolerance(self.model_dtype)
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self, include, exclude)
 
     @property
     def main(self) -> AttentionStack:
@@ -172,11 +175,13 @@ class AttentionCapture:
 
     def verify(self) -> float:
         """Largest absolute difference, over all stacks, between the captured weights and
-        softmax(scale * q . k + position_bias, masked) recomputed from the captured vectors (in float64, on
-        the device the capture was made on). At most ``tolerance`` when the capture is right."""
+        softmax(scale * q . k + position_bias, masked) recomputed from the captured vectors, on the device
+        the model ran on (in float64 there; see ``explorer.models.verification``). Compare it with
+        ``tolerance``."""
         return max(stack.verify() for stack in self.stacks.values())
 
-
-def verify_tolerance(model_dtype: str) -> float:
-    """``VERIFY_TOLERANCE`` of a dtype name; a dtype not listed gets the loosest bound listed."""
-    return VERIFY_TOLERANCE.get(model_dtype, max(VERIFY_TOLERANCE.values()))
+    @property
+    def tolerance(self) -> float:
+        """The largest ``verify()`` that still means "the model's own weights", for the dtype it ran in: float32
+        rounding gives ~1e-7; half precision rounds the scores themselves before the softmax."""
+        return TOLERANCE[self.dtype]

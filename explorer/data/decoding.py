@@ -12,6 +12,12 @@ Axis names, stated once and used in every shape below:
 Log-probabilities are natural logs. "Raw" means the model's own ``log_softmax(logits)``; "processed"
 means after transformers' logits processors (repetition penalty, n-gram ban, temperature, top-k,
 top-p, min-p), exactly as ``generate()`` applies them. Every array is read-only and on the CPU.
+
+Forced tokens (``DecodeSettings.force``): the first steps append given tokens instead of choosing; they
+are recorded like any step (the model's own candidates, ``forced`` set, the forced token's rank and
+log-probability under the model). Raw log-probabilities (``sequence_logprobs``, ``token_logprob``) count
+them; beam search's scores do not: for the search the forced tokens are part of the prompt, as for
+``generate()`` given the prompt followed by them.
 """
 
 from __future__ import annotations
@@ -45,6 +51,10 @@ class DecodeSettings:
     repetition_penalty: float = 1.0
     seed: int | None = None
     top_n: int = 5
+    # Heads zeroed in every forward pass, ((stack, layer, head), ...): generate() has no such setting; its
+    # reference is a copy of the model whose output projection ignores those heads.
+    ablate: tuple[tuple[str, int, int], ...] = ()
+    force: tuple[int, ...] = ()  # token ids appended first (counted in max_new_tokens), then the strategy runs
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +75,10 @@ class DecodeStep:
     row_scores          [row] float32 or None: beam search, each running beam's cumulative score before
                         this step
     row_nodes           [row] int or None: beam search, the tree node each row continues
+    forced              True when the step appended a forced token (``chosen_ids``) instead of choosing one
+    forced_rank         [row] int or None (forced steps): the forced token's rank in the model's raw
+                        distribution (0 = the model's own favourite)
+    forced_logprob      [row] float32 or None (forced steps): the model's raw log-probability of it
     """
 
     step: int
@@ -78,6 +92,9 @@ class DecodeStep:
     raw_entropy: np.ndarray
     row_scores: np.ndarray | None = None
     row_nodes: np.ndarray | None = None
+    forced: bool = False
+    forced_rank: np.ndarray | None = None
+    forced_logprob: np.ndarray | None = None
 
     def __post_init__(self):
         freeze_arrays(self)
@@ -95,7 +112,8 @@ class BeamNode:
     model's raw log-probability of this token. ``normalized_score`` (finished candidates) is
     ``score / generated_length ** length_penalty``, what the finished pool is sorted by. ``pool_step`` is
     the step at which a finished candidate entered the finished pool (None if it never did). Node 0 is the
-    prompt (step -1).
+    prompt (step -1). A ``forced`` node is a forced token: the only node of its step, ``score`` 0 (the
+    search's scores start after the forced tokens) and ``rank`` its rank in the model's raw distribution.
     """
 
     id: int
@@ -109,6 +127,7 @@ class BeamNode:
     normalized_score: float | None = None
     pool_step: int | None = None
     rank: int = 0  # its place among the step's top-K candidates (0 = best)
+    forced: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,9 +151,10 @@ class DecodeTrace:
                         models; the decoder's ids (start token included) for seq2seq models
     texts               each sequence decoded (special tokens skipped)
     continuations       only the generated part of each sequence, decoded
-    sequence_scores     [sequence] float32 (beam search: exactly generate()'s ``sequences_scores``) or None
+    sequence_scores     [sequence] float32 (beam search: exactly generate()'s ``sequences_scores``, given the
+                        prompt followed by the forced tokens) or None
     sequence_logprobs   [sequence] float32: raw model log-probability of each continuation (the sum over its
-                        generated tokens, end-of-sequence token included, padding excluded)
+                        generated tokens, forced ones and end-of-sequence token included, padding excluded)
     steps               one ``DecodeStep`` per generation step
     tree                beam search: every candidate the search considered (``BeamNode``); () otherwise
     bans                every candidate a no-repeat n-gram ban removed
@@ -169,9 +189,21 @@ class DecodeTrace:
         for array in self.sequences:
             array.flags.writeable = False
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self, include, exclude)
+
     @property
     def num_steps(self) -> int:
         return len(self.steps)
+
+    @property
+    def num_forced(self) -> int:
+        """How many of the first steps appended forced tokens."""
+        return len(self.settings.force)
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,6 +212,7 @@ class NextTokenLogits:
 
     logits   [vocab] float32
     tokens   readable label of every token id (the same tuple object for every prompt of a tokenizer)
+    ablated  the heads whose outputs were zeroed, ((stack, layer, head), ...); () when none
     """
 
     model_name: str
@@ -187,9 +220,17 @@ class NextTokenLogits:
     prompt_tokens: tuple[str, ...]
     logits: np.ndarray
     tokens: tuple[str, ...]
+    ablated: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self):
         freeze_arrays(self)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self, include, exclude)
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,6 +261,13 @@ class TokenDistribution:
             probabilities.flags.writeable = False
         for mask in self.kept.values():
             mask.flags.writeable = False
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self, include, exclude)
 
     @property
     def final(self) -> np.ndarray:

@@ -31,6 +31,9 @@ DEFAULT_CROSS_ATTENTION_NAMES = frozenset({"encoder_attn", "crossattention", "cr
 class ArchitectureQuirks:
     kind: str | None = None  # overrides the kind inferred from the config
     cross_attention_names: frozenset[str] = DEFAULT_CROSS_ATTENTION_NAMES
+    # The norm the language-model head reads through (the logit lens applies it to every layer's residual
+    # stream): an attribute path from the model with its head. Most decoders of the library call it model.norm.
+    final_norm: str = "model.norm"
 
 
 # Keyed by ``config.model_type``. An entry is needed only where the defaults are wrong.
@@ -44,7 +47,18 @@ QUIRKS: dict[str, ArchitectureQuirks] = {
     "deberta-v2": ArchitectureQuirks(kind=KIND_ENCODER),
     "modernbert": ArchitectureQuirks(kind=KIND_ENCODER),
     "xlm-roberta": ArchitectureQuirks(kind=KIND_ENCODER),
-    "t5": ArchitectureQuirks(kind=KIND_ENCODER_DECODER, cross_attention_names=frozenset({"EncDecAttention"})),
+    "t5": ArchitectureQuirks(
+        kind=KIND_ENCODER_DECODER,
+        cross_attention_names=frozenset({"EncDecAttention"}),
+        final_norm="decoder.final_layer_norm",
+    ),
+    "gpt2": ArchitectureQuirks(final_norm="transformer.ln_f"),
+    "gpt_neox": ArchitectureQuirks(final_norm="gpt_neox.final_layer_norm"),
+    "gptj": ArchitectureQuirks(final_norm="transformer.ln_f"),
+    "bloom": ArchitectureQuirks(final_norm="transformer.ln_f"),
+    "falcon": ArchitectureQuirks(final_norm="transformer.ln_f"),
+    "opt": ArchitectureQuirks(final_norm="model.decoder.final_layer_norm"),
+    "phi": ArchitectureQuirks(final_norm="model.final_layernorm"),
 }
 
 

@@ -8,26 +8,47 @@ import numpy as np
 import torch
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER, AttentionCapture, AttentionStack
-from explorer.data.attention import verify_tolerance
+from explorer.data.attention import TOLERANCE
 from explorer.errors import InputError
-from explorer.models import recorder
+from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.tokens import token_labels
 from explorer.models.transfer import to_host
 
 
-def capture(lm, text: str, *, text_pair: str | None = None, target: str | None = None) -> AttentionCapture:
+def capture(lm, text: str, *, text_pair: str | None = None, target: str | None = None, ablate=()) -> AttentionCapture:
     """Run ``lm`` on ``text`` once and return its attention, queries and keys for every layer and head.
 
     ``text_pair`` is a second segment for encoders (BERT's sentence pairs). ``target`` is the decoder's
     text for encoder-decoder models (teacher forcing); without it only the encoder stack is captured.
     Text longer than the model accepts is truncated; ``AttentionCapture.truncated`` says by how much.
+    ``ablate`` names heads whose outputs are zeroed before the output projection (see ``explorer.models.ablation``):
+    their own weights are still recorded, and every later layer sees the model without them.
     """
     if not text or not text.strip():
         raise InputError("Type some text to see its attention.")
-    encoded, truncated = _encode(lm, text, text_pair)
-    decoder_ids = _decoder_input_ids(lm, target) if target and lm.kind == KIND_ENCODER_DECODER else None
-    with torch.inference_mode(), recorder.recording() as calls:
+    ablated = ablation.normalize(lm, ablate)
+    encoded, truncated = _encode_on_host(lm, text, text_pair)
+    decoder_ids = _decoder_ids_on_host(lm, target) if target and lm.kind == KIND_ENCODER_DECODER else None
+    return _capture(lm, encoded, decoder_ids, ablated, truncated, _segment_b_start(encoded, text_pair))
+
+
+def capture_token_ids(lm, token_ids, *, ablate=()) -> AttentionCapture:
+    """``capture`` of a sequence of token ids as they are (no tokenizer, no special tokens added): for
+    sequences text would not give back, such as the random repeated tokens of the head-type probes."""
+    ids = [int(i) for i in token_ids]
+    if not ids:
+        raise InputError("No token ids to run the model on.")
+    if len(ids) > lm.max_tokens:
+        raise InputError(f"{len(ids)} tokens are more than {lm.name} accepts ({lm.max_tokens}).")
+    input_ids = torch.tensor([ids], dtype=torch.long)
+    encoded = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+    return _capture(lm, encoded, None, ablation.normalize(lm, ablate), 0, None)
+
+
+def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start) -> AttentionCapture:
+    """The capture of ids held on the host (``encoded``, ``decoder_ids``); ``_forward`` sends them to the model."""
+    with torch.inference_mode(), ablation.ablating(lm, ablated), recorder.recording() as calls:
         hidden = _forward(lm, encoded, decoder_ids)
     # Labels are read from the ids on the host: on a GPU they are made while the forward pass still runs.
     tokens = token_labels(lm.tokenizer, encoded["input_ids"][0])
@@ -37,19 +58,31 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
         model_name=lm.name,
         tokens=tokens,
         token_ids=encoded["input_ids"][0].numpy(),
-        segment_b_start=_segment_b_start(encoded, text_pair),
+        segment_b_start=segment_b_start,
         stacks=stacks,
         truncated=truncated,
         target_tokens=target_tokens,
         notes=_precision_notes(lm.model),
         hidden_states=hidden_states,
-        device=str(lm.model.get_input_embeddings().weight.device),  # "cuda:0" where lm.device may say "cuda"
-        model_dtype=dtype_name(lm.model),
+        device=str(next(lm.model.parameters()).device),  # "cuda:0" where lm.device may say "cuda"
+        dtype=dtype_name(lm.model),
+        ablated=ablated,
     )
 
 
-def _encode(lm, text: str, text_pair: str | None):
-    """Tokenize, cutting to the model's limit; returns the batch (on the host) and how many tokens were cut."""
+def encode_text(lm, text: str, text_pair: str | None):
+    """Tokenize, cutting to the model's limit; returns the batch on the model's device and how many tokens were
+    cut."""
+    encoded, truncated = _encode_on_host(lm, text, text_pair)
+    return encoded.to(lm.device), truncated
+
+
+def decoder_input_ids(lm, target: str) -> torch.Tensor:
+    """The decoder's input for ``target`` (teacher forcing), on the model's device."""
+    return _decoder_ids_on_host(lm, target).to(lm.device)
+
+
+def _encode_on_host(lm, text: str, text_pair: str | None):
     limit = lm.max_tokens
     encoded = lm.tokenizer(text, text_pair, return_tensors="pt", verbose=False)
     full_length = encoded["input_ids"].shape[1]
@@ -60,10 +93,10 @@ def _encode(lm, text: str, text_pair: str | None):
     return encoded, full_length - encoded["input_ids"].shape[1]
 
 
-def _decoder_input_ids(lm, target: str) -> torch.Tensor:
+def _decoder_ids_on_host(lm, target: str) -> torch.Tensor:
     limit = lm.max_tokens
     labels = lm.tokenizer(text_target=target, truncation=True, max_length=limit, return_tensors="pt")["input_ids"]
-    # Teacher forcing: the decoder reads the target shifted right behind its start token (on the host).
+    # Teacher forcing: the decoder reads the target shifted right behind its start token.
     return lm.model.prepare_decoder_input_ids_from_labels(labels=labels)
 
 
@@ -177,7 +210,7 @@ def stack_from_host(arrays: dict[str, np.ndarray], calls, query_tokens, key_toke
         softcap=_softcap(calls),
         kv_head_of_query=_kv_head_of_query(calls).numpy(),
         device=str(calls[0].weights.device),
-        model_dtype=str(calls[0].weights.dtype).removeprefix("torch."),
+        dtype=str(calls[0].weights.dtype).removeprefix("torch."),
     )
 
 
@@ -218,6 +251,6 @@ def _precision_notes(model) -> tuple[str, ...]:
         return ()
     return (
         f"The model runs in {dtype}: its softmax rows sum to 1 only to about 1e-3, and verify() accepts "
-        f"differences up to {verify_tolerance(dtype):.0e} (float32: {verify_tolerance('float32'):.0e}). "
+        f"differences up to {TOLERANCE[dtype]:.0e} (float32: {TOLERANCE['float32']:.0e}). "
         "Values shown are converted to float32.",
     )

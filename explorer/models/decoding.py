@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 
 import numpy as np
@@ -39,10 +39,7 @@ from transformers import (
 
 from explorer.compute.sampling import check_sampling_settings
 from explorer.data.decoding import (
-    FINISHED,
-    PRUNED,
     RETURNED,
-    RUNNING,
     STRATEGIES,
     BeamNode,
     DecodeSettings,
@@ -51,8 +48,9 @@ from explorer.data.decoding import (
     NgramBan,
 )
 from explorer.errors import InputError
-from explorer.models import recorder
+from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
+from explorer.models.beam_search import BeamSearch, BeamTree
 from explorer.models.tokens import token_labels
 
 # Bounds a class cannot exceed (a shared server must stay responsive); pages show them on their sliders.
@@ -60,7 +58,6 @@ MAX_NEW_TOKENS = 64
 MAX_BEAMS = 16
 MAX_TOP_N = 20
 MAX_RETURN_SEQUENCES = 16
-LOST = -1.0e9  # the score generate() gives candidates that can no longer win
 
 
 def decode(
@@ -69,6 +66,7 @@ def decode(
     *,
     strategy: str,
     max_new_tokens: int = 8,
+    force: Sequence[int] = (),
     num_beams: int = 1,
     length_penalty: float = 1.0,
     early_stopping: bool | str = False,
@@ -83,17 +81,31 @@ def decode(
     top_n: int = 5,
     record_attention: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    ablate=(),
 ) -> DecodeTrace:
     """Generate from ``prompt`` with ``strategy`` ("greedy", "beam" or "sample") and record every step.
 
     Every parameter has transformers' meaning; ``top_k=0`` and ``min_p=0`` mean off. ``top_n`` candidates
     are kept per row and step. ``record_attention`` (greedy, or sampling one sequence) stitches the
     decoder's attention of every step into one causal matrix. ``progress(done, total)`` is called after
-    each generated token. Raises ``InputError`` for settings that cannot be decoded.
+    each generated token. ``ablate`` names heads zeroed in every forward pass (see ``explorer.models.ablation``).
+    Raises ``InputError`` for settings that cannot be decoded.
+
+    ``force`` (token ids) branches the decoding: the first generated tokens are these, then ``strategy``
+    chooses the rest. ``max_new_tokens`` counts them (it is the total number of new tokens, forced ones
+    included, and must leave at least one step to choose). Every strategy continues exactly as it would from
+    the prompt followed by the forced tokens (``generate()`` given those ids as its input; for seq2seq
+    models, as its ``decoder_input_ids`` after the start token): sampling draws nothing at forced steps,
+    and every beam starts from the forced tokens. Forced steps are recorded like the others (the model's
+    own candidates there, ``DecodeStep.forced`` and the forced token's rank and log-probability).
+    ``sequence_logprobs`` include the forced tokens' log-probabilities; beam search's scores (the tree's,
+    ``sequence_scores``) count only the tokens the search chose, as generate()'s do for that input.
+    Forced ids must be in the vocabulary and not special tokens (end of sequence, padding, ...).
     """
     settings = DecodeSettings(
         strategy=strategy,
         max_new_tokens=max_new_tokens,
+        force=_token_ids(force),
         num_beams=num_beams if strategy == "beam" else 1,
         length_penalty=length_penalty,
         early_stopping=early_stopping,
@@ -106,10 +118,13 @@ def decode(
         repetition_penalty=repetition_penalty,
         seed=(random.randrange(2**31) if seed is None else int(seed)) if strategy == "sample" else None,
         top_n=top_n,
+        ablate=ablation.normalize(lm, ablate),
     )
     _check(lm, prompt, settings, record_attention)
+    _check_force(lm, settings)
     run = _Run(lm, prompt, settings, progress)
-    with torch.inference_mode(), recorder.recording() if record_attention else nullcontext() as calls:
+    recording = recorder.recording() if record_attention else nullcontext()
+    with torch.inference_mode(), ablation.ablating(lm, settings.ablate), recording as calls:
         result = run.beam_search() if strategy == "beam" else run.sample_or_greedy()
         if record_attention:
             run.feed_last_token(result)
@@ -118,11 +133,13 @@ def decode(
 
 
 def generation_config_for(lm, settings: DecodeSettings) -> GenerationConfig:
-    """The ``GenerationConfig`` with which ``generate()`` decodes exactly as ``decode`` did with ``settings``."""
+    """The ``GenerationConfig`` with which ``generate()`` decodes exactly as ``decode`` did with ``settings``,
+    given the prompt followed by ``settings.force`` (as ``decoder_input_ids`` after the start token for seq2seq
+    models): the forced tokens are then part of its input, so its ``max_new_tokens`` leaves them out."""
     ids = special_token_ids(lm)
     sample = settings.strategy == "sample"
     return GenerationConfig(
-        max_new_tokens=settings.max_new_tokens,
+        max_new_tokens=settings.max_new_tokens - len(settings.force),
         do_sample=sample,
         num_beams=settings.num_beams,
         length_penalty=settings.length_penalty,
@@ -195,6 +212,48 @@ def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) ->
         raise InputError("Attention is recorded for one sequence: greedy search or sampling one sequence.")
 
 
+def _token_ids(force) -> tuple[int, ...]:
+    """``force`` as a tuple of Python ints (settings are hashable: results are cached by them)."""
+    if isinstance(force, str | bytes) or not all(
+        isinstance(token, int | np.integer) and not isinstance(token, bool) for token in force
+    ):
+        raise InputError(f"force takes token ids (whole numbers), not {force!r}.")
+    return tuple(int(token) for token in force)
+
+
+def _check_force(lm, settings: DecodeSettings) -> None:
+    """Forced ids must be ordinary tokens of the vocabulary, and leave the strategy at least one step."""
+    force = settings.force
+    if len(force) >= settings.max_new_tokens:
+        raise InputError(
+            f"{len(force)} forced tokens need max_new_tokens of at least {len(force) + 1}: it counts the forced "
+            f"tokens and must leave one step to choose (it is {settings.max_new_tokens})."
+        )
+    size = _vocabulary_size(lm)
+    special = _special_ids(lm)
+    for token in force:
+        if not 0 <= token < size:
+            raise InputError(f"Token id {token} is not in {lm.name}'s vocabulary (ids 0 to {size - 1}).")
+        if token in special:
+            raise InputError(
+                f"{token_labels(lm.tokenizer, [token])[0]} (id {token}) is a special token of {lm.name} (end of "
+                "sequence, padding, ...): only ordinary tokens can be forced."
+            )
+
+
+def _vocabulary_size(lm) -> int:
+    """Ids the model can predict and the tokenizer can name (the output layer may have padding rows)."""
+    output = lm.model.get_output_embeddings()
+    rows = output.weight.shape[0] if output is not None else lm.model.config.get_text_config().vocab_size
+    return min(rows, len(lm.tokenizer))
+
+
+def _special_ids(lm) -> set[int]:
+    ids = special_token_ids(lm)
+    named = {*ids["eos"], ids["pad"], ids["bos"], ids["decoder_start"], *lm.tokenizer.all_special_ids}
+    return {int(token) for token in named if token is not None}
+
+
 def _bounded(name: str, value, low: int, high: int) -> None:
     if not isinstance(value, int | np.integer) or isinstance(value, bool) or not low <= value <= high:
         raise InputError(f"{name} must be a whole number from {low} to {high} (got {value!r}).")
@@ -230,10 +289,7 @@ class _Run:
             self.generator = torch.Generator(device=lm.device).manual_seed(settings.seed)
         self.processors = _processors(settings)
         self.labels = _LabelCache(lm.tokenizer)
-        # As generate() does: only the last position's logits (the prompt's others would cost a vocabulary-wide
-        # matrix product per prompt token).
-        accepts = "logits_to_keep" in inspect.signature(self.model.forward).parameters
-        self.last_only = {"logits_to_keep": 1} if accepts else {}
+        self.keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
 
     # -- inputs ---------------------------------------------------------------------------------------------
 
@@ -252,7 +308,13 @@ class _Run:
         return ids.to(self.lm.device)
 
     def _start(self, rows: int):
-        """(decoder ids [rows, length], logits [rows, vocab] float32, cache, extra model kwargs) after the prompt."""
+        """(decoder ids [rows, length], logits [rows, forced + 1, vocab] float32, cache, extra model kwargs).
+
+        One forward pass over the prompt followed by the forced tokens, as generate() given both would run:
+        its last ``forced + 1`` positions give the model's distribution before each forced token and, last,
+        before the first token the strategy chooses."""
+        forced = torch.tensor(self.settings.force, dtype=torch.long, device=self.lm.device).reshape(1, -1)
+        keep = forced.shape[1] + 1
         if self.seq2seq:
             mask = torch.ones_like(self.prompt_ids)
             encoder = self.model.get_encoder()(input_ids=self.prompt_ids, attention_mask=mask, return_dict=True)
@@ -261,45 +323,69 @@ class _Run:
             start = self.ids["decoder_start"]
             if start is None:
                 raise InputError(f"{self.lm.name} names no decoder start token, so it cannot generate.")
-            ids = torch.full((rows, 1), start, dtype=torch.long, device=self.lm.device)
+            ids = torch.cat([torch.full((1, 1), start, dtype=torch.long, device=self.lm.device), forced], dim=1)
+            ids = ids.repeat_interleave(rows, dim=0)
             outputs = self.model(decoder_input_ids=ids, use_cache=True, return_dict=True, **extra)
-            return ids, _last_logits(outputs), outputs.past_key_values, extra
+            return ids, _final_logits(outputs, keep), outputs.past_key_values, extra
         # The prompt runs once; its cache is then repeated for every row (generate() runs it once per row).
-        mask = torch.ones_like(self.prompt_ids)
+        ids = torch.cat([self.prompt_ids, forced], dim=1)
+        mask = torch.ones_like(ids)
         outputs = self.model(
-            input_ids=self.prompt_ids, attention_mask=mask, use_cache=True, return_dict=True, **self.last_only
+            input_ids=ids, attention_mask=mask, use_cache=True, return_dict=True, **self._logits_to_keep(keep)
         )
         cache = outputs.past_key_values
-        logits = _last_logits(outputs)
+        logits = _final_logits(outputs, keep)
         if rows > 1:
             cache.batch_repeat_interleave(rows)
             logits = logits.repeat_interleave(rows, dim=0)
-        return self.prompt_ids.repeat_interleave(rows, dim=0), logits, cache, {}
+        return ids.repeat_interleave(rows, dim=0), logits, cache, {}
+
+    def _logits_to_keep(self, count: int) -> dict:
+        # As generate() does: only the last positions' logits (the prompt's others would cost a vocabulary-wide
+        # matrix product per prompt token).
+        return {"logits_to_keep": count} if self.keeps_logits else {}
 
     def _step(self, ids: torch.Tensor, cache, extra: dict) -> torch.Tensor:
         """Logits [rows, vocab] for the next token of every row, feeding only each row's last token."""
         last = ids[:, -1:]
         if self.seq2seq:
-            outputs = self.model(
-                decoder_input_ids=last, past_key_values=cache, use_cache=True, return_dict=True, **extra
-            )
+            inputs = {"decoder_input_ids": last, **extra}
         else:
-            mask = torch.ones_like(ids)
-            outputs = self.model(
-                input_ids=last,
-                attention_mask=mask,
-                past_key_values=cache,
-                use_cache=True,
-                return_dict=True,
-                **self.last_only,
-            )
-        return _last_logits(outputs)
+            inputs = {"input_ids": last, "attention_mask": torch.ones_like(ids), **self._logits_to_keep(1)}
+        outputs = self.model(past_key_values=cache, use_cache=True, return_dict=True, **inputs)
+        return _final_logits(outputs, 1)[:, -1]
+
+    @property
+    def prompt_length(self) -> int:
+        """Decoder positions before the first new token: the prompt (decoder-only) or the start token (seq2seq)."""
+        return 1 if self.seq2seq else self.prompt_ids.shape[1]
 
     @property
     def max_length(self) -> int:
-        """generate()'s max_length: the decoder's length at which every row stops."""
-        start = 1 if self.seq2seq else self.prompt_ids.shape[1]
-        return start + self.settings.max_new_tokens
+        """generate()'s max_length: the decoder's length at which every row stops (forced tokens count)."""
+        return self.prompt_length + self.settings.max_new_tokens
+
+    @property
+    def num_forced(self) -> int:
+        return len(self.settings.force)
+
+    def _processed(self, ids: torch.Tensor, logits: torch.Tensor, raw: torch.Tensor) -> torch.Tensor:
+        """Processed log-probabilities [rows, vocab] as the strategy sees them: beam search processes
+        log-probabilities (generate() applies log_softmax first), greedy search and sampling the logits."""
+        if self.settings.strategy == "beam":
+            return self.processors(ids, raw)
+        return torch.log_softmax(self.processors(ids, logits), dim=-1)
+
+    def _forced_steps(self, ids: torch.Tensor, logits: torch.Tensor):
+        """Yields (step, prefix ids [rows, length], raw and processed log-probs [rows, vocab], forced token [rows])
+        at each forced step, from the first forward pass's logits [rows, forced, vocab]: what the model wanted
+        where it was made to take the forced token. Nothing is drawn (the generator stays where generate(),
+        given the prompt followed by the forced tokens, starts it)."""
+        for step in range(self.num_forced):
+            position = ids.shape[1] - self.num_forced + step
+            prefix, raw = ids[:, :position], torch.log_softmax(logits[:, step], dim=-1)
+            yield step, prefix, raw, self._processed(prefix, logits[:, step], raw), ids[:, position]
+            self.progress(step + 1, self.settings.max_new_tokens)
 
     # -- greedy search and sampling ---------------------------------------------------------------------------
 
@@ -307,21 +393,21 @@ class _Run:
         """Mirrors generate()'s ``_sample``: argmax (greedy) or a multinomial draw (sampling) per row."""
         rows = self.settings.num_return_sequences if self.settings.strategy == "sample" else 1
         ids, logits, cache, extra = self._start(rows)
-        prompt_length = ids.shape[1]
-        unfinished = torch.ones(rows, dtype=torch.long, device=ids.device)
-        logprobs = torch.zeros(rows, dtype=torch.float64)
         steps, bans = [], []
+        logprobs = torch.zeros(rows, dtype=torch.float64)
+        for step, prefix, raw, processed, forced in self._forced_steps(ids, logits[:, :-1]):
+            steps.append(self._record_step(step, prefix, raw, processed, forced))
+            bans += self._bans(step, prefix, raw)
+            logprobs += raw.gather(1, forced[:, None]).squeeze(1).double().cpu()
+        logits = logits[:, -1]
+        unfinished = torch.ones(rows, dtype=torch.long, device=ids.device)
         pad = self.ids["pad"] if self.ids["pad"] is not None else 0
         total = self.settings.max_new_tokens
-        for step in range(total):
+        for step in range(self.num_forced, total):
             raw = torch.log_softmax(logits, dim=-1)
             scores = self.processors(ids, logits)
-            if self.generator is not None:
-                chosen = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=self.generator)
-                chosen = chosen.squeeze(1)
-            else:
-                chosen = torch.argmax(scores, dim=-1)
-            if len(self.eos):
+            chosen = self._choose(scores)
+            if len(self.eos):  # a row that ended is padded, as generate() does
                 chosen = chosen * unfinished + pad * (1 - unfinished)
             steps.append(self._record_step(step, ids, raw, torch.log_softmax(scores, dim=-1), chosen))
             bans += self._bans(step, ids, raw)
@@ -334,7 +420,7 @@ class _Run:
             if not unfinished.any() or ids.shape[1] >= self.max_length:
                 break
             logits = self._step(ids, cache, extra)
-        sequences = [_trim(row.tolist(), prompt_length, self.ids["eos"]) for row in ids]
+        sequences = [_trim(row.tolist(), self.prompt_length, self.ids["eos"]) for row in ids]
         return _Result(
             sequences=sequences,
             scores=None,
@@ -343,6 +429,12 @@ class _Run:
             bans=bans,
             cache=(cache, extra, ids),
         )
+
+    def _choose(self, scores: torch.Tensor) -> torch.Tensor:
+        """[rows] the next token: a draw from softmax(scores) with the run's own generator, or the argmax."""
+        if self.generator is not None:
+            return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=self.generator).squeeze(1)
+        return torch.argmax(scores, dim=-1)
 
     def feed_last_token(self, result: _Result) -> None:
         """One more forward pass with the last generated token, so recorded attention covers every position."""
@@ -354,116 +446,49 @@ class _Run:
     def beam_search(self) -> _Result:
         """Mirrors generate()'s ``_beam_search`` (batch of one), recording every candidate as a tree node."""
         s = self.settings
-        beams = s.num_beams
-        ids, logits, cache, extra = self._start(beams)
-        device = ids.device
-        prompt_length = cur = ids.shape[1]
-        max_length = self.max_length
-        keep = max(2, 1 + len(self.ids["eos"])) * beams
-        top_beams = torch.cat([torch.ones(beams, dtype=torch.bool), torch.zeros(keep - beams, dtype=torch.bool)])
-        top_beams = top_beams.to(device)
-        fill = self.ids["pad"] if self.ids["pad"] is not None else (self.ids["eos"][0] if self.ids["eos"] else -1)
-        running = torch.full((1, beams, max_length), fill, dtype=torch.long, device=device)
-        running[:, :, :cur] = ids[None]
-        pool_sequences = running.clone()
-        running_scores = torch.zeros((1, beams), dtype=torch.float, device=device)
-        running_scores[:, 1:] = LOST  # only the first beam is expanded at the first step
-        pool_scores = torch.full((1, beams), LOST, dtype=torch.float, device=device)
-        finished = torch.zeros((1, beams), dtype=torch.bool, device=device)
-        improvable = torch.ones((1, 1), dtype=torch.bool, device=device)
-        tree = [BeamNode(0, None, -1, -1, "", 0.0, 0.0, RUNNING)]
-        running_nodes = [0] * beams
-        pool_nodes: list[int | None] = [None] * beams
-        pool_normalized: dict[int, float] = {}
-        steps, bans, pool_history = [], [], []
-        vocab = logits.shape[-1]
-        for step in range(s.max_new_tokens):
-            flat = running[0, :, :cur]
-            raw = torch.log_softmax(logits, dim=-1)
-            processed = self.processors(flat, raw)
-            steps.append(self._record_step(step, flat, raw, processed, None, running_scores[0], running_nodes))
-            bans += self._bans(step, flat, raw, live=running_scores[0] > LOST / 2)
-            accumulated = (processed[None] + running_scores[:, :, None]).reshape(1, -1)
-            top_scores, top_indices = torch.topk(accumulated, k=keep)
-            parents, tokens = top_indices // vocab, top_indices % vocab
-            candidates = torch.take_along_dim(running, parents[:, :, None], dim=1)
-            candidates[:, :, cur] = tokens
-            hits = torch.isin(tokens, self.eos) if len(self.ids["eos"]) else torch.zeros_like(tokens, dtype=torch.bool)
-            hits = hits | (cur + 1 >= max_length)
-            # e. the best unfinished candidates run on
-            alive_scores = top_scores + hits.to(torch.float32) * LOST
-            chosen = torch.topk(alive_scores, k=beams)[1]
-            running = torch.take_along_dim(candidates, chosen[:, :, None], dim=1)
-            running_scores = torch.take_along_dim(alive_scores, chosen, dim=1)
-            # f. finished candidates among the first num_beams may enter the pool
-            just_finished = hits & top_beams[None, :]
-            pool_candidates = top_scores / ((cur + 1 - prompt_length) ** s.length_penalty)
-            full = torch.all(finished, dim=-1, keepdim=True) & (s.early_stopping is True)
-            pool_candidates = pool_candidates + full.to(torch.float32) * LOST
-            pool_candidates = pool_candidates + (~improvable).to(torch.float32) * LOST
-            pool_candidates = pool_candidates + (~just_finished) * LOST
-            merged_sequences = torch.cat([pool_sequences, candidates], dim=1)
-            merged_scores = torch.cat([pool_scores, pool_candidates], dim=1)
-            merged_finished = torch.cat([finished, just_finished], dim=1)
-            best = torch.topk(merged_scores, k=beams)[1]
-            pool_sequences = torch.take_along_dim(merged_sequences, best[:, :, None], dim=1)
-            pool_scores = torch.take_along_dim(merged_scores, best, dim=1)
-            finished = torch.take_along_dim(merged_finished, best, dim=1)
-            # The tree: one node per candidate, with what became of it.
-            first_node = len(tree)
-            kept_running = {int(k) for k in chosen[0].tolist() if not bool(hits[0, k])}
-            new_pool = [pool_nodes[i] if i < beams else first_node + (i - beams) for i in best[0].tolist()]
-            live = [node for node, score in zip(new_pool, pool_scores[0].tolist(), strict=True) if score > LOST / 2]
-            entered = set(live) - set(pool_nodes) - {None}
-            for k in range(keep):
-                parent_row, token = int(parents[0, k]), int(tokens[0, k])
-                node_id = first_node + k
-                status = RUNNING if k in kept_running else FINISHED if node_id in entered else PRUNED
-                if node_id in entered:
-                    pool_normalized[node_id] = float(pool_candidates[0, k])
-                tree.append(
-                    BeamNode(
-                        id=node_id,
-                        parent=running_nodes[parent_row],
-                        step=step,
-                        token_id=token,
-                        token=self.labels(token),
-                        token_logprob=float(raw[parent_row, token]),
-                        score=float(top_scores[0, k]),
-                        status=status,
-                        normalized_score=pool_normalized.get(node_id),
-                        pool_step=step if node_id in entered else None,
-                        rank=k,
-                    )
-                )
-            pool_nodes = [node if float(pool_scores[0, i]) > LOST / 2 else None for i, node in enumerate(new_pool)]
-            pool_history.append(tuple(node for node in pool_nodes if node is not None))
-            running_nodes = [first_node + int(k) for k in chosen[0].tolist()]
-            # g. reorder the cache to follow the surviving beams, then check whether to stop
-            cache.reorder_cache(torch.take_along_dim(parents, chosen, dim=1)[0])
-            cur += 1
-            improvable = _improvable(
-                improvable,
-                running_scores,
-                pool_scores,
-                finished,
-                cur,
-                max_length,
-                prompt_length,
-                s.early_stopping,
-                s.length_penalty,
-            )
+        ids, logits, cache, extra = self._start(s.num_beams)
+        # For the search, forced tokens are part of the prompt: its scores and lengths start after them.
+        search = BeamSearch(ids, eos=self.eos, fill=self._beam_fill(), max_length=self.max_length, settings=s)
+        tree = BeamTree(s.num_beams, self.labels)
+        steps, bans = self._force_beams(ids, logits[:, :-1], search, tree)
+        logits = logits[:, -1]
+        for step in range(self.num_forced, s.max_new_tokens):
+            rows, raw = search.sequences, torch.log_softmax(logits, dim=-1)
+            processed = self._processed(rows, logits, raw)
+            steps.append(self._record_step(step, rows, raw, processed, None, search.running_scores[0], tree.running))
+            bans += self._bans(step, rows, raw, live=search.live)
+            found = search.expand(processed)
+            chosen = search.select_running(found)
+            update = search.finalize_hypotheses(found)
+            tree.grow(step, found, chosen, update, search, raw)
+            # The cache follows the beams that run on: row i now continues the candidate's parent beam.
+            cache.reorder_cache(torch.take_along_dim(found.parents, chosen, dim=1)[0])
+            search.advance()
             self.progress(step + 1, s.max_new_tokens)
-            all_done = bool(torch.all(finished)) and s.early_stopping is True
-            if not bool(torch.any(improvable)) or all_done or bool(torch.all(hits)):
+            if search.should_stop(found):
                 break
-            logits = self._step(running[0, :, :cur], cache, extra)
-        return self._beam_result(tree, pool_nodes, pool_scores, steps, bans, pool_history)
+            logits = self._step(search.sequences, cache, extra)
+        return self._beam_result(tree, search, steps, bans)
 
-    def _beam_result(self, tree, pool_nodes, pool_scores, steps, bans, pool_history) -> _Result:
+    def _force_beams(self, ids, logits, search: BeamSearch, tree: BeamTree) -> tuple[list, list]:
+        """Steps and n-gram bans of the forced steps, whose tokens every beam takes (one tree node each)."""
+        steps, bans = [], []
+        for step, prefix, raw, processed, forced in self._forced_steps(ids, logits):
+            scores = search.running_scores[0]
+            steps.append(self._record_step(step, prefix, raw, processed, forced, scores, tree.running))
+            bans += self._bans(step, prefix, raw, live=search.live)
+            tree.force(step, int(forced[0]), raw[0])
+        return steps, bans
+
+    def _beam_fill(self) -> int:
+        """What generate() writes past a sequence's end: the padding token, else the first end token."""
+        return self.ids["pad"] if self.ids["pad"] is not None else (self.ids["eos"][0] if self.ids["eos"] else -1)
+
+    def _beam_result(self, tree: BeamTree, search: BeamSearch, steps, bans) -> _Result:
+        """The best ``num_return_sequences`` finished hypotheses, their paths marked "returned" in the tree."""
         count = self.settings.num_return_sequences
-        returned = [node for node in pool_nodes[:count] if node is not None]
-        nodes = list(tree)
+        returned = [node for node in tree.pool[:count] if node is not None]
+        nodes = list(tree.nodes)
         sequences, logprobs = [], []
         prefix = self.prompt_ids[0].tolist() if not self.seq2seq else [self.ids["decoder_start"]]
         for node_id in returned:
@@ -474,12 +499,12 @@ class _Run:
             logprobs.append(sum(nodes[i].token_logprob for i in path))
         return _Result(
             sequences=sequences,
-            scores=[float(pool_scores[0, i]) for i in range(len(returned))],
+            scores=[float(search.pool_scores[0, i]) for i in range(len(returned))],
             logprobs=logprobs,
             steps=steps,
             tree=nodes,
             bans=bans,
-            pool_history=pool_history,
+            pool_history=tree.history,
         )
 
     # -- recording --------------------------------------------------------------------------------------------
@@ -502,7 +527,18 @@ class _Run:
             raw_entropy=_entropy(raw.exp()),
             row_scores=None if row_scores is None else row_scores.float().cpu().numpy(),
             row_nodes=None if row_nodes is None else np.array(row_nodes),
+            **(self._forced_record(raw, chosen) if step < self.num_forced else {}),
         )
+
+    @staticmethod
+    def _forced_record(raw: torch.Tensor, forced: torch.Tensor) -> dict:
+        """A forced step's extra fields: where the model ranked the forced token, and its log-probability."""
+        logprob = raw.gather(1, forced[:, None])
+        return {
+            "forced": True,
+            "forced_rank": (raw > logprob).sum(dim=-1).cpu().numpy(),
+            "forced_logprob": logprob[:, 0].float().cpu().numpy(),
+        }
 
     def _bans(self, step: int, ids: torch.Tensor, raw: torch.Tensor, live=None) -> list[NgramBan]:
         """Tokens the no-repeat n-gram rule removes from each row now, with the n-gram each would repeat."""
@@ -535,7 +571,7 @@ class _Run:
 
     def trace(self, result: _Result, attention) -> DecodeTrace:
         tokenizer = self.lm.tokenizer
-        start = 1 if self.seq2seq else self.prompt_ids.shape[1]
+        start = self.prompt_length
         sequences = tuple(np.array(sequence, dtype=np.int64) for sequence in result.sequences)
         return DecodeTrace(
             model_name=self.lm.name,
@@ -581,21 +617,9 @@ def _processors(settings: DecodeSettings) -> LogitsProcessorList:
     return processors
 
 
-def _improvable(
-    improvable, running_scores, pool_scores, finished, cur, max_length, prompt_length, early_stopping, length_penalty
-):
-    """generate()'s ``_check_early_stop_heuristic``: can a running beam still beat the worst finished one?"""
-    if early_stopping == "never" and length_penalty > 0.0:
-        best_length = max_length - prompt_length
-    else:
-        best_length = cur - prompt_length
-    best_running = running_scores[:, :1] / (best_length**length_penalty)
-    worst_finished = torch.where(finished, torch.min(pool_scores, dim=1, keepdim=True)[0], LOST)
-    return improvable & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
-
-
-def _last_logits(outputs) -> torch.Tensor:
-    return outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32)
+def _final_logits(outputs, count: int) -> torch.Tensor:
+    """[rows, count, vocab] float32: the logits of the last ``count`` positions."""
+    return outputs.logits[:, -count:, :].to(copy=True, dtype=torch.float32)
 
 
 def _entropy(probabilities: torch.Tensor) -> np.ndarray:

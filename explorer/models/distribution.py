@@ -10,26 +10,19 @@ import torch
 from explorer.compute.sampling import distribution_from_logits
 from explorer.data.decoding import NextTokenLogits, TokenDistribution
 from explorer.errors import InputError
+from explorer.models import ablation
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.decoding import special_token_ids
 from explorer.models.tokens import token_labels
 
 
-def next_token_logits(lm, prompt: str) -> NextTokenLogits:
+def next_token_logits(lm, prompt: str, *, ablate=()) -> NextTokenLogits:
     """One forward pass: the raw logits [vocab] of the token after ``prompt`` (for seq2seq models, the first
-    token the decoder writes for the prompt), with every token's readable label."""
-    if lm.kind not in (KIND_DECODER, KIND_ENCODER_DECODER):
-        raise InputError(
-            f"{lm.name} is an encoder: it has no language-model head, so it predicts no next token. "
-            "Load a causal language model (the bundled prose-gpt2, gpt2, ...)."
-        )
-    if not prompt or not prompt.strip():
-        raise InputError("Type a prompt to see the distribution of the next token.")
-    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
-    if ids.shape[1] == 0:
-        raise InputError("The prompt produced no tokens for this model.")
-    ids = ids[:, -lm.max_tokens :].to(lm.device)  # the end of an overlong prompt is what predicts the next token
-    with torch.inference_mode():
+    token the decoder writes for the prompt), with every token's readable label. ``ablate`` names heads zeroed
+    before their output projection (see ``explorer.models.ablation``)."""
+    ids = prompt_ids(lm, prompt)
+    ablated = ablation.normalize(lm, ablate)
+    with torch.inference_mode(), ablation.ablating(lm, ablated):
         if lm.kind == KIND_ENCODER_DECODER:
             start = torch.tensor([[special_token_ids(lm)["decoder_start"]]], device=lm.device)
             logits = lm.model(input_ids=ids, decoder_input_ids=start, use_cache=False).logits
@@ -42,14 +35,39 @@ def next_token_logits(lm, prompt: str) -> NextTokenLogits:
         prompt_tokens=token_labels(lm.tokenizer, ids[0]),
         logits=vocab_logits,
         tokens=vocabulary_labels(lm.tokenizer, vocab_logits.shape[0]),
+        ablated=ablated,
     )
 
 
+def prompt_ids(lm, prompt: str) -> torch.Tensor:
+    """[1, prompt] ids on the model's device, the end of an overlong prompt kept; ``InputError`` for a model
+    that predicts no next token or a prompt without tokens."""
+    if lm.kind not in (KIND_DECODER, KIND_ENCODER_DECODER):
+        raise InputError(
+            f"{lm.name} is an encoder: it has no language-model head, so it predicts no next token. "
+            "Load a causal language model (the bundled prose-gpt2, gpt2, ...)."
+        )
+    if not prompt or not prompt.strip():
+        raise InputError("Type a prompt to see the distribution of the next token.")
+    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
+    if ids.shape[1] == 0:
+        raise InputError("The prompt produced no tokens for this model.")
+    return ids[:, -lm.max_tokens :].to(lm.device)  # the end of an overlong prompt is what predicts the next token
+
+
 def next_token_distribution(
-    lm, prompt: str, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0
+    lm,
+    prompt: str,
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_p: float = 0.0,
+    ablate=(),
 ) -> TokenDistribution:
-    """The next-token distribution at each stage of transformers' sampling pipeline (see ``TokenDistribution``)."""
-    cached = next_token_logits(lm, prompt)
+    """The next-token distribution at each stage of transformers' sampling pipeline (see ``TokenDistribution``),
+    with the heads ``ablate`` names zeroed."""
+    cached = next_token_logits(lm, prompt, ablate=ablate)
     return distribution_from_logits(
         cached.logits, cached.tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p
     )

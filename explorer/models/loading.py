@@ -13,7 +13,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
-from explorer.errors import InputError, ModelLoadError
+from explorer.errors import ModelLoadError
 from explorer.models import recorder
 from explorer.models.architectures import (
     AUTO_CLASS_OF_KIND,
@@ -77,6 +77,40 @@ def resolve_source(name: str) -> str:
     return name
 
 
+# The dtypes a model may run in: float32 is exact to ~1e-7; the half-precision ones halve the memory.
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    """float32 for None (transformers would otherwise keep a checkpoint's own half precision)."""
+    if dtype is None:
+        return torch.float32
+    named = {value: value for value in DTYPES.values()} | DTYPES | {str(v): v for v in DTYPES.values()}
+    if not isinstance(dtype, str | torch.dtype) or dtype not in named:
+        raise ModelLoadError(f"dtype must be one of {', '.join(DTYPES)} (got {str(dtype)[:40]!r}).")
+    return named[dtype]
+
+
+# The maps transformers computes itself; a dict {module name: device} is passed on as it is.
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def _device_map(device_map: str | dict, device: str) -> str | dict:
+    """device_map="auto" (or accelerate's explicit maps) needs accelerate: say so rather than fail inside."""
+    if not isinstance(device_map, dict) and device_map not in DEVICE_MAPS:
+        raise ModelLoadError(
+            f"device_map must be one of {', '.join(DEVICE_MAPS)} or a dict {{module name: device}} "
+            f"(got {str(device_map)[:40]!r})."
+        )
+    if device != "auto":
+        raise ModelLoadError(
+            f"Give either device ({device!r}) or device_map, not both: a device map places the model's layers itself."
+        )
+    if importlib.util.find_spec("accelerate") is None:
+        raise ModelLoadError("device_map needs the accelerate package: pip install accelerate (see requirements.txt).")
+    return device_map
+
+
 def pick_device(device: str = "auto") -> str:
     if device != "auto":
         return device
@@ -91,20 +125,15 @@ def load_model(
     name: str | os.PathLike,
     *,
     device: str = "auto",
-    dtype: str | torch.dtype | None = None,
-    device_map: str | dict | None = None,
     progress: Callable[[str], None] | None = None,
     token: str | bool | None = None,
     max_parameters: int | None = None,
     hub_only: bool = False,
+    dtype: str | torch.dtype | None = None,
+    device_map: str | dict | None = None,
 ) -> LoadedModel:
     """Load ``name`` (a Hub id, a local folder or a bundled default) with recording attention.
 
-    ``dtype``: ``None`` (float32), ``"float32"``, ``"float16"`` or ``"bfloat16"`` (or the torch dtypes). In half
-    precision the captures say so in their ``notes``, and ``verify()`` is judged by a looser ``tolerance``.
-    ``device_map``: ``None`` (the whole model on ``device``), or ``"auto"`` (or another map accelerate accepts)
-    to spread a model too large for one device over the GPUs and the CPU; needs the ``accelerate`` package.
-    Bad values raise ``InputError``.
     ``progress`` receives a short sentence at each stage (the app shows them while a model loads).
     Raises ``ModelLoadError`` with an actionable message for unknown ids, no network, non-text
     models and architectures whose attention cannot be captured. Never runs remote code.
@@ -115,9 +144,16 @@ def load_model(
     transformers loads that snapshot folder), never as a folder of the working directory, which
     ``from_pretrained("org/model")`` would otherwise try first; and a model whose size the Hub does not
     report is refused (``max_parameters`` fails closed).
+
+    ``dtype``: float32 by default (whatever the checkpoint holds), or "float16" / "bfloat16" (or a torch dtype)
+    to halve the memory; a capture then says in its ``notes`` that values are reduced precision, and its
+    ``tolerance`` (the bound ``verify()`` is judged by) follows the dtype. ``device_map="auto"`` (through
+    accelerate) spreads a model larger than one device over the GPUs and the CPU; ``device`` is then the
+    device of the model's first layer, where inputs go.
     """
     say = progress or (lambda message: None)
-    placement = _placement(device, dtype, device_map)
+    torch_dtype = resolve_dtype(dtype)  # both checked before anything is downloaded
+    placement = {"dtype": torch_dtype} | ({} if device_map is None else {"device_map": _device_map(device_map, device)})
     if isinstance(name, os.PathLike):  # a pathlib.Path to a folder is as good as its string
         name = os.fspath(name)
     if not isinstance(name, str) or not name.strip():
@@ -133,14 +169,14 @@ def load_model(
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source, hub)
     say(_weights_stage(kind, download_bytes))
-    model = _load_weights(name, source, kind, hub, placement.weights_options)
-    if placement.device_map is None:
+    model = _load_weights(name, source, kind, hub, placement)
+    if device_map is None:
         device = pick_device(device)
         say(f"Moving the model to {device} and checking that its attention can be captured…")
         model.to(device)
-    else:  # accelerate placed the layers; inputs go where the embeddings are
+    else:
         device = str(model.get_input_embeddings().weight.device)
-        say("Checking that the attention of the placed model can be captured…")
+        say("Checking that the model's attention can be captured…")
     model.eval()
     _switch_to_recording(model, name)
     lm = LoadedModel(
@@ -155,56 +191,6 @@ def load_model(
     )
     _probe(lm)
     return lm
-
-
-# The dtypes a model can be loaded in, by the names load_model accepts.
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
-# The maps accelerate computes itself; a dict {module name: device} is passed on as it is.
-DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
-
-
-@dataclass(frozen=True)
-class _Placement:
-    """How the weights are loaded: their dtype, and accelerate's device map (or None: one device)."""
-
-    dtype: torch.dtype
-    device_map: str | dict | None
-
-    @property
-    def weights_options(self) -> dict:
-        options = {"dtype": self.dtype}
-        return options if self.device_map is None else {**options, "device_map": self.device_map}
-
-
-def _placement(device: str, dtype, device_map) -> _Placement:
-    """Checks ``load_model``'s dtype and device options before anything is downloaded."""
-    if dtype is None:
-        dtype = torch.float32
-    if isinstance(dtype, str) and dtype.strip().lower().removeprefix("torch.") in DTYPES:
-        dtype = DTYPES[dtype.strip().lower().removeprefix("torch.")]
-    if not isinstance(dtype, torch.dtype) or dtype not in DTYPES.values():
-        raise InputError(f"dtype {dtype!r} is not one the explorer loads models in: use one of {', '.join(DTYPES)}.")
-    if device_map is not None:
-        _check_device_map(device, device_map)
-    return _Placement(dtype=dtype, device_map=device_map)
-
-
-def _check_device_map(device: str, device_map) -> None:
-    if not isinstance(device_map, dict) and device_map not in DEVICE_MAPS:
-        raise InputError(
-            f"device_map {device_map!r} is not one accelerate computes ({', '.join(DEVICE_MAPS)}) nor a dict "
-            "{module name: device}."
-        )
-    if device != "auto":
-        raise InputError(
-            f"Give either device ({device!r}) or device_map ({device_map!r}), not both: a device map places the "
-            "model's layers itself."
-        )
-    if importlib.util.find_spec("accelerate") is None:
-        raise ModelLoadError(
-            "device_map needs the accelerate package, which is not installed here: pip install accelerate "
-            "(requirements.txt pins the version the explorer is tested with)."
-        )
 
 
 def _weights_stage(kind: str, download_bytes: int | None) -> str:
@@ -374,13 +360,14 @@ def _load_tokenizer(name: str, source: str, hub: dict | None = None):
 
 
 def _load_weights(
-    name: str, source: str, kind: str, hub: dict | None = None, options: dict | None = None
+    name: str, source: str, kind: str, hub: dict | None = None, placement: dict | None = None
 ) -> PreTrainedModel:
     auto_class = AUTO_CLASS_OF_KIND[kind]
-    options = {"dtype": torch.float32, **(options or {}), **(hub or {})}
     try:
         # Eager first: sdpa returns no attention weights at all.
-        return auto_class.from_pretrained(source, attn_implementation="eager", trust_remote_code=False, **options)
+        return auto_class.from_pretrained(
+            source, attn_implementation="eager", trust_remote_code=False, **(hub or {}), **(placement or {})
+        )
     except Exception as error:
         if _looks_offline(error):
             raise ModelLoadError(_explain_config_failure(name, error)) from error

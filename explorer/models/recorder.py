@@ -9,6 +9,11 @@ softcap.
 
 Recordings live in a ``ContextVar``: each thread (each Streamlit session) gets its own list, so many
 visitors can capture on one cached model at once. Outside a recording the function only delegates.
+
+Head ablation happens here too, in the same function, so it needs no second code path: inside
+``ablating(keep)`` the output of each attention call ([batch, query, head, head_dim], what every eager
+function returns before the heads are concatenated and projected) has the heads that ``keep`` marks
+False set to 0. ``keep`` is per call and per thread, in a ``ContextVar`` like the recordings.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ class AttentionCall:
 
 
 _recording: ContextVar[list[AttentionCall] | None] = ContextVar("explorer_recording", default=None)
+# id(attention module) -> [batch or 1, head] bool: which heads' outputs reach the output projection.
+_keep: ContextVar[dict[int, torch.Tensor] | None] = ContextVar("explorer_ablation", default=None)
 
 
 def _model_eager_forward(module: torch.nn.Module):
@@ -58,6 +65,9 @@ def _model_eager_forward(module: torch.nn.Module):
 
 def _recording_attention(module, query, key, value, attention_mask, **kwargs):
     output, weights = _model_eager_forward(module)(module, query, key, value, attention_mask, **kwargs)
+    keep = _keep.get()
+    if keep is not None and id(module) in keep:
+        output = _ablated(output, keep[id(module)], query.shape[1])
     calls = _recording.get()
     if calls is not None:
         scaling = kwargs.get("scaling")
@@ -75,6 +85,15 @@ def _recording_attention(module, query, key, value, attention_mask, **kwargs):
             )
         )
     return output, weights
+
+
+def _ablated(output: torch.Tensor, keep: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """``output`` [batch, query, head, head_dim] with the heads ``keep`` [batch or 1, head] marks False set to 0."""
+    if output.dim() != 4 or output.shape[2] != num_heads:
+        raise RuntimeError(
+            f"Cannot ablate heads: attention output {tuple(output.shape)} is not [batch, query, head, ...]"
+        )
+    return torch.where(keep[:, None, :, None], output, torch.zeros((), dtype=output.dtype, device=output.device))
 
 
 def _tensor_or_none(value):
@@ -95,3 +114,14 @@ def recording() -> Iterator[list[AttentionCall]]:
         yield calls
     finally:
         _recording.reset(token)
+
+
+@contextmanager
+def ablating(keep: dict[int, torch.Tensor]) -> Iterator[None]:
+    """Zero, in this context (this thread), the heads that ``keep`` {id(module): [batch or 1, head] bool}
+    marks False, in the output of those attention modules."""
+    token = _keep.set(keep)
+    try:
+        yield
+    finally:
+        _keep.reset(token)

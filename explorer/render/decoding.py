@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.compute.decoding import tree_at, tree_layout
-from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, DecodeTrace
+from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, BeamNode, DecodeTrace
 from explorer.render.layout import batched, relayout, subplots, update_axes
 from explorer.render.style import (
     CATEGORICAL,
@@ -85,11 +85,13 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             "y1": r + 1.5,
             "xref": "x",
             "yref": "y",
-            "line": {"color": CATEGORICAL[5], "width": 3},
+            # A forced token was not chosen: dashed, so the step reads as "taken" rather than "picked".
+            "line": {"color": CATEGORICAL[5], "width": 3, **({"dash": "dash"} if steps[i].forced else {})},
         }
         for i, r in enumerate(chosen)
         if r is not None
     ]
+    figure.add_trace(_click_targets(steps, x, n, row, cell_text), row=1, col=1)
     figure.add_trace(
         go.Scatter(
             x=x,
@@ -105,7 +107,14 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
     )
     with batched(figure):
         finish(figure, info, look)
-        relayout(figure, margin={"l": 70, "r": 20, "t": look.title_band, "b": 50}, shapes=boxes)
+        # A click selects a candidate (a page may branch there) rather than starting a zoom.
+        relayout(
+            figure,
+            margin={"l": 70, "r": 20, "t": look.title_band, "b": 50},
+            shapes=boxes,
+            clickmode="event+select",
+            dragmode=False,
+        )
         update_axes(
             figure,
             "y",
@@ -131,7 +140,27 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             rangemode="tozero",
         )
         update_axes(figure, "x", title="step", tickfont={"size": look.tick_size}, tickvals=x, row=2, col=1)
+        if any(step.forced for step in steps):
+            ticks = [f"{value}<br>forced" if step.forced else str(value) for value, step in zip(x, steps, strict=True)]
+            update_axes(figure, "x", ticktext=ticks, row=2, col=1)
     return figure
+
+
+def _click_targets(steps, x: list[int], n: int, row: int, cell_text) -> go.Scatter:
+    """An invisible marker on every cell, carrying (step index, token id): clicking a candidate selects it
+    (heatmap cells report no selection), so a page can branch there. It hovers as its cell does (a marker the
+    hover skipped would take no clicks either)."""
+    cells = [(column, rank) for column in range(len(steps)) for rank in range(n)]
+    return go.Scatter(
+        x=[x[column] for column, _ in cells],
+        y=[rank + 1 for _, rank in cells],
+        mode="markers",
+        marker={"symbol": "square", "size": 30, "color": "rgba(0,0,0,0)"},
+        customdata=[[column, int(steps[column].candidate_ids[row][rank])] for column, rank in cells],
+        text=[cell_text[rank][column] for column, rank in cells],
+        hovertemplate="step %{x}, choice %{y}<br>%{text}<extra></extra>",
+        showlegend=False,
+    )
 
 
 def _chosen_rank(step, row: int) -> int | None:
@@ -144,33 +173,63 @@ def beam_tree_figure(
     trace: DecodeTrace, *, info: FigureInfo, look: Look = SCREEN, upto_step: int | None = None
 ) -> go.Figure:
     """The whole search: every candidate as a node (token), linked to the beam it extends; running, pruned,
-    finished and returned candidates drawn distinctly, the returned paths highlighted. Hover gives the
-    cumulative and length-normalised scores. ``upto_step`` shows the search as it stood after that step."""
+    finished and returned candidates drawn distinctly, the returned paths highlighted, forced tokens ringed.
+    Hover gives the cumulative and length-normalised scores. ``upto_step`` shows the search as it stood after
+    that step."""
     positions = tree_layout(trace.tree, upto_step)
     # Statuses as they stood at the replay step: "returned" is painted only once the search has returned.
-    nodes = {node.id: node for node in tree_at(trace.tree, upto_step) if node.id in positions}
+    nodes = [node for node in tree_at(trace.tree, upto_step) if node.id in positions]
     figure = go.Figure()
-    for status in (PRUNED, RUNNING, FINISHED, RETURNED):  # edges, drawn under the nodes, returned on top
+    figure.add_traces(
+        _edge_traces(nodes, positions)
+        + _node_traces(nodes, positions, trace, look)
+        + _forced_traces(nodes, positions, look)
+        + [_prompt_trace(trace, look)]
+    )
+    with batched(figure):
+        finish(figure, info, look)
+        _tree_layout(figure, max((node.step for node in nodes), default=0), look)
+    return figure
+
+
+# Edges drawn under the nodes, in this order so that returned paths lie on top: (width, colour) per status.
+EDGE_STYLE = {
+    PRUNED: (0.8, "#c5c9d0"),
+    RUNNING: (1.5, STATUS_STYLE[RUNNING][1]),
+    FINISHED: (1.5, STATUS_STYLE[FINISHED][1]),
+    RETURNED: (4, STATUS_STYLE[RETURNED][1]),
+}
+
+
+def _edge_traces(nodes: list[BeamNode], positions: dict) -> list[go.Scatter]:
+    """One line trace per status: every node linked to its parent (None breaks the line between edges)."""
+    traces = []
+    for status, (width, colour) in EDGE_STYLE.items():
         xs, ys = [], []
-        for node in nodes.values():
+        for node in nodes:
             if node.parent is not None and node.status == status:
                 (x0, y0), (x1, y1) = positions[node.parent], positions[node.id]
                 xs += [x0, x1, None]
                 ys += [y0, y1, None]
-        width = {RETURNED: 4, FINISHED: 1.5, RUNNING: 1.5, PRUNED: 0.8}[status]
-        colour = STATUS_STYLE[status][1] if status != PRUNED else "#c5c9d0"
-        figure.add_trace(
-            go.Scatter(
-                x=xs, y=ys, mode="lines", line={"color": colour, "width": width}, hoverinfo="skip", showlegend=False
-            )
-        )
+        line = {"color": colour, "width": width}
+        traces.append(go.Scatter(x=xs, y=ys, mode="lines", line=line, hoverinfo="skip", showlegend=False))
+    return traces
+
+
+def _node_size(look: Look) -> float:
+    return max(look.tick_size * 0.75, 8)
+
+
+def _node_traces(nodes: list[BeamNode], positions: dict, trace: DecodeTrace, look: Look) -> list[go.Scatter]:
+    """One marker trace per status (a legend entry each), labelled with the tokens; in a crowded tree the
+    pruned nodes lose their labels, which would only cover each other."""
     crowded = len(nodes) > 160
-    base = max(look.tick_size * 0.75, 8)
+    traces = []
     for status, (label, colour, symbol, size) in STATUS_STYLE.items():
-        chosen = [node for node in nodes.values() if node.status == status and node.parent is not None]
+        chosen = [node for node in nodes if node.status == status and node.parent is not None]
         if not chosen:
             continue
-        figure.add_trace(
+        traces.append(
             go.Scatter(
                 x=[positions[node.id][0] for node in chosen],
                 y=[positions[node.id][1] for node in chosen],
@@ -178,67 +237,104 @@ def beam_tree_figure(
                 text=[escape(abbreviate(node.token, 10)) for node in chosen],
                 textposition="top center",
                 textfont={"size": look.cell_text_size, "color": INK if status != PRUNED else MUTED},
-                marker={"symbol": symbol, "size": base * size, "color": colour, "line": {"width": 1, "color": colour}},
+                marker={
+                    "symbol": symbol,
+                    "size": _node_size(look) * size,
+                    "color": colour,
+                    "line": {"width": 1, "color": colour},
+                },
                 name=label,
-                customdata=[_node_hover(node, trace) for node in chosen],
-                hovertemplate="%{customdata}<extra></extra>",
+                # (hover, node id): a click on a node tells the page which node, to branch there
+                customdata=[[_node_hover(node, trace), node.id] for node in chosen],
+                hovertemplate="%{customdata[0]}<extra></extra>",
             )
         )
-    figure.add_trace(
+    return traces
+
+
+def _forced_traces(nodes: list[BeamNode], positions: dict, look: Look) -> list[go.Scatter]:
+    """A ring around each forced token (none when nothing was forced); the node's own hover says more."""
+    forced = [node for node in nodes if node.forced]
+    if not forced:
+        return []
+    return [
         go.Scatter(
-            x=[-1],
-            y=[0],
-            mode="markers+text",
-            text=["prompt"],
-            textposition="middle left",
-            marker={"symbol": "square", "size": base * 1.2, "color": INK},
-            showlegend=False,
-            hovertemplate=escape(_prompt_hover(trace)) + "<extra></extra>",
+            x=[positions[node.id][0] for node in forced],
+            y=[positions[node.id][1] for node in forced],
+            mode="markers",
+            marker={"symbol": "square-open", "size": _node_size(look) * 2.2, "color": INK, "line": {"width": 2}},
+            name="forced token",
+            hoverinfo="skip",
         )
-    )
-    with batched(figure):
-        finish(figure, info, look)
-        last = max((node.step for node in nodes.values()), default=0)
-        relayout(
-            figure,
-            margin={"l": 90, "r": 20, "t": look.title_band + 10, "b": 60},
-            legend={
-                "orientation": "h",
-                "y": 1.0,
-                "yanchor": "bottom",
-                "x": 1,
-                "xanchor": "right",
-                "font": {"size": look.smaller_ticks(1)},
-            },
-        )
-        update_axes(
-            figure,
-            "x",
-            title="step",
-            tickvals=list(range(-1, last + 1)),
-            ticktext=["prompt"] + [str(step + 1) for step in range(last + 1)],
-            range=[-1.6, last + 0.6],
-            tickfont={"size": look.tick_size},
-            showgrid=True,
-            gridcolor=GRID,
-            zeroline=False,
-        )
-        update_axes(figure, "y", visible=False)
-    return figure
-
-
-def _node_hover(node, trace: DecodeTrace) -> str:
-    parts = [
-        f"<b>{escape(node.token)}</b> (step {node.step + 1}, candidate #{node.rank + 1})",
-        f"token log-prob {node.token_logprob:.3f} (p = {np.exp(node.token_logprob):.3f})",
-        f"cumulative score {node.score:.3f}",
     ]
+
+
+def _prompt_trace(trace: DecodeTrace, look: Look) -> go.Scatter:
+    return go.Scatter(
+        x=[-1],
+        y=[0],
+        mode="markers+text",
+        text=["prompt"],
+        textposition="middle left",
+        marker={"symbol": "square", "size": _node_size(look) * 1.2, "color": INK},
+        showlegend=False,
+        hovertemplate=escape(_prompt_hover(trace)) + "<extra></extra>",
+    )
+
+
+def _tree_layout(figure: go.Figure, last: int, look: Look) -> None:
+    """Steps along x (the prompt at -1), the legend above the plot; y is only the stacking of candidates."""
+    relayout(
+        figure,
+        margin={"l": 90, "r": 20, "t": look.title_band + 10, "b": 60},
+        clickmode="event+select",  # a click on a node selects it (a page may branch there)
+        legend={
+            "orientation": "h",
+            "y": 1.0,
+            "yanchor": "bottom",
+            "x": 1,
+            "xanchor": "right",
+            "font": {"size": look.smaller_ticks(1)},
+        },
+    )
+    update_axes(
+        figure,
+        "x",
+        title="step",
+        tickvals=list(range(-1, last + 1)),
+        ticktext=["prompt"] + [str(step + 1) for step in range(last + 1)],
+        range=[-1.6, last + 0.6],
+        tickfont={"size": look.tick_size},
+        showgrid=True,
+        gridcolor=GRID,
+        zeroline=False,
+    )
+    update_axes(figure, "y", visible=False)
+
+
+def _node_hover(node: BeamNode, trace: DecodeTrace) -> str:
+    place = "forced" if node.forced else f"candidate #{node.rank + 1}"
+    parts = [
+        f"<b>{escape(node.token)}</b> (step {node.step + 1}, {place})",
+        f"token log-prob {node.token_logprob:.3f} (p = {np.exp(node.token_logprob):.3f})",
+    ]
+    if node.forced:
+        parts.append(_forced_hover(node, trace))
+    else:
+        parts.append(f"cumulative score {node.score:.3f}")
     if node.normalized_score is not None:
-        parts.append(
-            f"length-normalised {node.normalized_score:.3f} (÷ {node.step + 1}^{trace.settings.length_penalty:g})"
-        )
+        # The search's length counts only the tokens it chose, not the forced ones.
+        length = node.step + 1 - trace.num_forced
+        parts.append(f"length-normalised {node.normalized_score:.3f} (÷ {length}^{trace.settings.length_penalty:g})")
     parts.append(STATUS_STYLE[node.status][0])
     return "<br>".join(parts)
+
+
+def _forced_hover(node: BeamNode, trace: DecodeTrace) -> str:
+    """What the model wanted where this token was forced: its own favourite, and the forced token's rank."""
+    step = trace.steps[node.step]
+    wanted, p = step.candidate_tokens[0][0], float(np.exp(step.candidate_logprobs[0, 0]))
+    return f"first choice here: <b>{escape(wanted)}</b> (p = {p:.3f}); this token ranked #{node.rank + 1}"
 
 
 def _prompt_hover(trace: DecodeTrace) -> str:

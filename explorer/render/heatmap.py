@@ -162,8 +162,12 @@ def token_matrix(
 
 def masked_weights(stack: AttentionStack, layer: int, head: int) -> np.ndarray:
     """[query, key] float32 copy of one head's weights, NaN where the mask forbids attending."""
-    allowed = stack.masks_by_layer()[layer]
-    return np.where(allowed, stack.attentions[layer, head], np.nan).astype(np.float32)
+    return blank_masked(stack.attentions[layer, head], stack.masks_by_layer()[layer])
+
+
+def blank_masked(weights: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """A float32 copy of ``weights`` with NaN (drawn blank) where ``allowed`` is False."""
+    return np.where(allowed, weights, np.nan).astype(np.float32)
 
 
 def position_labels(tokens) -> list[str]:

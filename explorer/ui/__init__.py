@@ -32,6 +32,7 @@ from explorer.ui.widgets import (
     STACK_LABELS,
     add_notice,
     choice_ui,
+    heads_ui,
     index_slider_ui,
     notices_ui,
     number_slider_ui,
@@ -40,6 +41,7 @@ from explorer.ui.widgets import (
     text_inputs_ui,
     text_ui,
     toggle_ui,
+    token_ids_state,
 )
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "export_buttons",
     "figure",
     "figure_look",
+    "heads_ui",
     "index_slider_ui",
     "literal",
     "model_picker_ui",
@@ -79,6 +82,7 @@ __all__ = [
     "text_inputs_ui",
     "text_ui",
     "toggle_ui",
+    "token_ids_state",
 ]
 
 wakeups.install()  # fewer event-loop wake-ups under a class: see explorer.ui.wakeups

@@ -17,6 +17,7 @@ import streamlit as st
 
 import explorer
 from explorer.compute.statistics import head_statistics, rollout, without_tokens
+from explorer.render.heatmap import blank_masked, masked_weights
 from explorer.ui.caches import results_cache
 from explorer.ui.captures import cached_capture
 from explorer.ui.shell import controls, presenting
@@ -78,6 +79,15 @@ def allowed_weights(stack, layer: int, heads: int | slice = slice(None)) -> np.n
     """[head, query, key] of one layer (or [query, key] of one head): the weights, 0 where the mask forbids
     attending (a copy)."""
     return np.where(stack.masks_by_layer()[layer], stack.attentions[layer, heads], 0.0)
+
+
+def shown_head(stack, layer: int, head: int, hidden=()) -> tuple[np.ndarray, tuple[str, ...]]:
+    """One head's weights as the pages draw them, [query, key] with NaN where masked, and the key tokens;
+    with ``hidden`` key positions dropped and each row renormalised over the rest (``without_tokens``)."""
+    if not hidden:
+        return masked_weights(stack, layer, head), stack.key_tokens
+    weights, kept = without_tokens(allowed_weights(stack, layer, head), hidden)
+    return blank_masked(weights, stack.masks_by_layer()[layer][:, kept]), tuple(stack.key_tokens[i] for i in kept)
 
 
 # Both are computed a layer at a time, at once rather than queued behind the class's model runs: a session

@@ -31,7 +31,7 @@ def cached_capture(
         results_cache().get(_verification_key(key), lambda: _verify(result))
         return result
 
-    return _run(key, capture_and_verify, "Running the model…")
+    return run_shared(key, capture_and_verify, "Running the model…")
 
 
 def _verification_key(capture_key: tuple) -> tuple:
@@ -39,7 +39,7 @@ def _verification_key(capture_key: tuple) -> tuple:
 
 
 def _verify(result: explorer.AttentionCapture) -> dict[str, float]:
-    return {name: stack.verify() for name, stack in result.stacks.items()}
+    return {name: stack.verify(result.device) for name, stack in result.stacks.items()}
 
 
 def cached_verification(
@@ -50,10 +50,10 @@ def cached_verification(
     if key in results_cache():
         return results_cache().get(key, lambda: None)
     result = cached_capture(model_name, text, text_pair, target)  # verifies as it captures
-    return _run(key, lambda: _verify(result), "Checking the captured weights…")
+    return run_shared(key, lambda: _verify(result), "Checking the captured weights…")
 
 
-def _run(key, compute, label: str):
+def run_shared(key, compute, label: str):
     """A cached result, or the computation run through the server's gate with a spinner that says it waits."""
     cache = results_cache()
     if key in cache:

@@ -99,14 +99,29 @@ def figure(render, *args, **kwargs) -> Builder:
     return functools.partial(render, *args, **kwargs)
 
 
-def show_figure(build: Builder, info: FigureInfo, *, key: str, alt: str | None = None) -> object:
-    """Draw ``build(look)`` sized to the window, with export buttons below it; returns the shown figure."""
+def show_figure(
+    build: Builder, info: FigureInfo, *, key: str, alt: str | None = None, select_key: str | None = None
+) -> object:
+    """Draw ``build(look)`` sized to the window, with export buttons below it; returns the shown figure.
+
+    ``select_key``: a click on a point of a Plotly figure reruns the page with the point in
+    ``st.session_state[select_key]`` (a key of its own, which a page may change to clear the selection without
+    the figure losing its size)."""
     figure = build(look=figure_look(key))
     plotly = isinstance(figure, go.Figure | PlotlySpec)
     if plotly:
         shown = _AsBuilt(figure) if isinstance(figure, PlotlySpec) else figure
         config = _plotly_config(info)
-        st.plotly_chart(shown, theme=None, key=key, width="content", alt=alt or info.title(), config=config)
+        selection = {"on_select": "rerun", "selection_mode": "points"} if select_key else {}
+        st.plotly_chart(
+            shown,
+            theme=None,
+            key=select_key or key,
+            width="content",
+            alt=alt or info.title(),
+            config=config,
+            **selection,
+        )
     else:
         # The spec, not st.altair_chart: that one validates the chart against the Vega-Lite schema while it holds
         # a lock shared by every session (Altair's settings are global), so a class's charts queued behind

@@ -1,9 +1,11 @@
 """What every page shares: the page config, the sidebar (model picker, presentation mode) and its look.
 
-``app_shell`` is drawn by app.py before it runs the chosen page. ``page_shell`` is every page's first
-line: Streamlit runs a page file on its own (without app.py) until the server's first
-``st.navigation`` call, for example when a shared link is the first visit after a restart, and
-``AppTest`` does so on every rerun; it then draws the same shell.
+``app_shell`` is drawn by the app (``navigation.run_app``) before it runs the chosen page. ``page_shell`` is
+every page's first line, for the runs where Streamlit starts a page without the app: a folder named
+``pages/`` beside the main script puts Streamlit in its first multipage mode (each file of ``pages/`` a page
+of its own) until some run calls ``st.navigation``: the first visit after a server starts, when it is a
+shared link to a page, and every ``AppTest`` run (it resets that mode for each run). The page then runs the
+app, which draws the shell and the real navigation and runs the page through it.
 
 Presentation mode (a toggle kept in the URL as ``present``) is for projectors: the page's header
 and padding shrink, and its title, text, controls and explanation share one row of small buttons. The
@@ -15,9 +17,7 @@ window without scrolling (see ``explorer.ui.figures``).
 from __future__ import annotations
 
 import contextlib
-import runpy
 import threading
-from pathlib import Path
 
 import streamlit as st
 
@@ -25,9 +25,8 @@ from explorer.ui.models import model_picker_ui
 from explorer.ui.widgets import toggle_ui
 
 PAGE_CONFIG = {"page_title": "Attention & Decoding Explorer", "page_icon": "🔍", "layout": "wide"}
-APP_FILE = Path(__file__).resolve().parents[2] / "app.py"
 PRESENT_KEY = "present"
-_SHELL_KEY = "_shell_drawn"  # set by app.py's run, consumed by the page it runs
+_SHELL_KEY = "_shell_drawn"  # set by the app's run, consumed by the page it runs
 # Where this script run draws its controls and main view in presentation mode. Per thread: each session's
 # run has its own script thread, and page_header sets both at the start of every run.
 _slots = threading.local()
@@ -50,7 +49,7 @@ _PRESENTATION_CSS = """
 
 
 def app_shell() -> None:
-    """What app.py draws before running a page: the page config and the sidebar."""
+    """What the app draws before running a page: the page config and the sidebar."""
     _draw_shell()
     st.session_state[_SHELL_KEY] = True
 
@@ -58,12 +57,14 @@ def app_shell() -> None:
 def page_shell() -> None:
     """First line of every page: when Streamlit ran the page file on its own, run the app instead.
 
-    The app then draws the shell and the real navigation (not Streamlit's raw list of page files) and
-    runs this page through it, so the page looks and behaves as it always does.
+    The app then draws the shell and the real navigation (not Streamlit's list of page files) and runs
+    this page through it, so the page looks and behaves as it always does.
     """
     if st.session_state.pop(_SHELL_KEY, False):
         return
-    runpy.run_path(str(APP_FILE), run_name="__main__")
+    from explorer.ui.navigation import run_app  # navigation imports this module: imported when needed
+
+    run_app()
     st.stop()
 
 

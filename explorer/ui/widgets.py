@@ -6,9 +6,14 @@ Every function draws its widget and returns a plain value. One mechanism serves 
    the link's (checked: a bad value gives a notice, never a traceback; Streamlit would silently drop
    it), else the default.
 2. **Set** it into the widget's state, then draw the widget with no value of its own.
-3. **Write** it into the URL (left out when it is the default, to keep links short). The app writes the
-   URL itself rather than using Streamlit's ``bind``: a bound widget whose value was set in code does
-   not update the URL, so a teacher's link would miss it.
+3. **Write** it into the URL (left out when it is the default, to keep links short).
+
+The app writes the URL itself rather than binding widgets with ``bind="query-params"`` (checked in Chromium
+with Streamlit 1.67): a bound widget drops a link's value it cannot use without a word (``?layer=9`` on a
+6-layer model and ``?layer=abc`` both give layer 0 and no message), and forgets what the link asked for when
+the model changes (layer 9 of a 12-layer model becomes 0, not 5, on a 6-layer one, and stays 0 when the
+12-layer model comes back). A class following a teacher's link must be told when the link does not fit, and
+get the nearest view.
 
 Indices (layer, head, step...) remember what was asked for: an index that does not fit the model now
 loaded is clamped with a notice, and comes back when a model where it fits is loaded again. Texts longer
@@ -298,6 +303,59 @@ def stack_ui(stack_names: list[str], *, key: str = "stack") -> str:
         captions={name: STACK_LABELS.get(name, "") for name in stack_names},
         help="Encoder self-attention, decoder self-attention, or the decoder's cross-attention to the encoder.",
     )
+
+
+def heads_ui(label: str, num_layers: int, num_heads: int, *, key: str, help: str | None = None) -> tuple:
+    """A set of (layer, head) pairs kept in the URL as ``0.2,3.1``; heads the model lacks are left out with a
+    notice and remembered, like an index (they come back with a model that has them)."""
+
+    def parse(raw: str) -> tuple:
+        pairs = []
+        for item in filter(None, raw.split(",")):
+            layer, dot, head = item.partition(".")
+            if not dot:
+                raise ValueError("is not a list of layer.head pairs (like 0.2,3.1)")
+            pairs.append((_index(layer), _index(head)))
+        return tuple(sorted(set(pairs)))
+
+    asked = _resolve(key, parse, (), label)
+    _remember(key, asked)
+    fits = tuple(pair for pair in asked if pair[0] < num_layers and pair[1] < num_heads)
+    if len(fits) < len(asked):
+        missing = ", ".join(f"{layer}.{head}" for layer, head in asked if (layer, head) not in fits)
+        add_notice(f"{label}: {missing} do not exist here ({num_layers} layers × {num_heads} heads): left out.")
+    options = [f"{layer}.{head}" for layer in range(num_layers) for head in range(num_heads)]
+    st.session_state[key] = [f"{layer}.{head}" for layer, head in fits]
+    chosen = st.multiselect(
+        label,
+        options,
+        key=key,
+        help=help,
+        format_func=lambda option: "layer {} · head {}".format(*option.split(".")),
+        placeholder="none: the model as it is",
+        on_change=_on_heads_change,
+        args=(key,),
+    )
+    pairs = tuple(sorted(tuple(int(part) for part in option.split(".")) for option in chosen))
+    _write_url(key, ",".join(f"{layer}.{head}" for layer, head in pairs) or None)
+    return pairs
+
+
+def _on_heads_change(key: str) -> None:
+    _remember(key, tuple(sorted(tuple(int(part) for part in option.split(".")) for option in st.session_state[key])))
+
+
+def token_ids_state(label: str, *, key: str) -> tuple[int, ...]:
+    """Token ids kept in the URL as ``12,345`` with no widget of their own (a branch the page's figures set);
+    a link's value that is not a list of whole numbers is ignored with a notice."""
+
+    def parse(raw: str) -> tuple[int, ...]:
+        return tuple(_index(item) for item in raw.split(",") if item)
+
+    ids = tuple(_resolve(key, parse, (), label))
+    _remember(key, ids)
+    _write_url(key, ",".join(map(str, ids)) or None)
+    return ids
 
 
 def set_value(key: str, value) -> None:

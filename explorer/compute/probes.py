@@ -1,0 +1,36 @@
+"""Head-type probes: scores that name what a head does, measured on a random sequence repeated twice.
+
+The sequence is ``offset`` leading tokens (the model's own start tokens, if any), then n random tokens A, then
+A again; positions use the axis names of ``explorer.data`` ([layer, head, query, key] weights). On the second
+copy, an **induction head** (Olsson et al., 2022) attends from a token to the token that followed that
+token's previous occurrence (i - n + 1); a **duplicate-token head** to the previous occurrence itself (i - n);
+a **previous-token head** to the token just before (i - 1); and a **sink** puts its weight on the first token.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MEANINGS = {
+    "induction": "Mean weight, over the second copy, from each token to the token that followed its previous "
+    "occurrence: such a head can copy what came next last time (the core of in-context learning).",
+    "duplicate": "Mean weight, over the second copy, from each token to its own previous occurrence: the head "
+    "finds repeated tokens.",
+    "previous": "Mean weight from each token to the one just before it: the head passes each token its "
+    "neighbour (induction heads read what such heads wrote).",
+    "sink": "Mean weight on the first token, over every later token: a resting place for heads with nothing to do.",
+}
+
+
+def probe_scores(weights: np.ndarray, n: int, offset: int = 0) -> dict[str, np.ndarray]:
+    """{score: [layer, head]} for weights [layer, head, query, key] over offset + 2n positions."""
+    if weights.shape[-1] != offset + 2 * n:
+        raise ValueError(f"expected {offset + 2 * n} positions, got {weights.shape[-1]}")
+    second = np.arange(offset + n, offset + 2 * n)  # queries of the second copy
+    later = np.arange(1, weights.shape[-1])
+    return {
+        "induction": weights[..., second, second - n + 1].mean(axis=-1),
+        "duplicate": weights[..., second, second - n].mean(axis=-1),
+        "previous": weights[..., later, later - 1].mean(axis=-1),
+        "sink": weights[..., later, 0].mean(axis=-1),
+    }

@@ -1,0 +1,51 @@
+"""The data contract of head ablation: what ablating each head alone does to the next token.
+
+Axis names, stated once: ``layer`` and ``head`` (query heads) of one attention stack, numbered as in
+``explorer.data.attention``. Log-probabilities are natural logs of the model's own ``softmax(logits)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer.data._freeze import freeze_arrays
+
+
+@dataclass(frozen=True, eq=False)
+class HeadAblationEffects:
+    """For the token after ``prompt``: the target's log-probability with every head of ``stack`` ablated alone.
+
+    target_id / target_token  the token measured: the model's own top token, unless one was asked for
+    baseline_logprob          its log-probability with no head ablated
+    logprobs                  [layer, head] float32: its log-probability with only that head ablated
+    top_ids                   [layer, head] int: the model's top token with only that head ablated
+    top_tokens                readable labels of ``top_ids``, a tuple per layer
+    """
+
+    model_name: str
+    prompt: str
+    stack: str
+    target_id: int
+    target_token: str
+    baseline_logprob: float
+    logprobs: np.ndarray
+    top_ids: np.ndarray
+    top_tokens: tuple[tuple[str, ...], ...]
+
+    def __post_init__(self):
+        freeze_arrays(self)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self, include, exclude)
+
+    @property
+    def changes(self) -> np.ndarray:
+        """[layer, head] float32: what ablating each head alone changes the target's log-probability by
+        (negative: the head was helping that prediction)."""
+        return self.logprobs - np.float32(self.baseline_logprob)

@@ -1,0 +1,143 @@
+"""Head ablation: the outputs of the heads named are set to 0 before the output projection.
+
+The zeroing itself happens in the recording attention (``recorder.ablating``), which already runs inside
+every layer; this module says which heads, checks the names against the model, and builds the per-call
+masks. Nothing is stored on the shared model: the masks live in the calling thread's context.
+
+An ablation is written ``((layer, head), ...)`` for the one stack of a decoder-only or encoder-only
+model, or ``((stack, layer, head), ...)`` with ``stack`` one of "encoder", "decoder", "cross" (required for
+encoder-decoder models, which have several). Layers and heads are numbered as ``capture`` numbers them;
+heads are query heads, so with grouped KV heads one query head is ablated, not the KV head it shares.
+``normalize`` turns it into the canonical form, a sorted tuple of (stack, layer, head) without repeats
+(hashable, for caches); ``()`` means none, and then no ablation code runs at all.
+
+Which module is which layer is found once per model by one recorded forward pass of a short input: the
+n-th attention module a stack calls is its layer n, as in ``capture``.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
+from explorer.errors import InputError
+from explorer.models import recorder
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
+
+Ablation = tuple[tuple[str, int, int], ...]
+STACKS = (STACK_ENCODER, STACK_DECODER, STACK_CROSS)
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    """The attention modules of each stack, in layer order, and how many query heads each has."""
+
+    modules: dict[str, tuple[int, ...]]  # stack -> id(module) of each layer
+    heads: dict[str, tuple[int, ...]]  # stack -> query heads of each layer
+
+
+_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_layouts_lock = threading.Lock()
+
+
+def layout(lm) -> AttentionLayout:
+    """The model's attention layout, probed once per model and shared by every thread."""
+    with _layouts_lock:  # one probe per model, even when many sessions ask at once
+        found = _layouts.get(lm.model)
+        if found is None:
+            found = _layouts[lm.model] = _probe(lm)
+    return found
+
+
+def _probe(lm) -> AttentionLayout:
+    ids = lm.tokenizer("Hello world", return_tensors="pt")["input_ids"][:, :4].to(lm.device)
+    with torch.inference_mode(), recorder.recording() as calls:
+        if lm.kind == KIND_ENCODER_DECODER:
+            lm.model(input_ids=ids, decoder_input_ids=ids[:, :1], use_cache=False)
+        else:
+            lm.model(input_ids=ids, **({"use_cache": False} if lm.kind == KIND_DECODER else {}))
+    modules, heads = defaultdict(list), defaultdict(list)
+    for call in calls:
+        stack = lm.stack_of_module.get(id(call.module), _main_stack(lm))
+        modules[stack].append(id(call.module))
+        heads[stack].append(call.query.shape[1])
+    called = [module for stack_modules in modules.values() for module in stack_modules]
+    if not called:
+        raise InputError(_unsupported(lm, "its attention does not run through the explorer's recording attention"))
+    if len(set(called)) != len(called):
+        raise InputError(_unsupported(lm, "its layers share one attention module, so one layer cannot be ablated"))
+    return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
+
+
+def _unsupported(lm, why: str) -> str:
+    return f"Head ablation is not supported for {lm.name} ({type(lm.model).__name__}): {why}."
+
+
+def _main_stack(lm) -> str:
+    """The stack of a module the load did not place, as ``capture`` decides it."""
+    return STACK_DECODER if lm.kind == KIND_DECODER else STACK_ENCODER
+
+
+def normalize(lm, ablate: Iterable | None) -> Ablation:
+    """The canonical form of ``ablate`` (see the module docstring); raises ``InputError`` for a head the
+    model does not have."""
+    items = () if ablate is None else tuple(ablate)
+    if not items:
+        return ()
+    found = layout(lm)
+    return tuple(sorted({_one_head(lm, found, item) for item in items}))
+
+
+def _one_head(lm, found: AttentionLayout, item) -> tuple[str, int, int]:
+    if isinstance(item, str) or not isinstance(item, Sequence) or len(item) not in (2, 3):
+        raise InputError(f"Name each head to ablate as (layer, head) or (stack, layer, head), not {item!r}.")
+    if len(item) == 2 and lm.kind == KIND_ENCODER_DECODER:
+        raise InputError(
+            f"{lm.name} has an encoder and a decoder: name each head with its stack, as "
+            f'("encoder" | "decoder" | "cross", layer, head), not {tuple(item)!r}.'
+        )
+    stack, layer, head = item if len(item) == 3 else (_main_stack(lm), *item)
+    if stack not in found.modules:
+        raise InputError(f"{lm.name} has no {stack!r} attention stack; it has {', '.join(map(repr, found.modules))}.")
+    layers = len(found.modules[stack])
+    layer = _whole_number("layer", layer, layers, f"{lm.name}'s {stack} has layers 0 to {layers - 1}")
+    heads = found.heads[stack][layer]
+    head = _whole_number("head", head, heads, f"layer {layer} of the {stack} has heads 0 to {heads - 1}")
+    return stack, layer, head
+
+
+def _whole_number(what: str, value, count: int, where: str) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__") or not 0 <= int(value) < count:
+        raise InputError(f"There is no {what} {value!r} to ablate: {where}.")
+    return int(value)
+
+
+def keep_masks(lm, rows: Sequence[Ablation]) -> dict[int, torch.Tensor]:
+    """{id(module): [row, head] bool}, False where row ``r`` ablates that head; only modules some row ablates.
+    ``rows`` are canonical ablations, one per row of the batch the masks will run with."""
+    found = layout(lm)
+    masks: dict[int, torch.Tensor] = {}
+    for row, ablation in enumerate(rows):
+        for stack, layer, head in ablation:
+            module = found.modules[stack][layer]
+            if module not in masks:
+                masks[module] = torch.ones((len(rows), found.heads[stack][layer]), dtype=torch.bool)
+            masks[module][row, head] = False
+    return {module: mask.to(lm.device) for module, mask in masks.items()}
+
+
+@contextmanager
+def ablating(lm, ablation: Ablation) -> Iterator[None]:
+    """Run the block with the heads of the canonical ``ablation`` zeroed in every forward pass (every row)."""
+    if not ablation:  # no ablation: not even an empty context, so results are bit for bit the plain ones
+        yield
+        return
+    with recorder.ablating(keep_masks(lm, [ablation])):
+        yield

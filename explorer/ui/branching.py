@@ -1,0 +1,76 @@
+"""Branch and force on the decoding pages: "what if it had said X?".
+
+The forced tokens live in the link (``force=12,345``). A click on a candidate of the greedy grid, or on a
+node of the beam tree, branches there: the tokens the decoding had chosen before that point, then the
+clicked one, are forced, and the strategy continues from them. A breadcrumb shows the branch and undoes it.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.compute.decoding import path_to, visible
+from explorer.ui.clicks import clicked_point
+from explorer.ui.text import literal
+from explorer.ui.widgets import set_value, token_ids_state
+
+FORCE_KEY = "force"
+
+
+def forced_tokens() -> tuple[int, ...]:
+    """The branch in the link: token ids forced before the strategy chooses."""
+    return token_ids_state("Forced tokens", key=FORCE_KEY)
+
+
+def branch_on_click(figure: str, trace) -> None:
+    """If a candidate or a node of ``figure`` (drawn from ``trace``) was clicked, branch there and rerun."""
+    point = clicked_point(figure)
+    if point is None:
+        return
+    if trace.settings.strategy == "beam":
+        nodes = {node.id: node for node in trace.tree}
+        branch = tuple(nodes[i].token_id for i in path_to(nodes, int(point[1])))
+    else:  # the greedy grid: (step, token id)
+        step, token_id = int(point[0]), int(point[1])
+        branch = (*(int(s.chosen_ids[0]) for s in trace.steps[:step]), token_id)
+    set_value(FORCE_KEY, branch)
+    st.rerun()
+
+
+def breadcrumb_ui(branch) -> None:
+    """The forced tokens of ``branch`` (a trace decoded with them), what the model wanted at each, and buttons
+    that undo the last one or go back to the model's own choices."""
+    forced = branch.steps[: branch.num_forced]
+    ids = tuple(int(step.chosen_ids[0]) for step in forced)
+    crumbs = " → ".join(
+        f"“{literal(_forced_label(branch, step))}” (the model's #{int(step.forced_rank[0]) + 1})" for step in forced
+    )
+    text_column, undo_column, clear_column = st.columns([6, 2, 2], vertical_alignment="center")
+    text_column.markdown(f"**Branch:** the model was made to say {crumbs}, then chose the rest.")
+    undo_column.button(
+        "Undo the last branch", icon=":material/undo:", on_click=set_value, args=(FORCE_KEY, ids[:-1]), width="stretch"
+    )
+    clear_column.button(
+        "Remove the branch", icon=":material/close:", on_click=set_value, args=(FORCE_KEY, ()), width="stretch"
+    )
+
+
+def _forced_label(trace, step) -> str:
+    token_id = int(step.chosen_ids[0])
+    candidates = list(step.candidate_ids[0])
+    if token_id in candidates:
+        return visible(step.candidate_tokens[0][candidates.index(token_id)])
+    return visible(trace.generated_tokens[0][step.step]) if step.step < len(trace.generated_tokens[0]) else "?"
+
+
+def side_by_side_ui(original, branch, *, prompt_and_continuation) -> None:
+    """The model's own decoding and the branch, with their sequence log-probabilities."""
+    left, right = st.columns(2)
+    for column, title, trace in (
+        (left, "The model's own choices", original),
+        (right, "The branch", branch),
+    ):
+        with column:
+            st.markdown(f"**{title}**")
+            st.markdown(prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
+            st.metric("Log-probability of the continuation", f"{float(trace.sequence_logprobs[0]):.2f}")

@@ -1,0 +1,63 @@
+"""The app's menu and its run: ``run_app`` is all of app.py.
+
+The pages are the scripts in ``pages/`` beside the app's main script, listed here with their sections,
+titles and icons. ``run_app`` draws what every page shares (``shell.app_shell``) and runs the page the
+visitor asked for through ``st.navigation``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from explorer.ui.shell import app_shell
+
+# (section, file, title, icon) in menu order; the first is the default page. A listed page whose file does
+# not exist is skipped; a page file not listed here still appears (under "More"), titled after its name.
+PAGES = [
+    ("Attention", "pages/attention_heatmaps.py", "Attention heatmaps", ":material/grid_on:"),
+    ("Attention", "pages/tokens_embeddings.py", "Tokens and embeddings", ":material/text_fields:"),
+    ("Attention", "pages/model_anatomy.py", "Model anatomy", ":material/account_tree:"),
+    ("Attention", "pages/attention_step_by_step.py", "Attention step by step", ":material/functions:"),
+    ("Attention", "pages/neuron_view.py", "Neuron view", ":material/blur_linear:"),
+    ("Attention", "pages/heads_overview.py", "All heads", ":material/apps:"),
+    ("Attention", "pages/bertviz_views.py", "Head and model views", ":material/share:"),
+    ("Attention", "pages/head_statistics.py", "Head statistics", ":material/table_chart:"),
+    ("Attention", "pages/head_types.py", "Head types", ":material/category:"),
+    ("Attention", "pages/compare_attention.py", "Compare", ":material/compare:"),
+    ("Decoding", "pages/greedy_search.py", "Greedy search", ":material/trending_flat:"),
+    ("Decoding", "pages/beam_search.py", "Beam search", ":material/account_tree:"),
+    ("Decoding", "pages/sampling.py", "Sampling and temperature", ":material/casino:"),
+    ("Decoding", "pages/compare_strategies.py", "Compare strategies", ":material/view_column:"),
+    ("Decoding", "pages/generation_attention.py", "Attention while generating", ":material/stacked_line_chart:"),
+    ("Inside the model", "pages/logit_lens.py", "Logit lens", ":material/layers:"),
+    ("Inside the model", "pages/head_ablation.py", "Which heads matter", ":material/block:"),
+]
+
+
+def app_root() -> Path:
+    """The folder of the script Streamlit was started with (app.py, in a checkout or an installed package)."""
+    return Path(get_script_run_ctx().main_script_path).resolve().parent
+
+
+def navigation_pages(root: Path) -> dict[str, list]:
+    """{section: [st.Page]} for every page script under ``root / "pages"``."""
+    listed = [entry for entry in PAGES if (root / entry[1]).exists()]
+    known = {path for _, path, _, _ in PAGES}
+    extra = [
+        ("More", f"pages/{file.name}", file.stem.replace("_", " ").capitalize(), None)
+        for file in sorted((root / "pages").glob("*.py"))
+        if f"pages/{file.name}" not in known and not file.name.startswith("_")
+    ]
+    sections: dict[str, list] = {}
+    for index, (section, path, title, icon) in enumerate(listed + extra):
+        sections.setdefault(section, []).append(st.Page(root / path, title=title, icon=icon, default=index == 0))
+    return sections
+
+
+def run_app() -> None:
+    """The whole app: the shared shell (page config, sidebar), then the chosen page through the navigation."""
+    app_shell()
+    st.navigation(navigation_pages(app_root()), expanded=True).run()

@@ -1,0 +1,119 @@
+"""Head ablation: which heads the next token depends on, and what the model says without them."""
+
+import numpy as np
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.compute.sampling import softmax
+from explorer.render.ablation import ablation_map, before_after_figure
+from explorer.render.style import FigureInfo
+from explorer.ui import ablation, decoding
+
+HEADS_KEY = "ablate"
+
+ui.page_shell()
+ui.page_header(
+    "Which heads matter",
+    "Ablating a head sets its output to zero before the layer's output projection, as if the head were not "
+    "there. The map shows, for the token the model predicts next, how its log-probability changes when each "
+    "head alone is ablated: blue squares are heads the prediction leans on. Click heads (or pick them below) "
+    "to ablate them together and see the new prediction and continuation.",
+)
+lm = decoding.generative_model(ui.require_model())
+seq2seq = lm.kind == "encoder-decoder"
+
+with ui.controls():
+    prompt_column, steps_column = st.columns([4, 1], vertical_alignment="bottom")
+    with prompt_column:
+        prompt = ui.text_ui("Prompt", decoding.default_prompt(lm.name), key="prompt", height=68)
+    with steps_column:
+        steps = ui.number_slider_ui("Steps", 1, decoding.PAGE_MAX_STEPS, 8, key="steps", step=1)
+if not prompt.strip():
+    ui.notices_ui()
+    st.info("Type a prompt to see which heads its next token depends on.")
+    st.stop()
+try:
+    effects = ablation.cached_effects(lm.name, prompt)
+except explorer.InputError as error:
+    ui.notices_ui()
+    st.info(ui.literal(error))
+    st.stop()
+
+num_layers, num_heads = effects.logprobs.shape
+ablation.take_click(key=HEADS_KEY)
+with ui.controls():
+    heads = ui.heads_ui(
+        "Heads ablated",
+        num_layers,
+        num_heads,
+        key=HEADS_KEY,
+        help="Click squares of the map, or pick heads here. They are kept in the link.",
+    )
+ui.notices_ui()
+# Encoder-decoder models name the stack: the map is the decoder's self-attention.
+spec = tuple(("decoder", layer, head) for layer, head in heads) if seq2seq else heads
+
+where = ("decoder self-attention",) if seq2seq else ()
+info = FigureInfo("Each head ablated alone", model=lm.name, text=prompt, where=where)
+target = effects.target_token
+with ui.stage():
+    ui.show_figure(
+        ui.figure(
+            ablation_map,
+            effects.changes,
+            effects.top_tokens,
+            target_token=target,
+            baseline_logprob=effects.baseline_logprob,
+            ablated=heads,
+            info=info,
+        ),
+        info,
+        key="ablation-map",
+        select_key=ablation.map_selection_key(),
+    )
+changes = effects.changes
+layer, head = np.unravel_index(int(np.argmin(changes)), changes.shape)
+st.caption(
+    f"The model predicts {ui.literal(repr(target))} next (probability {np.exp(effects.baseline_logprob):.1%}). "
+    f"Ablating layer {layer}, head {head} alone costs it the most: log-probability "
+    f"{effects.baseline_logprob:.2f} → {effects.baseline_logprob + changes[layer, head]:.2f}. One forward pass "
+    "per head, each checked against a copy of the model whose output projection ignores that head."
+)
+
+if heads:
+    shown = ", ".join(f"layer {layer} · head {head}" for layer, head in heads)
+    plain = decoding.cached_logits(lm.name, prompt)
+    ablated = ablation.cached_ablated_logits(lm.name, prompt, spec)
+    before, after = softmax(plain.logits.astype(np.float64)), softmax(ablated.logits.astype(np.float64))
+    top = list(dict.fromkeys([*np.argsort(-before)[:8], *np.argsort(-after)[:8]]))[:12]
+    bars_info = FigureInfo("Next token, with and without the heads", model=lm.name, text=prompt, where=(shown,))
+    ui.show_figure(
+        ui.figure(
+            before_after_figure,
+            [plain.tokens[i] for i in top],
+            before[top],
+            after[top],
+            ablated_label=f"{len(heads)} head{'s' if len(heads) > 1 else ''} ablated",
+            info=bars_info,
+        ),
+        bars_info,
+        key="ablation-bars",
+    )
+    try:
+        original = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps)
+        changed = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, ablate=spec)
+    except explorer.InputError as error:
+        st.info(ui.literal(error))
+        st.stop()
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Greedy continuation, the model as it is**")
+        st.markdown(ui.prompt_and_continuation(original.prompt, original.continuations[0], seq2seq=seq2seq))
+        st.caption(f"log-probability {float(original.sequence_logprobs[0]):.2f}")
+    with right:
+        st.markdown(f"**…with {ui.literal(shown)} ablated**")
+        st.markdown(ui.prompt_and_continuation(changed.prompt, changed.continuations[0], seq2seq=seq2seq))
+        st.caption(f"log-probability {float(changed.sequence_logprobs[0]):.2f} (of the ablated model)")
+else:
+    st.caption("No head ablated: click squares of the map to ablate those heads together.")

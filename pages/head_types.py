@@ -1,0 +1,86 @@
+"""Head types: induction, duplicate-token, previous-token and sink heads, found with a probe."""
+
+import pandas as pd
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.compute.probes import MEANINGS
+from explorer.render.heatmap import masked_weights, weights_heatmap
+from explorer.render.style import FigureInfo
+from explorer.ui.probes import cached_probes
+
+SCORES = {"induction": "Induction", "duplicate": "Duplicate token", "previous": "Previous token", "sink": "First token"}
+
+ui.page_shell()
+ui.page_header(
+    "Head types",
+    "The probe: n random tokens, then the same n again. Reading the second copy, an induction head attends "
+    "to the token that came after the current token last time, and can copy it; other heads look at the "
+    "previous occurrence, at the previous token, or rest on the first token. Each head gets a score for each "
+    "pattern (0 to 1, the mean weight it puts there).",
+)
+lm = ui.require_model()
+longest = max(2, min(100, (lm.max_tokens - 2) // 2))
+with ui.controls():
+    n_column, seed_column, score_column = st.columns([2, 2, 3], vertical_alignment="bottom")
+    with n_column:
+        n = ui.number_slider_ui("Tokens repeated (n)", 2, longest, min(20, longest), key="probe_n", step=1)
+    with seed_column:
+        seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="Which random tokens.")
+    with score_column:
+        score = ui.choice_ui("Show the best head for", list(SCORES), key="probe")
+ui.notices_ui()
+try:
+    probes = cached_probes(lm.name, n, seed)
+except explorer.InputError as error:
+    st.info(ui.literal(error))
+    st.stop()
+
+layer, head = probes.best(score)
+stack = probes.capture.main
+copies = (probes.offset + probes.n,)  # where the second copy starts: a dashed line
+info = FigureInfo(
+    "Attention weights",
+    model=lm.name,
+    text=f"{n} random tokens, twice (seed {seed})",
+    where=(f"layer {layer}", f"head {head}", f"best {SCORES[score].lower()} score"),
+)
+with ui.stage():
+    ui.show_figure(
+        ui.figure(
+            weights_heatmap,
+            masked_weights(stack, layer, head),
+            stack.query_tokens,
+            stack.key_tokens,
+            color_max=None,  # stretched to the head's largest weight: a weak stripe still shows
+            info=info,
+            boundaries=copies,
+        ),
+        info,
+        key="probe-head",
+    )
+st.caption(
+    f"{SCORES[score]} score of layer {layer}, head {head}: {float(probes.scores[score][layer, head]):.3f}. "
+    + MEANINGS[score]
+    + (
+        " Below the dashed line, an induction head's weights form a stripe one step right of the diagonal "
+        "n tokens back."
+        if score == "induction"
+        else ""
+    )
+)
+rows = [
+    {"layer": la, "head": he, **{SCORES[s]: float(probes.scores[s][la, he]) for s in SCORES}}
+    for la in range(stack.num_layers)
+    for he in range(stack.num_heads)
+]
+table = pd.DataFrame(rows).sort_values(SCORES[score], ascending=False)
+st.dataframe(
+    table,
+    hide_index=True,
+    width="stretch",
+    column_config={name: st.column_config.NumberColumn(format="%.3f") for name in SCORES.values()},
+)
+for name, meaning in MEANINGS.items():
+    st.caption(f"**{SCORES[name]}**: {meaning}")

@@ -1,0 +1,77 @@
+"""Logit lens: what the model would predict if it stopped after each layer."""
+
+import numpy as np
+import streamlit as st
+
+import explorer
+from explorer import ui
+from explorer.render.lens import lens_figure, lens_trajectory_figure
+from explorer.render.style import FigureInfo
+from explorer.ui import decoding
+from explorer.ui.lens import cached_lens
+
+DEFAULT_TEXT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
+
+ui.page_shell()
+header = ui.page_header(
+    "Logit lens",
+    "After the embeddings and after every layer, the residual stream is read through the model's own final "
+    "norm and unembedding, as if the model stopped there. Each cell is the token that reading predicts next, "
+    "coloured by its probability; the top row is the model's real prediction. Early layers often predict the "
+    "input token itself or a frequent token; the answer settles layer by layer.",
+)
+lm = decoding.generative_model(ui.require_model())
+text, _, target = ui.text_inputs_ui(lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header, model_name=lm.name)
+if not text.strip():
+    ui.notices_ui()
+    st.info("Type some text to read every layer's prediction.")
+    st.stop()
+try:
+    lens = cached_lens(lm.name, text, target)
+except explorer.InputError as error:
+    ui.notices_ui()
+    st.info(ui.literal(error))
+    st.stop()
+if lens.truncated:
+    st.warning(f"The text is longer than {ui.literal(lm.name)} accepts: the last {lens.truncated} tokens were cut.")
+
+with ui.controls():
+    position = ui.index_slider_ui(
+        "Position",
+        len(lens.tokens),
+        key="position",
+        default_last=True,
+        help="Which token's prediction to follow layer by layer (counted from 0).",
+    )
+ui.notices_ui()
+
+shown = " / ".join(part for part in (text, target) if part)
+where = ("decoder",) if target else ()
+info = FigureInfo("Logit lens", model=lm.name, text=shown, where=where)
+with ui.stage():
+    ui.show_figure(
+        ui.figure(lens_figure, lens.top_tokens, lens.top_logprobs, lens.tokens, info=info),
+        info,
+        key="lens",
+        alt=f"Logit lens of {info.subtitle()}",
+    )
+
+final = lens.final_tokens[position]
+ranks, logprobs = lens.final_ranks[:, position], lens.final_logprobs[:, position]
+settled = int(np.argmax(ranks == 0))  # the last row is always 0: the model's own prediction
+token = ui.literal(repr(lens.tokens[position]))
+trajectory_info = FigureInfo(
+    "The final prediction, layer by layer", model=lm.name, text=shown, where=(f"position {position}",)
+)
+ui.show_figure(
+    ui.figure(lens_trajectory_figure, logprobs, ranks, final, info=trajectory_info),
+    trajectory_info,
+    key="lens-trajectory",
+)
+where_settled = "after the embeddings" if settled == 0 else f"after layer {settled}"
+st.caption(
+    f"After {token}, the model predicts {ui.literal(repr(final))} ({np.exp(logprobs[-1]):.1%}). It is the lens's "
+    f"top token from {where_settled} on (rank {int(ranks[0]) + 1} after the embeddings). The top row equals the "
+    "model's own logits; each row is the model's own final norm and unembedding applied to that layer's residual "
+    "stream (nostalgebraist's logit lens, 2020)."
+)

@@ -1,0 +1,337 @@
+"""Head ablation equals a copy of the model whose output projection ignores those heads.
+
+Reference nobody here wrote: a deep copy of the model, run with transformers' own eager attention, whose
+output projection has the input columns of the ablated heads set to 0 (GPT-2's ``c_proj`` is a Conv1D
+stored [in, out], so its rows; Llama's ``o_proj``, BERT's ``attention.output.dense`` and T5's ``o`` are
+``nn.Linear``, so columns). Its logits, attention, hidden states and ``generate()`` output are what the
+explorer must give with ``ablate=`` on the shared model.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from transformers import GenerationConfig
+
+import explorer
+from explorer.models import ablation, recorder
+from explorer.models.decoding import special_token_ids
+from tests.devices import DEVICE
+
+TEXTS = {
+    "gpt2": "the cat sat on the mat and",
+    "llama": "time flies like an arrow",
+    "bert": "time flies like an arrow",
+    "t5": "the dog ran to the park",
+    "prose": "It is a truth universally acknowledged",
+}
+
+
+@pytest.fixture(scope="module")
+def models(tiny_models):
+    loaded = {name: explorer.load_model(tiny_models[name], device=DEVICE) for name in ("gpt2", "llama", "bert", "t5")}
+    loaded["prose"] = explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE)
+    return loaded
+
+
+# -- the reference: a copy with the heads' columns of the output projection set to 0 -------------------------
+
+
+def _output_projection(model, stack: str, layer: int):
+    """(weight, head_dim, axis of the weight that reads the heads) of one layer's attention output projection."""
+    config = model.config
+    if config.model_type == "gpt2":
+        return model.transformer.h[layer].attn.c_proj.weight, config.n_embd // config.n_head, 0  # Conv1D: [in, out]
+    if config.model_type == "llama":
+        return model.model.layers[layer].self_attn.o_proj.weight, config.head_dim, 1
+    if config.model_type == "bert":
+        dense = model.encoder.layer[layer].attention.output.dense
+        return dense.weight, config.hidden_size // config.num_attention_heads, 1
+    block = (model.encoder if stack == "encoder" else model.decoder).block[layer]  # T5
+    attention = block.layer[1].EncDecAttention if stack == "cross" else block.layer[0].SelfAttention
+    return attention.o.weight, config.d_kv, 1
+
+
+def zeroed_copy(lm, heads):
+    """A deep copy of the model, with eager attention, whose output projections ignore ``heads``:
+    ((layer, head), ...) of the main stack or ((stack, layer, head), ...)."""
+    reference = copy.deepcopy(lm.model)
+    reference.set_attn_implementation("eager")
+    main = "encoder" if lm.kind == "encoder" else "decoder"
+    with torch.no_grad():
+        for item in heads:
+            stack, layer, head = item if len(item) == 3 else (main, *item)
+            weight, head_dim, axis = _output_projection(reference, stack, layer)
+            weight.narrow(axis, head * head_dim, head_dim).zero_()
+    return reference.eval()
+
+
+def reference_logits(lm, model, text: str) -> np.ndarray:
+    ids = lm.tokenizer(text, return_tensors="pt")["input_ids"].to(DEVICE)
+    with torch.inference_mode():
+        if lm.kind == "encoder-decoder":
+            start = torch.tensor([[special_token_ids(lm)["decoder_start"]]], device=DEVICE)
+            return model(input_ids=ids, decoder_input_ids=start).logits[0, -1].cpu().numpy()
+        return model(input_ids=ids).logits[0, -1].cpu().numpy()
+
+
+# -- next-token logits ---------------------------------------------------------------------------------------
+
+LOGIT_CASES = [
+    ("gpt2", ((0, 1),)),
+    ("gpt2", ((0, 0), (1, 1))),
+    ("llama", ((0, 1),)),  # query head 1 shares KV head 0 with query head 0, which keeps running
+    ("llama", ((0, 2), (1, 0), (1, 3))),
+    ("prose", ((2, 4),)),
+    ("prose", ((0, 0), (1, 3), (3, 5), (4, 1))),
+    ("t5", (("encoder", 0, 1),)),
+    ("t5", (("encoder", 1, 0), ("decoder", 0, 1), ("cross", 1, 0))),
+]
+
+
+@pytest.mark.parametrize(("name", "heads"), LOGIT_CASES)
+def test_next_token_logits_equal_the_zeroed_copy(models, name, heads):
+    lm = models[name]
+    ablated = explorer.next_token_logits(lm, TEXTS[name], ablate=heads).logits
+    expected = reference_logits(lm, zeroed_copy(lm, heads), TEXTS[name])
+    np.testing.assert_allclose(ablated, expected, atol=1e-5, rtol=0)
+    plain = explorer.next_token_logits(lm, TEXTS[name]).logits
+    assert np.abs(plain - ablated).max() > 1e-4  # the ablation did change the prediction
+    distribution = explorer.next_token_distribution(lm, TEXTS[name], temperature=0.7, ablate=heads)
+    np.testing.assert_array_equal(distribution.logits, ablated)
+
+
+def test_grouped_kv_heads_are_ablated_per_query_head(models):
+    """Ablating both query heads of one KV group equals zeroing both; one alone is not the same."""
+    lm = models["llama"]
+    one = explorer.next_token_logits(lm, TEXTS["llama"], ablate=((1, 0),)).logits
+    group = explorer.next_token_logits(lm, TEXTS["llama"], ablate=((1, 0), (1, 1))).logits
+    np.testing.assert_allclose(
+        group, reference_logits(lm, zeroed_copy(lm, ((1, 0), (1, 1))), TEXTS["llama"]), atol=1e-5
+    )
+    assert np.abs(one - group).max() > 1e-4
+
+
+# -- capture: every later layer sees the model without the heads ----------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "heads"), [("bert", ((0, 1),)), ("gpt2", ((0, 0),)), ("llama", ((0, 1), (0, 3)))])
+def test_capture_with_ablation_equals_the_zeroed_copy(models, name, heads):
+    lm = models[name]
+    ablated = explorer.capture(lm, TEXTS[name], ablate=heads)
+    plain = explorer.capture(lm, TEXTS[name])
+    ids = lm.tokenizer(TEXTS[name], return_tensors="pt").to(DEVICE)
+    with torch.inference_mode():
+        out = zeroed_copy(lm, heads)(input_ids=ids["input_ids"], output_attentions=True, output_hidden_states=True)
+    expected_attentions = np.stack([a[0].cpu().numpy() for a in out.attentions])
+    np.testing.assert_allclose(ablated.attentions, expected_attentions, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        ablated.hidden_states, np.stack([h[0].cpu().numpy() for h in out.hidden_states]), atol=1e-5
+    )
+    # layer 0's weights come before any head's output is used; layer 1's see the ablated residual stream
+    np.testing.assert_array_equal(ablated.attentions[0], plain.attentions[0])
+    assert np.abs(ablated.attentions[1] - plain.attentions[1]).max() > 0  # (tiny BERT's weights are nearly flat)
+    assert np.abs(ablated.hidden_states[1:] - plain.hidden_states[1:]).max() > 1e-3
+    assert ablated.verify() < 1e-5
+    assert ablated.ablated == tuple(sorted(("encoder" if name == "bert" else "decoder", *h) for h in heads))
+
+
+def test_t5_capture_addresses_each_stack(models):
+    lm = models["t5"]
+    heads = (("encoder", 0, 0), ("cross", 0, 1), ("decoder", 1, 0))
+    ablated = explorer.capture(lm, TEXTS["t5"], target="the cat sat", ablate=heads)
+    ids = lm.tokenizer(TEXTS["t5"], return_tensors="pt")["input_ids"].to(DEVICE)
+    labels = lm.tokenizer(text_target="the cat sat", return_tensors="pt")["input_ids"].to(DEVICE)
+    reference = zeroed_copy(lm, heads)
+    with torch.inference_mode():
+        out = reference(input_ids=ids, labels=labels, output_attentions=True, use_cache=False)
+    for stack, expected in (("encoder", out.encoder_attentions), ("decoder", out.decoder_attentions)):
+        np.testing.assert_allclose(ablated.stacks[stack].attentions, np.stack([a[0] for a in expected]), atol=1e-5)
+    np.testing.assert_allclose(
+        ablated.stacks["cross"].attentions, np.stack([a[0] for a in out.cross_attentions]), atol=1e-5
+    )
+
+
+# -- no ablation is exactly no ablation --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("empty", [(), [], None])
+def test_an_empty_ablation_is_bit_for_bit_none(models, empty):
+    lm = models["prose"]
+    plain, nothing = explorer.capture(lm, TEXTS["prose"]), explorer.capture(lm, TEXTS["prose"], ablate=empty)
+    np.testing.assert_array_equal(plain.attentions, nothing.attentions)
+    np.testing.assert_array_equal(plain.hidden_states, nothing.hidden_states)
+    assert nothing.ablated == ()
+    np.testing.assert_array_equal(
+        explorer.next_token_logits(lm, TEXTS["prose"]).logits,
+        explorer.next_token_logits(lm, TEXTS["prose"], ablate=empty).logits,
+    )
+    for case in (dict(strategy="greedy"), dict(strategy="beam", num_beams=3)):
+        a = explorer.decode(lm, TEXTS["prose"], max_new_tokens=6, **case)
+        b = explorer.decode(lm, TEXTS["prose"], max_new_tokens=6, ablate=empty, **case)
+        assert [s.tolist() for s in a.sequences] == [s.tolist() for s in b.sequences]
+        np.testing.assert_array_equal(a.steps[-1].candidate_logprobs, b.steps[-1].candidate_logprobs)
+    assert recorder._keep.get() is None
+
+
+def test_the_ablation_is_canonical_and_hashable(models):
+    lm = models["gpt2"]
+    first = explorer.next_token_logits(lm, TEXTS["gpt2"], ablate=[[1, 1], (0, 0), (1, 1)])
+    second = explorer.next_token_logits(lm, TEXTS["gpt2"], ablate=(("decoder", 0, 0), (np.int64(1), 1)))
+    assert first.ablated == second.ablated == (("decoder", 0, 0), ("decoder", 1, 1))
+    assert hash(first.ablated) == hash(second.ablated)
+    np.testing.assert_array_equal(first.logits, second.logits)
+
+
+@pytest.mark.parametrize(
+    ("name", "ablate", "words"),
+    [
+        ("gpt2", ((2, 0),), "layer 2"),
+        ("gpt2", ((0, 2),), "head 2"),
+        ("gpt2", ((-1, 0),), "layer -1"),
+        ("gpt2", ((0, True),), "head True"),
+        ("gpt2", ((0.0, 1),), "layer 0.0"),
+        ("gpt2", ("01",), "(layer, head)"),
+        ("gpt2", ((0, 1, 2, 3),), "(layer, head)"),
+        ("gpt2", (("cross", 0, 0),), "no 'cross'"),
+        ("t5", ((0, 0),), "name each head with its stack"),
+        ("t5", (("decoder", 0, 5),), "heads 0 to 1"),
+    ],
+)
+def test_heads_the_model_lacks_are_refused_with_a_sentence(models, name, ablate, words):
+    with pytest.raises(explorer.InputError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        explorer.next_token_logits(models[name], TEXTS[name], ablate=ablate)
+
+
+def test_shared_layers_are_refused(models):
+    """A model whose layers reuse one attention module (as ALBERT's do) cannot ablate one layer."""
+    lm = models["gpt2"]
+    shared = copy.copy(lm)
+    object.__setattr__(shared, "model", copy.deepcopy(lm.model))
+    shared.model.transformer.h[1].attn = shared.model.transformer.h[0].attn
+    with pytest.raises(explorer.InputError, match="share one attention module"):
+        explorer.capture(shared, "the cat", ablate=((0, 0),))
+
+
+# -- decoding: every forward pass is ablated --------------------------------------------------------------------
+
+
+DECODE_CASES = {
+    "greedy": dict(strategy="greedy", max_new_tokens=10),
+    "beam": dict(strategy="beam", num_beams=3, num_return_sequences=2, max_new_tokens=8),
+}
+
+
+def generate_on(lm, model, prompt: str, case: dict):
+    ids = special_token_ids(lm)
+    config = GenerationConfig(
+        max_new_tokens=case["max_new_tokens"],
+        do_sample=False,
+        num_beams=case.get("num_beams", 1),
+        num_return_sequences=case.get("num_return_sequences", 1),
+        eos_token_id=ids["eos"],
+        pad_token_id=ids["pad"],
+        bos_token_id=ids["bos"],
+        decoder_start_token_id=ids["decoder_start"],
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+    with torch.inference_mode():
+        return model.generate(
+            lm.tokenizer(prompt, return_tensors="pt")["input_ids"].to(DEVICE), generation_config=config
+        )
+
+
+@pytest.mark.parametrize("case", sorted(DECODE_CASES))
+@pytest.mark.parametrize(
+    ("name", "heads"),
+    [("gpt2", ((0, 1), (1, 0))), ("llama", ((1, 1),)), ("prose", ((1, 3), (2, 4))), ("t5", (("cross", 1, 1),))],
+)
+def test_decode_with_ablation_equals_generate_on_the_zeroed_copy(models, name, heads, case):
+    lm = models[name]
+    trace = explorer.decode(lm, TEXTS[name], ablate=heads, **DECODE_CASES[case])
+    reference = generate_on(lm, zeroed_copy(lm, heads), TEXTS[name], DECODE_CASES[case])
+    fill = {special_token_ids(lm)["pad"], *special_token_ids(lm)["eos"]}
+    for ours, theirs in zip(trace.sequences, reference.sequences.tolist(), strict=True):
+        assert ours.tolist() == theirs[: len(ours)] and set(theirs[len(ours) :]) <= fill
+    if case == "beam":
+        np.testing.assert_allclose(trace.sequence_scores, reference.sequences_scores.cpu().numpy(), atol=1e-5)
+        plain = explorer.decode(lm, TEXTS[name], **DECODE_CASES[case])
+        assert np.abs(plain.sequence_scores - trace.sequence_scores).max() > 1e-5
+    assert trace.settings.ablate == ablation.normalize(lm, heads)
+
+
+# -- each head's effect on the next token --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "heads", "target"),
+    [
+        ("llama", ((0, 0), (0, 3), (1, 2)), None),
+        ("prose", ((0, 0), (2, 4), (4, 5)), None),
+        ("prose", ((1, 1), (3, 2)), 17),
+        ("t5", ((0, 1), (1, 0)), None),
+    ],
+)
+def test_head_ablation_effects_equal_zeroed_copies(models, name, heads, target):
+    lm = models[name]
+    reports = []
+    effects = explorer.head_ablation_effects(
+        lm, TEXTS[name], target_token=target, progress=lambda *a: reports.append(a)
+    )
+    stack = ablation.layout(lm).heads["decoder"]
+    assert effects.logprobs.shape == effects.changes.shape == effects.top_ids.shape == (len(stack), stack[0])
+    total = len(stack) * stack[0]
+    assert reports[-1] == (total, total) and [done for done, _ in reports] == sorted({done for done, _ in reports})
+    plain = torch.log_softmax(torch.tensor(reference_logits(lm, lm.model, TEXTS[name])), dim=-1)
+    expected_target = int(plain.argmax()) if target is None else target
+    assert effects.target_id == expected_target
+    assert effects.baseline_logprob == pytest.approx(float(plain[expected_target]), abs=1e-5)
+    for layer, head in heads:
+        spec = (("decoder", layer, head),) if lm.kind == "encoder-decoder" else ((layer, head),)
+        logprobs = torch.log_softmax(torch.tensor(reference_logits(lm, zeroed_copy(lm, spec), TEXTS[name])), dim=-1)
+        change = float(logprobs[expected_target] - plain[expected_target])
+        assert effects.changes[layer, head] == pytest.approx(change, abs=2e-5)
+        assert effects.top_ids[layer, head] == int(logprobs.argmax())
+        assert (
+            effects.top_tokens[layer][head]
+            == explorer.next_token_logits(lm, TEXTS[name]).tokens[int(logprobs.argmax())]
+        )
+    assert np.abs(effects.changes).max() > 1e-4
+
+
+def test_head_ablation_effects_refuse_what_they_cannot_measure(models):
+    with pytest.raises(explorer.InputError, match="encoder"):
+        explorer.head_ablation_effects(models["bert"], TEXTS["bert"])
+    with pytest.raises(explorer.InputError, match="target_token"):
+        explorer.head_ablation_effects(models["gpt2"], TEXTS["gpt2"], target_token=10**6)
+    with pytest.raises(explorer.InputError, match="no 'cross'"):
+        explorer.head_ablation_effects(models["gpt2"], TEXTS["gpt2"], stack="cross")
+
+
+# -- one shared model, many threads ---------------------------------------------------------------------------------
+
+
+def test_threads_ablating_different_heads_at_once_get_their_own_results(models):
+    lm = models["prose"]
+    jobs = [((0, 0),), ((2, 4), (3, 1)), (), ((4, 5),), ((1, 2),), ()] * 2
+    sequential = [explorer.capture(lm, TEXTS["prose"], ablate=job) for job in jobs]
+    barrier = threading.Barrier(len(jobs))
+
+    def run(job):
+        barrier.wait()  # every thread starts its forward pass at the same moment
+        return explorer.capture(lm, TEXTS["prose"], ablate=job)
+
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        concurrent = list(pool.map(run, jobs))
+    for alone, together in zip(sequential, concurrent, strict=True):
+        assert alone.ablated == together.ablated
+        np.testing.assert_array_equal(alone.attentions, together.attentions)
+        np.testing.assert_array_equal(alone.hidden_states, together.hidden_states)
+    assert np.abs(sequential[0].hidden_states - sequential[2].hidden_states).max() > 1e-4
+    assert recorder._keep.get() is None

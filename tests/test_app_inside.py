@@ -1,0 +1,130 @@
+"""The "Inside the model" pages, run headless by AppTest: what they draw equals the library's results (each
+tested against its own reference in the library's tests), their state restores from links, a click on the
+ablation map toggles a head, and bad links give a notice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.ui.decoding import default_prompt
+from tests.figures import decode_plotly_array
+
+TIMEOUT = 120
+DECODER = explorer.DEFAULT_DECODER
+PROMPT = default_prompt(DECODER)
+CLICKED = "ablation-map-select-{}"  # explorer.ui.clicks.selection_key("ablation-map") after n clicks taken
+
+
+def open_page(page: str, **params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update({"model": DECODER, **params})
+    at.run()
+    at.switch_page(page)
+    return at.run()
+
+
+@pytest.fixture(scope="module")
+def prose():
+    return explorer.load_model(DECODER, device="cpu")
+
+
+def _charts(at):
+    return [__import__("json").loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def test_the_ablation_map_is_each_heads_effect(prose):
+    at = open_page("pages/head_ablation.py")
+    assert not at.exception and not at.error
+    effects = explorer.head_ablation_effects(prose, PROMPT)
+    (spec,) = _charts(at)
+    colours = decode_plotly_array(spec["data"][0]["marker"]["color"])
+    np.testing.assert_allclose(colours, effects.changes.reshape(-1), atol=1e-6)
+    assert "the model as it is" not in " ".join(m.value for m in at.markdown)  # nothing ablated yet
+
+
+def test_a_link_ablates_its_heads_and_says_which_do_not_exist(prose):
+    at = open_page("pages/head_ablation.py", ablate="0.2,3.5,9.9", steps="6")
+    assert not at.exception
+    assert at.multiselect(key="ablate").value == ["0.2", "3.5"]
+    assert any("9.9 do not exist here" in info.value for info in at.info)
+    bars = _charts(at)[1]
+    plain = explorer.next_token_logits(prose, PROMPT)
+    ablated = explorer.next_token_logits(prose, PROMPT, ablate=((0, 2), (3, 5)))
+    shown = decode_plotly_array(bars["data"][1]["y"])
+    probabilities = np.exp(ablated.logits - ablated.logits.max())
+    probabilities /= probabilities.sum()
+    best = int(np.argmax(plain.logits))
+    assert np.isclose(shown[0], probabilities[best], atol=1e-6)  # the first bar: the model's own top token
+    trace = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, ablate=((0, 2), (3, 5)))
+    assert any(trace.continuations[0].strip()[:12].replace(",", "\\,") in m.value for m in at.markdown)
+
+
+def test_a_click_on_the_map_toggles_that_head():
+    at = open_page("pages/head_ablation.py", ablate="0.2")
+    at.session_state[CLICKED.format(0)] = {"selection": {"points": [{"customdata": [1, 4]}]}}
+    at.run()
+    assert not at.exception
+    assert at.multiselect(key="ablate").value == ["0.2", "1.4"]
+    assert at.query_params["ablate"] == "0.2,1.4"
+    at.session_state[CLICKED.format(1)] = {"selection": {"points": [{"customdata": [0, 2]}]}}  # a new key per click
+    at.run()
+    assert at.multiselect(key="ablate").value == ["1.4"]
+
+
+def test_a_malformed_ablation_link_gives_a_notice():
+    at = open_page("pages/head_ablation.py", ablate="layer two")
+    assert not at.exception and not at.error
+    assert at.multiselect(key="ablate").value == []
+    assert any("is not a list of layer.head pairs" in info.value for info in at.info)
+
+
+def test_the_lens_page_draws_the_library_lens_and_follows_a_position(prose):
+    text = "It is a truth universally acknowledged, that a single man"
+    at = open_page("pages/logit_lens.py", text=text, position="3")
+    assert not at.exception and not at.error
+    lens = explorer.logit_lens(prose, text)
+    grid, trajectory = _charts(at)
+    shown = decode_plotly_array(grid["data"][0]["z"])
+    np.testing.assert_allclose(shown, np.exp(lens.top_logprobs[::-1, :, 0]), atol=1e-6)  # last layer on top
+    np.testing.assert_allclose(decode_plotly_array(trajectory["data"][0]["y"]), np.exp(lens.final_logprobs[:, 3]))
+    assert repr(lens.final_tokens[3]) in trajectory["layout"]["yaxis"]["title"]["text"]
+
+
+def test_a_lens_link_to_a_position_past_the_text_is_clamped_with_a_notice():
+    at = open_page("pages/logit_lens.py", text="She was not at home", position="99")
+    assert not at.exception
+    assert any("Position 99 does not exist here" in info.value for info in at.info)
+
+
+def test_an_encoder_reads_through_the_bundled_decoder_instead():
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT).run()  # the default model: the MiniLM encoder
+    at.switch_page("pages/logit_lens.py").run()
+    assert not at.exception and not at.error
+    assert any("is an encoder" in caption.value for caption in at.caption)
+    assert len(at.get("plotly_chart")) == 2
+
+
+def test_the_head_types_page_shows_the_best_head_and_every_score(prose):
+    at = open_page("pages/head_types.py", probe_n="12", seed="5", probe="previous")
+    assert not at.exception and not at.error
+    probes = explorer.head_probes(prose, n=12, seed=5)
+    layer, head = probes.best("previous")
+    (grid,) = _charts(at)
+    assert f"layer {layer} · head {head}" in grid["layout"]["title"]["text"]
+    weights = probes.capture.main.attentions[layer, head]
+    shown = decode_plotly_array(grid["data"][0]["z"])
+    np.testing.assert_allclose(
+        np.nan_to_num(shown), np.where(np.tril(np.ones_like(weights)) > 0, weights, 0), atol=1e-6
+    )
+    table = at.dataframe[0].value
+    assert len(table) == probes.scores["previous"].size
+    assert table["Previous token"].iloc[0] == pytest.approx(float(probes.scores["previous"][layer, head]), abs=1e-6)
+
+
+def test_a_probe_too_long_for_the_model_is_clamped_with_a_notice():
+    at = open_page("pages/head_types.py", probe_n="5000")
+    assert not at.exception and not at.error
+    assert any("outside 2–100" in info.value for info in at.info)
