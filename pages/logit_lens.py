@@ -7,7 +7,6 @@ import explorer
 from explorer import ui
 from explorer.render.lens import lens_figure, lens_trajectory_figure
 from explorer.render.style import FigureInfo
-from explorer.ui import decoding
 from explorer.ui.lens import cached_lens
 
 DEFAULT_TEXT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
@@ -20,14 +19,22 @@ header = ui.page_header(
     "coloured by its probability; the top row is the model's real prediction. Early layers often predict the "
     "input token itself or a frequent token; the answer settles layer by layer.",
 )
-lm = decoding.generative_model(ui.require_model())
+lm = ui.require_model()
 text, _, target = ui.text_inputs_ui(lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header, model_name=lm.name)
 if not text.strip():
     ui.notices_ui()
     st.info("Type some text to read every layer's prediction.")
     st.stop()
 try:
-    lens = cached_lens(lm.name, text, target)
+    try:
+        lens = cached_lens(lm.name, text, target)
+    except explorer.InputError as error:
+        if lm.kind != "encoder":
+            raise
+        # An encoder saved without its masked-LM head (the bundled MiniLM): say why, read the bundled decoder.
+        st.caption(f"{ui.literal(error)} This page reads the bundled {ui.literal(explorer.DEFAULT_DECODER)} instead.")
+        lm = ui.cached_model(explorer.DEFAULT_DECODER)
+        lens = cached_lens(lm.name, text, None)
 except explorer.InputError as error:
     ui.notices_ui()
     st.info(ui.literal(error))
@@ -50,7 +57,7 @@ where = ("decoder",) if target else ()
 info = FigureInfo("Logit lens", model=lm.name, text=shown, where=where)
 with ui.stage():
     ui.show_figure(
-        ui.figure(lens_figure, lens.top_tokens, lens.top_logprobs, lens.tokens, info=info),
+        ui.figure(lens_figure, lens.top_tokens, lens.top_logprobs, lens.tokens, info=info, masked=lens.masked),
         info,
         key="lens",
         alt=f"Logit lens of {info.subtitle()}",
@@ -69,8 +76,9 @@ ui.show_figure(
     key="lens-trajectory",
 )
 where_settled = "after the embeddings" if settled == 0 else f"after layer {settled}"
+predicts = f"At {token}, the model guesses" if lens.masked else f"After {token}, the model predicts"
 st.caption(
-    f"After {token}, the model predicts {ui.literal(repr(final))} ({np.exp(logprobs[-1]):.1%}). It is the lens's "
+    f"{predicts} {ui.literal(repr(final))} ({np.exp(logprobs[-1]):.1%}). It is the lens's "
     f"top token from {where_settled} on (rank {int(ranks[0]) + 1} after the embeddings). The top row equals the "
     "model's own logits; each row is the model's own final norm and unembedding applied to that layer's residual "
     "stream (nostalgebraist's logit lens, 2020)."

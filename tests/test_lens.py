@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from transformers import BertForMaskedLM
 
 import explorer
 from explorer.models.lens import final_norm
@@ -91,9 +92,35 @@ def test_the_lens_of_the_bundled_decoder(capsys):
         print(f"the top token, per position: {settled}")
 
 
-def test_an_encoder_has_no_head_to_read_through(minilm):
-    with pytest.raises(explorer.InputError, match="encoder loaded without one"):
+def test_an_encoder_without_a_masked_lm_head_says_why(minilm):
+    with pytest.raises(explorer.InputError, match="checkpoint has none"):
         explorer.logit_lens(minilm, TEXT)
+
+
+def test_an_encoder_is_read_through_its_masked_lm_head(tmp_path):
+    """A BERT saved with its masked-LM head: every hidden state through the model's own ``cls`` head, the last
+    equal to its own masked-LM logits (the reading at a position guesses the token there)."""
+    from tests.tiny_models import TINY
+
+    _, make_config, make_tokenizer = TINY["bert"]
+    torch.manual_seed(0)
+    mlm = BertForMaskedLM(make_config())
+    mlm.save_pretrained(tmp_path)
+    make_tokenizer().save_pretrained(tmp_path)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    assert lm.kind == "encoder"
+    lens = explorer.logit_lens(lm, TEXT)
+    reference = BertForMaskedLM.from_pretrained(tmp_path).to(DEVICE).eval()
+    ids = torch.tensor([lens_ids(lm, TEXT)], device=DEVICE)
+    with torch.inference_mode():
+        out = reference(input_ids=ids, output_hidden_states=True)
+        expected = torch.stack([torch.log_softmax(reference.cls(h)[0].float(), -1) for h in out.hidden_states])
+        own = torch.log_softmax(out.logits[0].float(), -1)
+    assert_equal_to_reference(lens, expected.cpu().numpy(), own.cpu().numpy())
+
+
+def lens_ids(lm, text: str) -> list[int]:
+    return lm.tokenizer(text)["input_ids"]
 
 
 @pytest.mark.parametrize("bad", [0, 51, 2.5, True])

@@ -28,6 +28,8 @@ class LogitLens:
     final_logprobs  [layer, position] float32: that token's log-probability read at each layer
     final_ranks     [layer, position] int: its rank there (0 = the top token)
     truncated       how many input tokens were cut to fit the model
+    masked          True for an encoder read through its masked-LM head: a reading at a position is the model's
+                    guess of the token there, not of the next one
     """
 
     model_name: str
@@ -40,6 +42,7 @@ class LogitLens:
     final_logprobs: np.ndarray
     final_ranks: np.ndarray
     truncated: int = 0
+    masked: bool = False
 
     def __post_init__(self):
         freeze_arrays(self)

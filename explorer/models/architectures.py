@@ -34,19 +34,22 @@ class ArchitectureQuirks:
     # The norm the language-model head reads through (the logit lens applies it to every layer's residual
     # stream): an attribute path from the model with its head. Most decoders of the library call it model.norm.
     final_norm: str = "model.norm"
+    # An encoder's masked-LM head in its checkpoint (the module of AutoModelForMaskedLM that turns hidden states
+    # into logits), for the logit lens; None where the family has none we read.
+    masked_lm_head: str | None = None
 
 
 # Keyed by ``config.model_type``. An entry is needed only where the defaults are wrong.
 QUIRKS: dict[str, ArchitectureQuirks] = {
     # Encoder-only families whose configs may carry ``is_decoder``-like hints but that we show as encoders.
-    "bert": ArchitectureQuirks(kind=KIND_ENCODER),
-    "roberta": ArchitectureQuirks(kind=KIND_ENCODER),
+    "bert": ArchitectureQuirks(kind=KIND_ENCODER, masked_lm_head="cls"),
+    "roberta": ArchitectureQuirks(kind=KIND_ENCODER, masked_lm_head="lm_head"),
     "distilbert": ArchitectureQuirks(kind=KIND_ENCODER),
     "electra": ArchitectureQuirks(kind=KIND_ENCODER),
     "albert": ArchitectureQuirks(kind=KIND_ENCODER),
     "deberta-v2": ArchitectureQuirks(kind=KIND_ENCODER),
     "modernbert": ArchitectureQuirks(kind=KIND_ENCODER),
-    "xlm-roberta": ArchitectureQuirks(kind=KIND_ENCODER),
+    "xlm-roberta": ArchitectureQuirks(kind=KIND_ENCODER, masked_lm_head="lm_head"),
     "t5": ArchitectureQuirks(
         kind=KIND_ENCODER_DECODER,
         cross_attention_names=frozenset({"EncDecAttention"}),

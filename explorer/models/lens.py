@@ -1,5 +1,9 @@
 """The logit lens (nostalgebraist, 2020): read every layer's residual stream through the model's own head.
 
+Decoders and encoder-decoders (the decoder) are read through their language-model head; an encoder through
+the masked-LM head its checkpoint carries (loaded once, beside the encoder), where a reading is the model's
+guess of the token at that position.
+
 After the embeddings and after each layer, the residual stream goes through the model's final norm and
 unembedding (and whatever the model itself does between them: T5's rescaling, Gemma's logit softcap), giving
 the next-token distribution the model would produce if it stopped there. The last layer's reading is the
@@ -14,11 +18,13 @@ thread is collecting (a context variable), so concurrent calls on the shared mod
 from __future__ import annotations
 
 import threading
+import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 import numpy as np
 import torch
+from transformers import AutoModelForMaskedLM
 
 from explorer.data.lens import LogitLens
 from explorer.errors import InputError
@@ -29,23 +35,21 @@ from explorer.models.tokens import token_labels
 POSITIONS_PER_CHUNK = 128  # positions read through the head at once: [positions, vocabulary] floats each
 _norm_inputs: ContextVar[list | None] = ContextVar("explorer_lens_norm_inputs", default=None)
 _hooked: set[int] = set()
+_heads: dict[str, torch.nn.Module | str] = {}  # model name -> its masked-LM head, or why it has none
 _hook_lock = threading.Lock()
 
 
 def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> LogitLens:
     """Every layer's next-token prediction for every position of ``text`` (for encoder-decoder models, of the
-    decoder reading ``target`` after the encoder read ``text``)."""
+    decoder reading ``target`` after the encoder read ``text``; for an encoder with a masked-LM head in its
+    checkpoint, its guess of the token at each position)."""
     _check(lm, text, top_n, target)
     encoded, truncated = encode_text(lm, text, None)
     decoder_ids = decoder_input_ids(lm, target) if lm.kind == KIND_ENCODER_DECODER else None
-    norm = final_norm(lm.model)
-    with torch.inference_mode(), _collecting_norm_input(norm) as norm_input:
-        outputs = _forward(lm, encoded, decoder_ids)
-    hidden = outputs.decoder_hidden_states if decoder_ids is not None else outputs.hidden_states
-    residual = [*hidden[:-1], norm_input[-1]]  # after the embeddings, after each layer (the last before the norm)
-    final_ids = outputs.logits[0].argmax(dim=-1)
-    with torch.inference_mode():  # after the collecting block: these calls of the norm are not recorded
-        readings = [_read_layer(lm.model, norm, state[0], final_ids, top_n) for state in residual]
+    residual, read = _encoder_residual(lm, encoded) if lm.kind == KIND_ENCODER else _residual(lm, encoded, decoder_ids)
+    with torch.inference_mode():
+        final_ids = read(residual[-1][0]).argmax(dim=-1)  # the last reading is the model's own logits
+        readings = [_read_layer(read, state[0], final_ids, top_n) for state in residual]
     top_ids, top_logprobs, final_logprobs, final_ranks = (np.stack(parts) for parts in zip(*readings, strict=True))
     positions = decoder_ids[0] if decoder_ids is not None else encoded["input_ids"][0]
     return LogitLens(
@@ -59,15 +63,62 @@ def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> L
         final_logprobs=final_logprobs,
         final_ranks=final_ranks,
         truncated=truncated,
+        masked=lm.kind == KIND_ENCODER,
     )
 
 
-def _check(lm, text: str, top_n: int, target: str | None) -> None:
-    if lm.kind == KIND_ENCODER:
-        raise InputError(
-            f"The logit lens reads each layer through the model's language-model head, and {lm.name} is an encoder "
-            "loaded without one (it reads text, it does not predict tokens). Pick a decoder or an encoder-decoder."
+def _residual(lm, encoded, decoder_ids):
+    """A decoder's residual stream after the embeddings and after each layer (the last before the final norm),
+    and how to read one: the final norm, then the unembedding."""
+    norm = final_norm(lm.model)
+    with torch.inference_mode(), _collecting_norm_input(norm) as norm_input:
+        outputs = _forward(lm, encoded, decoder_ids)
+    hidden = outputs.decoder_hidden_states if decoder_ids is not None else outputs.hidden_states
+    return [*hidden[:-1], norm_input[-1]], lambda state: unembed(lm.model, norm(state))
+
+
+def _encoder_residual(lm, encoded):
+    """An encoder's hidden states (each already normed: BERT-style layers end with their own norm) and its
+    masked-LM head: the reading at a position is the model's guess of the token there, not of the next one."""
+    head = masked_lm_head(lm)
+    with torch.inference_mode():
+        outputs = _forward(lm, encoded, None)
+    return list(outputs.hidden_states), head
+
+
+def masked_lm_head(lm) -> torch.nn.Module:
+    """The masked-LM head in the encoder's checkpoint, loaded once per model (the encoder itself is loaded
+    without it); ``InputError`` saying why when the family or the checkpoint has none."""
+    with _hook_lock:
+        if lm.name not in _heads:
+            _heads[lm.name] = _load_masked_lm_head(lm)
+    head = _heads[lm.name]
+    if isinstance(head, str):
+        raise InputError(head)
+    return head
+
+
+def _load_masked_lm_head(lm) -> torch.nn.Module | str:
+    path = quirks_for(lm.model.config.model_type).masked_lm_head
+    if path is None:
+        return f"The logit lens has no masked-LM head to read {lm.name} ({lm.model.config.model_type}) through."
+    source = lm.model.config._name_or_path  # the folder the encoder was loaded from (a Hub snapshot, or a path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the unused pooler and missing head weights are reported below
+        full, info = AutoModelForMaskedLM.from_pretrained(
+            source, output_loading_info=True, trust_remote_code=False, local_files_only=True
         )
+    if any(key.startswith(f"{path}.") for key in info["missing_keys"]):
+        return (
+            f"The logit lens reads each layer through a language-model head, and {lm.name}'s checkpoint has none "
+            "(it was saved as an encoder only, as sentence-embedding models are). Pick a model with its masked-LM "
+            "head (e.g. bert-base-uncased), a decoder or an encoder-decoder."
+        )
+    head = full.get_submodule(path)
+    return head.to(device=lm.device, dtype=next(lm.model.parameters()).dtype).eval()
+
+
+def _check(lm, text: str, top_n: int, target: str | None) -> None:
     if not text or not text.strip():
         raise InputError("Type some text to read through the lens.")
     if lm.kind == KIND_ENCODER_DECODER and not (target and target.strip()):
@@ -102,12 +153,12 @@ def unembed(model, normed: torch.Tensor) -> torch.Tensor:
     return logits
 
 
-def _read_layer(model, norm, state: torch.Tensor, final_ids: torch.Tensor, top_n: int):
+def _read_layer(read, state: torch.Tensor, final_ids: torch.Tensor, top_n: int):
     """One layer's reading, a chunk of positions at a time: [position, vocabulary] scores are large."""
     parts = []
     for start in range(0, state.shape[0], POSITIONS_PER_CHUNK):
         chunk = slice(start, start + POSITIONS_PER_CHUNK)
-        logprobs = torch.log_softmax(unembed(model, norm(state[chunk])).float(), dim=-1)
+        logprobs = torch.log_softmax(read(state[chunk]).float(), dim=-1)
         top = logprobs.topk(top_n, dim=-1)
         final = logprobs.gather(-1, final_ids[chunk, None])
         ranks = (logprobs > final).sum(dim=-1)

@@ -33,10 +33,12 @@ def lens_figure(
     *,
     info: FigureInfo,
     look: Look = SCREEN,
+    masked: bool = False,
 ) -> go.Figure:
     """top_labels [layer + 1][position][rank] token labels and top_logprobs [layer + 1, position, rank] their
     log-probabilities (over the whole vocabulary); row 0 is the embeddings. Cells: the top token at each layer
-    and position (the prediction of the token after that position), coloured by its probability."""
+    and position (the prediction of the token after that position; with ``masked``, an encoder's guess of the
+    token at that position), coloured by its probability."""
     names = layer_names(top_logprobs.shape[0] - 1)
     probabilities = np.exp(np.asarray(top_logprobs, dtype=np.float64))
     order = slice(None, None, -1)  # the last layer on top: the rows are drawn top to bottom
@@ -49,14 +51,14 @@ def lens_figure(
         zmax=1.0,
         colorbar_title="probability<br>of the top token",
         row_title="residual stream after",
-        column_title="position (predicting the next token)",
+        column_title="position (guessing its own token)" if masked else "position (predicting the next token)",
         hovertemplate="%{customdata}<extra></extra>",
         value_format=".2f",
     )
     heatmap = figure.data[0]
     rows = [
         [
-            _hover(names[layer], input_tokens[p], top_labels[layer][p], probabilities[layer, p])
+            _hover(names[layer], input_tokens[p], top_labels[layer][p], probabilities[layer, p], masked)
             for p in range(len(input_tokens))
         ]
         for layer in range(len(names))
@@ -71,8 +73,9 @@ def lens_figure(
     return figure
 
 
-def _hover(layer_name: str, token: str, labels, probabilities) -> str:
-    lines = [f"<b>after {escape(layer_name)}</b>, at {escape(repr(token))}: the next token would be"]
+def _hover(layer_name: str, token: str, labels, probabilities, masked: bool = False) -> str:
+    what = "the token here would be" if masked else "the next token would be"
+    lines = [f"<b>after {escape(layer_name)}</b>, at {escape(repr(token))}: {what}"]
     lines += [
         f"{rank + 1}. {escape(repr(label))}  {100 * p:.1f}%"
         for rank, (label, p) in enumerate(zip(labels, probabilities, strict=True))
