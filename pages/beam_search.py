@@ -109,7 +109,7 @@ except explorer.InputError as error:
 branching.branch_on_click(TREE, trace)
 if force:
     branching.breadcrumb_ui(trace)
-    branching.side_by_side_ui(original, trace, prompt_and_continuation=ui.prompt_and_continuation)
+    branching.side_by_side_ui(original, trace)
 for note in trace.notes:
     st.caption(ui.literal(note))
 

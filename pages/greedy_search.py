@@ -66,7 +66,7 @@ for note in trace.notes:
 
 if force:
     branching.breadcrumb_ui(trace)
-    branching.side_by_side_ui(original, trace, prompt_and_continuation=ui.prompt_and_continuation)
+    branching.side_by_side_ui(original, trace)
 else:
     st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
 if looks_untrained(trace, len(lm.tokenizer)):

@@ -25,6 +25,7 @@ from explorer.render.heatmap import attention_heatmap
 from explorer.render.sampling import stages_figure
 from explorer.render.style import FigureInfo
 from tests.browser import ROOT, chromium, needs_chromium, open_tab
+from tests.figures import decode_plotly_array
 
 TOUR = ROOT / "docs" / "tour.ipynb"
 RESULTS = tuple(result.__name__ for result in notebook.FIGURES)  # every class that displays as a figure
@@ -252,3 +253,14 @@ def test_a_logit_lens_and_ablation_effects_display_as_the_apps_figures(decoder):
     )
     assert bundle[notebook.PLOTLY_MIME] == _figure_data(expected)
     assert "costs it the most" in bundle["text/plain"]
+
+
+def test_head_probes_display_as_the_best_induction_heads_weights():
+    lm = explorer.load_model(explorer.DEFAULT_DECODER)
+    probes = explorer.head_probes(lm, n=8, seed=1)
+    bundle = probes._repr_mimebundle_()
+    layer, head = probes.best("induction")
+    shown = decode_plotly_array(bundle[notebook.PLOTLY_MIME]["data"][0]["z"])
+    expected = probes.capture.main.attentions[layer, head]
+    np.testing.assert_allclose(np.nan_to_num(shown), np.tril(expected), atol=1e-6)
+    assert f"induction L{layer}H{head}" in bundle["text/plain"]

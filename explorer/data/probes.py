@@ -33,6 +33,13 @@ class HeadProbes:
         for values in self.scores.values():
             values.flags.writeable = False
 
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
+        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
+        from explorer.render.notebook import mimebundle
+
+        return mimebundle(self, include, exclude)
+
     def best(self, score: str) -> tuple[int, int]:
         """(layer, head) of the head with the highest ``score``."""
         layer, head = np.unravel_index(int(np.argmax(self.scores[score])), self.scores[score].shape)

@@ -24,9 +24,10 @@ from explorer.compute.sampling import distribution_from_logits
 from explorer.data import AttentionCapture, DecodeTrace, NextTokenLogits, TokenDistribution
 from explorer.data.ablation import HeadAblationEffects
 from explorer.data.lens import LogitLens
+from explorer.data.probes import HeadProbes
 from explorer.render.ablation import ablation_map
 from explorer.render.decoding import beam_tree_figure, candidates_figure
-from explorer.render.heatmap import attention_heatmap
+from explorer.render.heatmap import attention_heatmap, masked_weights, weights_heatmap
 from explorer.render.lens import lens_figure
 from explorer.render.sampling import stages_figure
 from explorer.render.style import FigureInfo, snippet
@@ -171,6 +172,31 @@ def effects_figure(effects: HeadAblationEffects):
     return figure, summary
 
 
+def probes_figure(probes: HeadProbes):
+    layer, head = probes.best("induction")
+    stack = probes.capture.main
+    text = f"{probes.n} random tokens, twice (seed {probes.seed})"
+    info = FigureInfo(
+        "Attention weights",
+        model=probes.model_name,
+        text=text,
+        where=(f"layer {layer}", f"head {head}", "best induction score"),
+    )
+    figure = weights_heatmap(
+        masked_weights(stack, layer, head),
+        stack.query_tokens,
+        stack.key_tokens,
+        color_max=None,
+        info=info,
+        boundaries=(probes.offset + probes.n,),
+    )
+    best = ", ".join(
+        f"{name} L{lb}H{hb} {float(probes.scores[name][lb, hb]):.3f}"
+        for name, (lb, hb) in ((name, probes.best(name)) for name in probes.scores)
+    )
+    return figure, f"HeadProbes: {probes.model_name}, n={probes.n}, seed {probes.seed}; best heads: {best}"
+
+
 FIGURES = {
     AttentionCapture: capture_figure,
     DecodeTrace: trace_figure,
@@ -178,4 +204,5 @@ FIGURES = {
     NextTokenLogits: logits_figure,
     LogitLens: lens_figure_of,
     HeadAblationEffects: effects_figure,
+    HeadProbes: probes_figure,
 }

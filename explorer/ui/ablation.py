@@ -13,7 +13,7 @@ from explorer.ui.caches import results_cache
 from explorer.ui.clicks import clicked_point, selection_key
 from explorer.ui.decoding import PROGRESS_EVERY_S
 from explorer.ui.models import cached_model
-from explorer.ui.widgets import set_value
+from explorer.ui.widgets import head_pairs, set_value
 
 MAP = "ablation-map"
 
@@ -70,5 +70,5 @@ def take_click(*, key: str) -> None:
     if point is None:
         return
     layer, head = (int(value) for value in point[:2])
-    before = {tuple(int(part) for part in option.split(".")) for option in st.session_state.get(key, [])}
+    before = set(head_pairs(st.session_state.get(key, [])))
     set_value(key, tuple(sorted(before ^ {(layer, head)})))

@@ -11,7 +11,7 @@ import streamlit as st
 
 from explorer.compute.decoding import path_to, visible
 from explorer.ui.clicks import clicked_point
-from explorer.ui.text import literal
+from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import set_value, token_ids_state
 
 FORCE_KEY = "force"
@@ -63,7 +63,7 @@ def _forced_label(trace, step) -> str:
     return visible(trace.generated_tokens[0][step.step]) if step.step < len(trace.generated_tokens[0]) else "?"
 
 
-def side_by_side_ui(original, branch, *, prompt_and_continuation) -> None:
+def side_by_side_ui(original, branch) -> None:
     """The model's own decoding and the branch, with their sequence log-probabilities."""
     left, right = st.columns(2)
     for column, title, trace in (

@@ -336,13 +336,18 @@ def heads_ui(label: str, num_layers: int, num_heads: int, *, key: str, help: str
         on_change=_on_heads_change,
         args=(key,),
     )
-    pairs = tuple(sorted(tuple(int(part) for part in option.split(".")) for option in chosen))
+    pairs = head_pairs(chosen)
     _write_url(key, ",".join(f"{layer}.{head}" for layer, head in pairs) or None)
     return pairs
 
 
+def head_pairs(options) -> tuple[tuple[int, int], ...]:
+    """The (layer, head) pairs of ``heads_ui`` options ("3.5"), sorted."""
+    return tuple(sorted(tuple(int(part) for part in option.split(".")) for option in options))
+
+
 def _on_heads_change(key: str) -> None:
-    _remember(key, tuple(sorted(tuple(int(part) for part in option.split(".")) for option in st.session_state[key])))
+    _remember(key, head_pairs(st.session_state[key]))
 
 
 def token_ids_state(label: str, *, key: str) -> tuple[int, ...]:
