@@ -6,6 +6,9 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Tests that drive the app (AppTest in this process, the browser tests' servers) run it as a visitor gets it, on the
+# CPU: the app loads its models on EXPLORER_DEVICE. Library tests run on EXPLORER_TEST_DEVICE (tests/devices.py).
+os.environ["EXPLORER_DEVICE"] = "cpu"
 
 import ipaddress
 import socket
@@ -38,12 +41,41 @@ def _guarded_connect(self, address):
 socket.socket.connect = _guarded_connect
 
 
+def pytest_report_header(config):
+    return f"explorer test device: {DEVICE} (EXPLORER_TEST_DEVICE)"
+
+
+def pytest_configure(config):
+    if DEVICE != "cpu":  # fail at once, not in every test, when the device asked for is not there
+        import torch
+
+        try:
+            torch.empty(1, device=DEVICE)
+        except Exception as error:
+            raise pytest.UsageError(f"EXPLORER_TEST_DEVICE={DEVICE!r} cannot be used here: {error}") from error
+
+
 @pytest.fixture(scope="session")
-def minilm():
-    """The real pretrained all-MiniLM-L6-v2 from its PyPI package, loaded through the public API."""
+def _minilm_loads():
+    """One load of the MiniLM per device, for the whole session."""
     import explorer
 
-    return explorer.load_model(explorer.DEFAULT_ENCODER, device=DEVICE)
+    loads = {}
+
+    def load(device: str):
+        if device not in loads:
+            loads[device] = explorer.load_model(explorer.DEFAULT_ENCODER, device=device)
+        return loads[device]
+
+    return load
+
+
+@pytest.fixture
+def minilm(request, _minilm_loads):
+    """The real pretrained all-MiniLM-L6-v2 from its PyPI package, loaded through the public API: on the test
+    device, or on the CPU for tests that drive the app (they compare the app's figures with it)."""
+    drives_the_app = request.module.__name__.rpartition(".")[2].startswith(("test_app", "test_browser"))
+    return _minilm_loads("cpu" if drives_the_app else DEVICE)
 
 
 @pytest.fixture(scope="session")

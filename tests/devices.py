@@ -3,7 +3,8 @@
     EXPLORER_TEST_DEVICE=cuda python3 -m pytest
 
 Models, their inputs, the references they are compared with and the random generators of sampling all live on
-that device. Tests of the Streamlit app and the browser always run the app as a visitor gets it, on the CPU.
+that device. Tests of the Streamlit app and the browser always run the app as a visitor gets it, on the CPU
+(``tests/conftest.py`` sets the app's ``EXPLORER_DEVICE`` to ``cpu`` and gives them a CPU MiniLM).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from explorer.render.bertviz import (
     model_view_html,
     payload,
 )
+from tests.devices import DEVICE
 
 XSS = "</script><img src=x onerror=alert(1)>"
 
@@ -68,7 +69,7 @@ def test_payload_is_far_smaller_than_bertvizs_json(minilm):
 
 
 def test_encoder_decoder_filters(tiny_models):
-    lm = explorer.load_model(tiny_models["t5"], device="cpu")
+    lm = explorer.load_model(tiny_models["t5"], device=DEVICE)
     capture = explorer.capture(lm, "the cat sat", target="a dog ran")
     filters = decode_payload(payload(capture))
     assert [f["name"] for f in filters] == ["Encoder", "Decoder", "Cross"]
@@ -85,7 +86,7 @@ def test_layers_and_heads_can_be_limited(minilm):
 
 
 def test_tokens_cannot_close_the_script_or_inject_markup(tiny_models):
-    lm = explorer.load_model(tiny_models["gpt2"], device="cpu")
+    lm = explorer.load_model(tiny_models["gpt2"], device=DEVICE)
     capture = explorer.capture(lm, "the cat")
     stack = capture.main
     import dataclasses

@@ -136,7 +136,7 @@ def save_tiny(name: str, folder: Path) -> Path:
     return folder
 
 
-def eager_reference(name: str, folder: Path):
-    """The same weights loaded the plain way, with the library's own eager attention."""
+def eager_reference(name: str, folder: Path, dtype: torch.dtype = torch.float32):
+    """The same weights loaded the plain way, with the library's own eager attention, in ``dtype``."""
     auto_class = TINY[name][0]
-    return auto_class.from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
+    return auto_class.from_pretrained(folder, attn_implementation="eager", dtype=dtype).to(DEVICE).eval()

@@ -1,32 +1,12 @@
-"""Attention recomputed from queries and keys, in NumPy: the check behind every "verified" figure.
+"""Attention recomputed from queries and keys, in NumPy: the steps one head's figures show.
 
-Shapes use the axis names of ``explorer.data``.
+Shapes use the axis names of ``explorer.data``. The check of whole captures (``verify()``) runs in torch on the
+model's device, in ``explorer.models.verification``; tests hold the two to the same numbers.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def attention_scores(
-    queries: np.ndarray,
-    keys: np.ndarray,
-    scale: np.ndarray,
-    position_bias: np.ndarray | None = None,
-    softcap: np.ndarray | None = None,
-) -> np.ndarray:
-    """Pre-softmax scores [layer, head, query, key] = scale * q . k (+ softcap) (+ position_bias)."""
-    # float64 so the check measures the model's rounding, not ours; matmul runs on BLAS (einsum would not).
-    scores = np.matmul(queries.astype(np.float64), keys.astype(np.float64).swapaxes(-1, -2))
-    scores *= scale.astype(np.float64)[:, None, None, None]
-    if softcap is not None:
-        cap = softcap.astype(np.float64)[:, None, None, None]
-        # Layers without a cap carry inf: leave their scores as they are.
-        with np.errstate(invalid="ignore"):
-            scores = np.where(np.isfinite(cap), np.tanh(scores / cap) * cap, scores)
-    if position_bias is not None:
-        scores += position_bias
-    return scores
 
 
 def masked_softmax(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
@@ -38,38 +18,6 @@ def masked_softmax(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     peak = np.where(np.isfinite(peak), peak, 0.0)
     weights = np.exp(scores - peak)
     return weights / np.maximum(weights.sum(axis=-1, keepdims=True), np.finfo(np.float64).tiny)
-
-
-def recompute_attention(
-    queries: np.ndarray,
-    keys: np.ndarray,
-    scale: np.ndarray,
-    allowed: np.ndarray,
-    position_bias: np.ndarray | None = None,
-    softcap: np.ndarray | None = None,
-) -> np.ndarray:
-    """softmax(scale * q . k + position_bias, masked) [layer, head, query, key], in float64."""
-    return masked_softmax(attention_scores(queries, keys, scale, position_bias, softcap), allowed)
-
-
-def max_recompute_error(
-    queries: np.ndarray,
-    keys: np.ndarray,
-    scale: np.ndarray,
-    allowed: np.ndarray,
-    attentions: np.ndarray,
-    position_bias: np.ndarray | None = None,
-    softcap: np.ndarray | None = None,
-) -> float:
-    """Largest |recomputed - captured| weight, one layer at a time to bound memory."""
-    worst = 0.0
-    for layer in range(attentions.shape[0]):
-        sl = slice(layer, layer + 1)
-        bias = None if position_bias is None else position_bias[sl]
-        cap = None if softcap is None else softcap[sl]
-        again = recompute_attention(queries[sl], keys[sl], scale[sl], allowed[sl], bias, cap)
-        worst = max(worst, float(np.abs(again - attentions[sl]).max(initial=0.0)))
-    return worst
 
 
 def head_outputs(attentions: np.ndarray, values: np.ndarray) -> np.ndarray:

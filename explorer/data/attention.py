@@ -11,7 +11,8 @@ Axis names, stated once and used in every shape below and elsewhere in the packa
 - ``head_dim``: the width of one head's query, key and value vectors.
 - ``token``: positions of the input (``hidden_states``); ``hidden``: the model's width (d_model).
 
-Every float array is float32 on the CPU, whatever device or dtype the model ran in.
+Every float array is float32 on the CPU, whatever device or dtype the model ran in; ``device`` and ``dtype``
+say which they were (``verify()`` recomputes on that device, and is judged by that dtype's ``tolerance``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class AttentionStack:
     layer_mask  [layer, query, key] bool or None: only when layers differ (sliding windows)
     softcap     [layer] or None: scores pass through softcap * tanh(score / softcap) (Gemma 2)
     kv_head_of_query [head] int: the key/value head each query head reads
+    device, dtype  where and in what precision the model ran ("cuda:0", "bfloat16"): ``verify()`` runs there
     """
 
     query_tokens: tuple[str, ...]
@@ -58,9 +60,16 @@ class AttentionStack:
     layer_mask: np.ndarray | None = None
     softcap: np.ndarray | None = None
     values: np.ndarray | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
 
     def __post_init__(self):
         freeze_arrays(self)
+
+    @property
+    def tolerance(self) -> float:
+        """The largest ``verify()`` that still means "the model's own weights", for the dtype it ran in."""
+        return TOLERANCE[self.dtype]
 
     @property
     def num_layers(self) -> int:
@@ -82,18 +91,24 @@ class AttentionStack:
             return self.layer_mask
         return np.broadcast_to(self.mask, (self.num_layers, *self.mask.shape))
 
-    def verify(self, device: str = "cpu") -> float:
-        """Largest |recomputed - captured| over this stack's weights, recomputed on ``device`` (see
-        ``AttentionCapture.verify``)."""
+    def verify(self, device: str | None = None) -> float:
+        """Largest |recomputed - captured| over this stack's weights, recomputed on ``device`` (by default the
+        one the model ran on; see ``AttentionCapture.verify``)."""
         # The recomputation is torch code (explorer.models.verification), imported when asked: the data
-        # contract sits below the layers that compute.
+        # contract sits below the layers that compute, and stays importable without torch.
         from explorer.models.verification import max_recompute_error
 
-        return max_recompute_error(self, device)
+        return max_recompute_error(self, device or self.device)
 
 
-# verify() bounds by dtype, measured on the tiny test models and the bundled ones with margin (tests/test_capture.py).
-TOLERANCE = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 1e-1}
+# verify()'s bound by the dtype the model ran in. float32: the model's own rounding, ~1e-7 on the tiny test
+# models and ~1e-6 on the bundled ones; 1e-4 leaves room for long inputs. Half precision rounds every score to 11
+# (float16) or 8 (bfloat16) significant bits before the softmax, so a weight moves by about 2^-11 or 2^-8 times
+# the score's size, and scores reach the hundreds (T5 does not scale them): measured on the bundled models up to
+# 4.0e-2 (float16, the T5's decoder, scores to 150) and 7.6e-2 (bfloat16, MiniLM at 256 tokens, scores to 70).
+# Vectors that did not produce the weights are off by far more (0.86 to 1 on the same models: keys reversed, or
+# another layer's vectors).
+TOLERANCE = {"float32": 1e-4, "float16": 5e-2, "bfloat16": 1e-1}
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,7 +178,7 @@ class AttentionCapture:
         softmax(scale * q . k + position_bias, masked) recomputed from the captured vectors, on the device
         the model ran on (in float64 there; see ``explorer.models.verification``). Compare it with
         ``tolerance``."""
-        return max(stack.verify(self.device) for stack in self.stacks.values())
+        return max(stack.verify() for stack in self.stacks.values())
 
     @property
     def tolerance(self) -> float:

@@ -8,10 +8,12 @@ import numpy as np
 import torch
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER, AttentionCapture, AttentionStack
+from explorer.data.attention import TOLERANCE
 from explorer.errors import InputError
 from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.tokens import token_labels
+from explorer.models.transfer import to_host
 
 
 def capture(lm, text: str, *, text_pair: str | None = None, target: str | None = None, ablate=()) -> AttentionCapture:
@@ -26,8 +28,8 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
     if not text or not text.strip():
         raise InputError("Type some text to see its attention.")
     ablated = ablation.normalize(lm, ablate)
-    encoded, truncated = encode_text(lm, text, text_pair)
-    decoder_ids = decoder_input_ids(lm, target) if target and lm.kind == KIND_ENCODER_DECODER else None
+    encoded, truncated = _encode_on_host(lm, text, text_pair)
+    decoder_ids = _decoder_ids_on_host(lm, target) if target and lm.kind == KIND_ENCODER_DECODER else None
     return _capture(lm, encoded, decoder_ids, ablated, truncated, _segment_b_start(encoded, text_pair))
 
 
@@ -39,35 +41,48 @@ def capture_token_ids(lm, token_ids, *, ablate=()) -> AttentionCapture:
         raise InputError("No token ids to run the model on.")
     if len(ids) > lm.max_tokens:
         raise InputError(f"{len(ids)} tokens are more than {lm.name} accepts ({lm.max_tokens}).")
-    input_ids = torch.tensor([ids], dtype=torch.long, device=lm.device)
+    input_ids = torch.tensor([ids], dtype=torch.long)
     encoded = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
     return _capture(lm, encoded, None, ablation.normalize(lm, ablate), 0, None)
 
 
 def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start) -> AttentionCapture:
+    """The capture of ids held on the host (``encoded``, ``decoder_ids``); ``_forward`` sends them to the model."""
     with torch.inference_mode(), ablation.ablating(lm, ablated), recorder.recording() as calls:
         hidden = _forward(lm, encoded, decoder_ids)
+    # Labels are read from the ids on the host: on a GPU they are made while the forward pass still runs.
     tokens = token_labels(lm.tokenizer, encoded["input_ids"][0])
     target_tokens = None if decoder_ids is None else token_labels(lm.tokenizer, decoder_ids[0])
-    stacks = _assemble_stacks(lm, calls, tokens, target_tokens)
+    stacks, hidden_states = _assemble(lm, calls, hidden, tokens, target_tokens)
     return AttentionCapture(
         model_name=lm.name,
         tokens=tokens,
-        token_ids=encoded["input_ids"][0].cpu().numpy(),
+        token_ids=encoded["input_ids"][0].numpy(),
         segment_b_start=segment_b_start,
         stacks=stacks,
         truncated=truncated,
         target_tokens=target_tokens,
         notes=_precision_notes(lm.model),
-        hidden_states=_stack_float([state[0] for state in hidden]) if hidden else None,
-        device=str(lm.device),
-        dtype=str(next(lm.model.parameters()).dtype).removeprefix("torch."),
+        hidden_states=hidden_states,
+        device=str(next(lm.model.parameters()).device),  # "cuda:0" where lm.device may say "cuda"
+        dtype=dtype_name(lm.model),
         ablated=ablated,
     )
 
 
 def encode_text(lm, text: str, text_pair: str | None):
-    """Tokenize, cutting to the model's limit; returns the batch and how many tokens were cut."""
+    """Tokenize, cutting to the model's limit; returns the batch on the model's device and how many tokens were
+    cut."""
+    encoded, truncated = _encode_on_host(lm, text, text_pair)
+    return encoded.to(lm.device), truncated
+
+
+def decoder_input_ids(lm, target: str) -> torch.Tensor:
+    """The decoder's input for ``target`` (teacher forcing), on the model's device."""
+    return _decoder_ids_on_host(lm, target).to(lm.device)
+
+
+def _encode_on_host(lm, text: str, text_pair: str | None):
     limit = lm.max_tokens
     encoded = lm.tokenizer(text, text_pair, return_tensors="pt", verbose=False)
     full_length = encoded["input_ids"].shape[1]
@@ -75,23 +90,25 @@ def encode_text(lm, text: str, text_pair: str | None):
         encoded = lm.tokenizer(text, text_pair, truncation=True, max_length=limit, return_tensors="pt")
     if encoded["input_ids"].shape[1] == 0:
         raise InputError("The text produced no tokens for this model.")
-    return encoded.to(lm.device), full_length - encoded["input_ids"].shape[1]
+    return encoded, full_length - encoded["input_ids"].shape[1]
 
 
-def decoder_input_ids(lm, target: str) -> torch.Tensor:
+def _decoder_ids_on_host(lm, target: str) -> torch.Tensor:
     limit = lm.max_tokens
     labels = lm.tokenizer(text_target=target, truncation=True, max_length=limit, return_tensors="pt")["input_ids"]
     # Teacher forcing: the decoder reads the target shifted right behind its start token.
-    return lm.model.prepare_decoder_input_ids_from_labels(labels=labels.to(lm.device))
+    return lm.model.prepare_decoder_input_ids_from_labels(labels=labels)
 
 
 def _forward(lm, encoded, decoder_ids):
-    """Run the model once; returns the main stack's hidden states (the model's own ``output_hidden_states``)."""
-    inputs = {k: v for k, v in encoded.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    """Run the model once on its device; returns the main stack's hidden states (``output_hidden_states``)."""
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    inputs = {k: v.to(lm.device) for k, v in encoded.items() if k in names}
     if lm.kind == KIND_ENCODER_DECODER:
         inputs = _without(inputs, "token_type_ids")
         if decoder_ids is None:
             return lm.model.get_encoder()(**inputs, output_hidden_states=True).hidden_states
+        decoder_ids = decoder_ids.to(lm.device)
         out = lm.model(**inputs, decoder_input_ids=decoder_ids, use_cache=False, output_hidden_states=True)
         return out.encoder_hidden_states
     if lm.kind == KIND_DECODER:
@@ -111,78 +128,109 @@ def _segment_b_start(encoded, text_pair: str | None) -> int | None:
     return next((i for i, s in enumerate(sequence_ids) if s == 1), None)
 
 
-def _assemble_stacks(lm, calls, tokens, target_tokens) -> dict[str, AttentionStack]:
+def _assemble(lm, calls, hidden, tokens, target_tokens) -> tuple[dict[str, AttentionStack], np.ndarray | None]:
+    """The stacks and the hidden states, every array brought to the host by one ``to_host`` call."""
     by_stack: dict[str, list] = defaultdict(list)
     for call in calls:
         by_stack[lm.stack_of_module.get(id(call.module), _default_stack(lm))].append(call)
+    wanted = {(name, field): tensors for name in by_stack for field, tensors in layer_tensors(by_stack[name]).items()}
+    if hidden:
+        wanted[HIDDEN] = [state[0] for state in hidden]
+    host = to_host(wanted)
     token_axes = {
         STACK_ENCODER: (tokens, tokens),
         STACK_DECODER: (target_tokens or tokens, target_tokens or tokens),
         STACK_CROSS: (target_tokens, tokens),
     }
-    return {name: _stack(stack_calls, *token_axes[name]) for name, stack_calls in by_stack.items()}
+    stacks = {
+        name: stack_from_host(
+            {field: array for (stack, field), array in host.items() if stack == name},
+            stack_calls,
+            *token_axes[name],
+        )
+        for name, stack_calls in by_stack.items()
+    }
+    return stacks, host.get(HIDDEN)
+
+
+HIDDEN = ("capture", "hidden_states")  # the hidden states' key among the stacks' (stack, field) keys
 
 
 def _default_stack(lm) -> str:
     return STACK_DECODER if lm.kind == KIND_DECODER else STACK_ENCODER
 
 
-def _stack(calls, query_tokens, key_tokens) -> AttentionStack:
-    num_heads = calls[0].query.shape[1]
-    kv_head_of_query = np.arange(num_heads) // (num_heads // calls[0].key.shape[1])
-    layer_masks = np.stack([_allowed(call) for call in calls])
+def layer_tensors(calls) -> dict[str, list[torch.Tensor]]:
+    """What a stack's arrays are made of, one tensor per layer, still on the model's device."""
+    tensors = {
+        "attentions": [call.weights[0] for call in calls],
+        "queries": [call.query[0] for call in calls],
+        "keys": _per_query_head([call.key[0] for call in calls], _kv_head_of_query(calls)),
+        "values": _per_query_head([call.value[0] for call in calls], _kv_head_of_query(calls)),
+        "masks": [_allowed(call) for call in calls],
+    }
+    if any(call.position_bias is not None for call in calls):
+        shape = calls[0].weights.shape[1:]
+        tensors["position_bias"] = [
+            call.weights.new_zeros(shape) if call.position_bias is None else call.position_bias[0].expand(shape)
+            for call in calls
+        ]
+    return tensors
+
+
+def _per_query_head(tensors: list[torch.Tensor], kv_head_of_query: torch.Tensor) -> list[torch.Tensor]:
+    """With grouped KV heads, each query head is given the key or value head it shares (a gather per layer)."""
+    if len(kv_head_of_query) == tensors[0].shape[0]:  # one KV head per query head: nothing to repeat
+        return tensors
+    index = kv_head_of_query.to(tensors[0].device)
+    return [tensor.index_select(0, index.to(tensor.device)) for tensor in tensors]
+
+
+def _kv_head_of_query(calls) -> torch.Tensor:
+    """[head] int64: the key/value head each query head reads."""
+    num_heads, num_kv_heads = calls[0].query.shape[1], calls[0].key.shape[1]
+    return torch.arange(num_heads) // (num_heads // num_kv_heads)
+
+
+def stack_from_host(arrays: dict[str, np.ndarray], calls, query_tokens, key_tokens) -> AttentionStack:
+    """An ``AttentionStack`` from the host arrays of ``layer_tensors`` and what the calls say besides."""
+    layer_masks = arrays["masks"]
     same_mask = bool((layer_masks == layer_masks[0]).all())
     return AttentionStack(
         query_tokens=tuple(query_tokens),
         key_tokens=tuple(key_tokens),
-        attentions=_stack_float([call.weights[0] for call in calls]),
-        queries=_stack_float([call.query[0] for call in calls]),
-        keys=_stack_float([call.key[0][kv_head_of_query] for call in calls]),
-        values=_stack_float([call.value[0][kv_head_of_query] for call in calls]),
+        attentions=arrays["attentions"],
+        queries=arrays["queries"],
+        keys=arrays["keys"],
+        values=arrays["values"],
         scale=np.array([call.scaling for call in calls], dtype=np.float32),
-        position_bias=_position_bias(calls),
+        position_bias=arrays.get("position_bias"),
         mask=layer_masks.any(axis=0),
         layer_mask=None if same_mask else layer_masks,
         softcap=_softcap(calls),
-        kv_head_of_query=kv_head_of_query,
+        kv_head_of_query=_kv_head_of_query(calls).numpy(),
+        device=str(calls[0].weights.device),
+        dtype=str(calls[0].weights.dtype).removeprefix("torch."),
     )
 
 
-def _stack_float(tensors) -> np.ndarray:
-    """[layer, ...] float32 on the CPU. NumPy allocates large arrays with huge-page advice, which makes
-    filling fresh memory several times cheaper than ``torch.stack`` (measured in bench/). On a GPU the layers
-    are stacked and converted there, then copied to the host at once: a copy per layer waits for the device
-    each time."""
-    if tensors[0].device.type != "cpu":
-        return torch.stack([tensor.to(torch.float32) for tensor in tensors]).cpu().numpy()
-    stacked = np.empty((len(tensors), *tensors[0].shape), dtype=np.float32)
-    for layer, tensor in enumerate(tensors):
-        np.copyto(stacked[layer], tensor.to(device="cpu", dtype=torch.float32).numpy())
-    return stacked
+def _stack(calls, query_tokens, key_tokens) -> AttentionStack:
+    """One stack from its calls alone (the stitched attention of a decoding)."""
+    return stack_from_host(to_host(layer_tensors(calls)), calls, query_tokens, key_tokens)
 
 
-def _allowed(call) -> np.ndarray:
-    """[query, key] bool: where this call's mask lets a query attend."""
+def _allowed(call) -> torch.Tensor:
+    """[query, key] bool, on the call's device: where this call's mask lets a query attend."""
     num_queries, num_keys = call.weights.shape[-2:]
     if call.mask is None:
-        full = np.ones((num_queries, num_keys), dtype=bool)
+        full = torch.ones((num_queries, num_keys), dtype=torch.bool, device=call.weights.device)
         # An unpadded causal call may get no mask: causality is then implicit in the kernel.
         causal = getattr(call.module, "is_causal", False) and num_queries == num_keys
-        return np.tril(full) if causal else full
+        return torch.tril(full) if causal else full
     mask = call.mask[0, 0]
     if mask.dtype != torch.bool:
         mask = mask > torch.finfo(mask.dtype).min / 2
-    return mask.cpu().numpy()[-num_queries:, -num_keys:].copy()
-
-
-def _position_bias(calls) -> np.ndarray | None:
-    if all(call.position_bias is None for call in calls):
-        return None
-    shape = calls[0].weights.shape[1:]
-    biases = [
-        torch.zeros(shape) if call.position_bias is None else call.position_bias[0].expand(shape) for call in calls
-    ]
-    return _stack_float([bias.float().cpu() for bias in biases])
+    return mask[-num_queries:, -num_keys:]
 
 
 def _softcap(calls) -> np.ndarray | None:
@@ -192,11 +240,17 @@ def _softcap(calls) -> np.ndarray | None:
     return np.array([np.inf if cap is None else cap for cap in caps], dtype=np.float32)
 
 
+def dtype_name(model) -> str:
+    """The dtype the model's weights (and so its attention) are in: "float32", "bfloat16", ..."""
+    return str(next(model.parameters()).dtype).removeprefix("torch.")
+
+
 def _precision_notes(model) -> tuple[str, ...]:
-    dtype = next(model.parameters()).dtype
-    if dtype == torch.float32:
+    dtype = dtype_name(model)
+    if dtype == "float32":
         return ()
     return (
-        f"The model runs in {str(dtype).removeprefix('torch.')}: its softmax rows sum to 1 only to about 1e-3. "
+        f"The model runs in {dtype}: its softmax rows sum to 1 only to about 1e-3, and verify() accepts "
+        f"differences up to {TOLERANCE[dtype]:.0e} (float32: {TOLERANCE['float32']:.0e}). "
         "Values shown are converted to float32.",
     )

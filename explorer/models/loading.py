@@ -86,13 +86,26 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
     if dtype is None:
         return torch.float32
     named = {value: value for value in DTYPES.values()} | DTYPES | {str(v): v for v in DTYPES.values()}
-    if dtype not in named:
+    if not isinstance(dtype, str | torch.dtype) or dtype not in named:
         raise ModelLoadError(f"dtype must be one of {', '.join(DTYPES)} (got {str(dtype)[:40]!r}).")
     return named[dtype]
 
 
-def _device_map(device_map: str | dict) -> str | dict:
+# The maps transformers computes itself; a dict {module name: device} is passed on as it is.
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def _device_map(device_map: str | dict, device: str) -> str | dict:
     """device_map="auto" (or accelerate's explicit maps) needs accelerate: say so rather than fail inside."""
+    if not isinstance(device_map, dict) and device_map not in DEVICE_MAPS:
+        raise ModelLoadError(
+            f"device_map must be one of {', '.join(DEVICE_MAPS)} or a dict {{module name: device}} "
+            f"(got {str(device_map)[:40]!r})."
+        )
+    if device != "auto":
+        raise ModelLoadError(
+            f"Give either device ({device!r}) or device_map, not both: a device map places the model's layers itself."
+        )
     if importlib.util.find_spec("accelerate") is None:
         raise ModelLoadError("device_map needs the accelerate package: pip install accelerate (see requirements.txt).")
     return device_map
@@ -139,7 +152,8 @@ def load_model(
     device of the model's first layer, where inputs go.
     """
     say = progress or (lambda message: None)
-    torch_dtype = resolve_dtype(dtype)
+    torch_dtype = resolve_dtype(dtype)  # both checked before anything is downloaded
+    placement = {"dtype": torch_dtype} | ({} if device_map is None else {"device_map": _device_map(device_map, device)})
     if isinstance(name, os.PathLike):  # a pathlib.Path to a folder is as good as its string
         name = os.fspath(name)
     if not isinstance(name, str) or not name.strip():
@@ -155,7 +169,6 @@ def load_model(
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source, hub)
     say(_weights_stage(kind, download_bytes))
-    placement = {"dtype": torch_dtype} | ({} if device_map is None else {"device_map": _device_map(device_map)})
     model = _load_weights(name, source, kind, hub, placement)
     if device_map is None:
         device = pick_device(device)

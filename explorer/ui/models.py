@@ -8,6 +8,8 @@ load leaves the previous one in place and says why.
 
 from __future__ import annotations
 
+import os
+
 import streamlit as st
 
 import explorer
@@ -44,6 +46,9 @@ def cached_model(name: str, _progress=None) -> explorer.LoadedModel:
 def _load(name: str, progress) -> explorer.LoadedModel:
     lm = explorer.load_model(
         name,
+        # The server's device (EXPLORER_DEVICE, default: a GPU if there is one). The app loads in float32 on one
+        # device: no page or link chooses a dtype or a device map.
+        device=os.environ.get("EXPLORER_DEVICE") or "auto",
         progress=progress,
         token=False if POLICY.hosted else None,
         max_parameters=POLICY.max_parameters,
