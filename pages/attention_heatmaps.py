@@ -176,7 +176,7 @@ with check_column:
         ),
     )
 with size_column:
-    st.caption(verification_caption(error))
+    st.caption(verification_caption(error, tolerance=stack.tolerance))
     st.caption(
         f"{len(stack.query_tokens)} query × {len(stack.key_tokens)} key tokens · "
         f"{stack.num_layers} layers × {stack.num_heads} heads"

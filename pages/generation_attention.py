@@ -88,4 +88,4 @@ with ui.stage():
         info,
         key="generation",
     )
-st.caption(verification_caption(stack.verify()))
+st.caption(verification_caption(stack.verify(), tolerance=stack.tolerance))
