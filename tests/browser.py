@@ -80,12 +80,19 @@ def served_app(log: Path, *, extra_env: dict | None = None, args: list[str] | No
         "--browser.gatherUsageStats", "false",
         *(args or []),
     ]  # fmt: skip
+    with running_server(command, log, port=port, cwd=ROOT, env=env) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def running_server(command: list[str], log: Path, *, port: int, cwd: Path, env: dict, timeout: float = 60):
+    """Any command that starts the app on ``port``: yields its URL once healthy, and always stops it."""
     # A file, not a pipe: a pipe nobody reads would stall the server once full.
     with log.open("w") as output:
-        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(command, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_until_healthy(url, server, log)
+        wait_until_healthy(url, server, log, timeout=timeout)
         yield url
     finally:
         server.terminate()

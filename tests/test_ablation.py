@@ -16,12 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from transformers import GenerationConfig
 
 import explorer
 from explorer.models import ablation, recorder
 from explorer.models.decoding import special_token_ids
 from tests.devices import DEVICE
+from tests.test_decoding import reference_config
 
 TEXTS = {
     "gpt2": "the cat sat on the mat and",
@@ -228,23 +228,9 @@ DECODE_CASES = {
 
 
 def generate_on(lm, model, prompt: str, case: dict):
-    ids = special_token_ids(lm)
-    config = GenerationConfig(
-        max_new_tokens=case["max_new_tokens"],
-        do_sample=False,
-        num_beams=case.get("num_beams", 1),
-        num_return_sequences=case.get("num_return_sequences", 1),
-        eos_token_id=ids["eos"],
-        pad_token_id=ids["pad"],
-        bos_token_id=ids["bos"],
-        decoder_start_token_id=ids["decoder_start"],
-        return_dict_in_generate=True,
-        output_scores=True,
-    )
+    ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"].to(DEVICE)
     with torch.inference_mode():
-        return model.generate(
-            lm.tokenizer(prompt, return_tensors="pt")["input_ids"].to(DEVICE), generation_config=config
-        )
+        return model.generate(ids, generation_config=reference_config(lm, case))
 
 
 @pytest.mark.parametrize("case", sorted(DECODE_CASES))

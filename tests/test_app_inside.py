@@ -4,6 +4,8 @@ ablation map toggles a head, and bad links give a notice."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -11,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.ui.decoding import default_prompt
 from tests.figures import decode_plotly_array
+from tests.test_app_decoding import open_page as open_decoding_page
 
 TIMEOUT = 120
 DECODER = explorer.DEFAULT_DECODER
@@ -19,11 +22,8 @@ CLICKED = "ablation-map-select-{}"  # explorer.ui.clicks.selection_key("ablation
 
 
 def open_page(page: str, **params) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
-    at.query_params.update({"model": DECODER, **params})
-    at.run()
-    at.switch_page(page)
-    return at.run()
+    """The page opened by a link naming the bundled decoder (and ``params``)."""
+    return open_decoding_page(page, **{"model": DECODER, **params})
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def prose():
 
 
 def _charts(at):
-    return [__import__("json").loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
 
 
 def test_the_ablation_map_is_each_heads_effect(prose):

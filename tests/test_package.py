@@ -8,7 +8,6 @@ already satisfied. Everything then runs from a folder outside the checkout, so n
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -28,8 +27,8 @@ from tests.browser import (
     free_port,
     needs_chromium,
     open_tab,
+    running_server,
     wait_for_chart,
-    wait_until_healthy,
 )
 
 PRIMARY_COLOR = "rgb(42, 111, 176)"  # #2a6fb0, theme.primaryColor in .streamlit/config.toml
@@ -167,7 +166,12 @@ def test_explorer_serve_opens_the_app_in_a_browser(venv, tmp_path, hosted):
     port = free_port()
     command = [str(venv / "bin" / "explorer"), "serve", "--server.port", str(port), "--server.address", "127.0.0.1"]
     log = tmp_path / "server.log"
-    with _running(command + (["--hosted"] if hosted else []), log, cwd=tmp_path) as url, chromium() as browser:
+    command += ["--hosted"] if hosted else []
+    environment = {**os.environ, **OFFLINE}
+    with (
+        running_server(command, log, port=port, cwd=tmp_path, env=environment, timeout=90) as url,
+        chromium() as browser,
+    ):
         tab = open_tab(browser)
         tab.page.goto(f"{url}/?head=1", wait_until="domcontentloaded")
         wait_for_chart(tab.page)
@@ -182,23 +186,3 @@ def test_explorer_serve_opens_the_app_in_a_browser(venv, tmp_path, hosted):
             tab.page.get_by_text("models are loaded from the Hub by id").first.wait_for(timeout=60_000)
         assert tab.external == [] and tab.errors == []
     assert "Traceback" not in log.read_text()
-
-
-@contextlib.contextmanager
-def _running(command: list[str], log: Path, *, cwd: Path):
-    port = command[command.index("--server.port") + 1]
-    with log.open("w") as output:
-        server = subprocess.Popen(
-            command, cwd=cwd, env={**os.environ, **OFFLINE}, stdout=output, stderr=subprocess.STDOUT
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_until_healthy(url, server, log, timeout=90)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()

@@ -3,15 +3,13 @@ with progress; the next-token logits with some heads ablated; a click on the map
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 
 import explorer
 from explorer.serving import FORWARD_GATE
 from explorer.ui.caches import results_cache
 from explorer.ui.clicks import clicked_point, selection_key
-from explorer.ui.decoding import PROGRESS_EVERY_S
+from explorer.ui.decoding import progress_bar
 from explorer.ui.models import cached_model
 from explorer.ui.widgets import head_pairs, set_value
 
@@ -26,25 +24,10 @@ def cached_effects(model_name: str, prompt: str) -> explorer.HeadAblationEffects
     if key in cache:
         return cache.get(key, lambda: None)
     lm = cached_model(model_name)
-    bar = st.empty()
-    shown = [-PROGRESS_EVERY_S]
-
-    def progress(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - shown[0] >= PROGRESS_EVERY_S:
-            shown[0] = now
-            bar.progress(done / total, text=f"Ablating each head in turn: {done} of {total} heads")
-
-    try:
+    with progress_bar("Ablating each head in turn: {done} of {total} heads") as progress:
         return cache.get(
             key, lambda: FORWARD_GATE.run(lambda: explorer.head_ablation_effects(lm, prompt, progress=progress))
         )
-    finally:
-        bar.empty()
-
-
-def _effects(lm, prompt: str, progress) -> explorer.HeadAblationEffects:
-    return explorer.head_ablation_effects(lm, prompt, stack="decoder", progress=progress)
 
 
 def cached_ablated_logits(model_name: str, prompt: str, heads: tuple) -> explorer.NextTokenLogits:

@@ -8,6 +8,7 @@ shows its progress (tokens done out of total) while it runs.
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import streamlit as st
 
@@ -60,8 +61,10 @@ def cached_logits(model_name: str, prompt: str) -> explorer.NextTokenLogits:
         return results_cache().get(key, lambda: FORWARD_GATE.run(lambda: explorer.next_token_logits(lm, prompt)))
 
 
-def decode_with_progress(model_name: str, prompt: str, **settings) -> explorer.DecodeTrace:
-    """A cached decoding; while it runs, a progress bar says how many tokens are done."""
+@contextmanager
+def progress_bar(unit: str):
+    """A progress bar for the block, which receives ``progress(done, total)`` ("Generating: 3 of 8 tokens" for
+    ``unit`` "Generating: {done} of {total} tokens"); gone when the block ends."""
     bar = st.empty()
     shown = [-PROGRESS_EVERY_S]
 
@@ -71,12 +74,18 @@ def decode_with_progress(model_name: str, prompt: str, **settings) -> explorer.D
         now = time.monotonic()
         if now - shown[0] >= PROGRESS_EVERY_S:
             shown[0] = now
-            bar.progress(done / total, text=f"Generating: {done} of {total} tokens")
+            bar.progress(done / total, text=unit.format(done=done, total=total))
 
     try:
-        return cached_decode(model_name, prompt, tuple(sorted(settings.items())), progress)
+        yield progress
     finally:
         bar.empty()
+
+
+def decode_with_progress(model_name: str, prompt: str, **settings) -> explorer.DecodeTrace:
+    """A cached decoding; while it runs, a progress bar says how many tokens are done."""
+    with progress_bar("Generating: {done} of {total} tokens") as progress:
+        return cached_decode(model_name, prompt, tuple(sorted(settings.items())), progress)
 
 
 def generative_model(lm) -> explorer.LoadedModel:
