@@ -1,8 +1,9 @@
 """Results in Jupyter: docs/tour.ipynb run by a real kernel (nbclient + ipykernel), offline, and the bundles
-themselves checked against the app's figures."""
+themselves checked against the figures the pages draw (each page's own call, with its opening settings)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import os
@@ -19,16 +20,20 @@ from plotly.offline import get_plotlyjs
 
 import explorer
 from explorer.compute.sampling import distribution_from_logits
-from explorer.render import notebook
+from explorer.data._display import Displayed
+from explorer.render import notebook, views
+from explorer.render.ablation import ablation_map
 from explorer.render.decoding import beam_tree_figure, candidates_figure
-from explorer.render.heatmap import attention_heatmap
+from explorer.render.heatmap import masked_weights, weights_heatmap
+from explorer.render.lens import lens_figure
 from explorer.render.sampling import stages_figure
 from explorer.render.style import FigureInfo
+from explorer.ui import STACK_LABELS
 from tests.browser import ROOT, chromium, needs_chromium, open_tab
 from tests.figures import decode_plotly_array
 
 TOUR = ROOT / "docs" / "tour.ipynb"
-RESULTS = tuple(result.__name__ for result in notebook.FIGURES)  # every class that displays as a figure
+RESULTS = tuple(result.__name__ for result in views.VIEWS)  # every class that displays as a figure
 REMOTE_SCRIPT = re.compile(r"<script[^>]+src=[\"']?(https?:)?//|import\s*[\"'](https?:)?//", re.IGNORECASE)
 # Appended to the executed copy only: the kernel's connection guard must answer, or the run proved nothing.
 GUARD_PROBE = """import socket
@@ -142,23 +147,6 @@ def _plotted(page: str) -> dict:
     return {"data": data, "layout": layout}
 
 
-def test_a_capture_displays_as_the_apps_heatmap(encoder_capture):
-    bundle = encoder_capture._repr_mimebundle_()
-    info = FigureInfo(
-        "Attention weights",
-        model=encoder_capture.model_name,
-        text=" ".join(encoder_capture.tokens),
-        where=("layer 0", "head 0"),
-    )
-    expected = attention_heatmap(encoder_capture.main, 0, 0, info=info, segment_b_start=encoder_capture.segment_b_start)
-    assert bundle[notebook.PLOTLY_MIME] == _figure_data(expected)
-    assert _plotted(bundle["text/html"]) == _figure_data(expected)  # the HTML draws the same figure
-    assert bundle["text/plain"] == (
-        "AttentionCapture: sentence-transformers/all-MiniLM-L6-v2, 13 tokens, 6 layers × 12 heads, stacks encoder "
-        "(shown: layer 0, head 0; any other with explorer.render.attention_heatmap(capture.main, layer, head))"
-    )
-
-
 def test_a_capture_summary_says_what_changes_how_its_numbers_read(encoder_capture):
     grouped = dataclasses.replace(encoder_capture.main, kv_head_of_query=np.arange(12) // 3)
     changed = dataclasses.replace(
@@ -166,45 +154,6 @@ def test_a_capture_summary_says_what_changes_how_its_numbers_read(encoder_captur
     )
     summary = changed._repr_mimebundle_(include=["text/plain"])["text/plain"]
     assert "6 layers × 12 heads (4 KV heads; 7 tokens cut to fit; bfloat16; 1 head ablated)" in summary
-
-
-@pytest.mark.parametrize("strategy", ["greedy", "beam", "sample"])
-def test_a_trace_displays_as_the_apps_figure(decoder, strategy):
-    extra = {"beam": {"num_beams": 3}, "sample": {"seed": 7, "top_p": 0.9}}.get(strategy, {})
-    trace = explorer.decode(decoder, "It is a truth", strategy=strategy, max_new_tokens=4, **extra)
-    bundle = trace._repr_mimebundle_()
-    build = beam_tree_figure if strategy == "beam" else candidates_figure
-    title = {"greedy": "Greedy search", "beam": "Beam search, 3 beams", "sample": "Sampling, seed 7"}[strategy]
-    expected = build(trace, info=FigureInfo(title, model=trace.model_name, text=trace.prompt))
-    assert bundle[notebook.PLOTLY_MIME] == _figure_data(expected)
-    assert bundle["text/plain"].startswith(f"DecodeTrace: bundled/prose-gpt2, {title.lower()}, 4 steps: ")
-    assert f"(log-probability {float(trace.sequence_logprobs[0]):.2f})" in bundle["text/plain"]
-    assert trace.continuations[0].strip()[:10] in bundle["text/plain"]
-
-
-def test_a_distribution_displays_as_the_apps_pipeline_figure(decoder):
-    distribution = explorer.next_token_distribution(decoder, "It is a truth", temperature=0.7, top_p=0.9)
-    bundle = distribution._repr_mimebundle_()
-    expected = stages_figure(distribution, info=FigureInfo("Next-token distribution, stage by stage")).figure()
-    assert bundle[notebook.PLOTLY_MIME] == _figure_data(expected)
-    summary = bundle["text/plain"]
-    best = int(distribution.final.argmax())
-    assert repr(distribution.tokens[best]) in summary and "raw → temperature → top-k → top-p → min-p" in summary
-    assert f"{int((distribution.final > 0).sum()):,} still possible" in summary
-    assert f"({100 * float(distribution.final[best]):.1f}%)" in summary
-
-
-def test_next_token_logits_display_as_the_apps_pipeline_figure(decoder):
-    logits = explorer.next_token_logits(decoder, "It is a truth")
-    bundle = logits._repr_mimebundle_()
-    untouched = distribution_from_logits(logits.logits, logits.tokens)  # every stage off: the model's own softmax
-    info = FigureInfo("Next-token distribution", model=logits.model_name, text=logits.prompt)
-    assert bundle[notebook.PLOTLY_MIME] == _figure_data(stages_figure(untouched, info=info).figure())
-    best = int(logits.logits.argmax())
-    assert bundle["text/plain"] == (
-        f"NextTokenLogits: bundled/prose-gpt2, after “It is a truth”: {len(logits.tokens):,} logits; most likely "
-        f"{logits.tokens[best]!r} ({100 * float(untouched.final[best]):.1f}%)"
-    )
 
 
 def test_plotly_js_is_inlined_in_the_first_figure_only(encoder_capture):
@@ -230,37 +179,221 @@ def test_the_package_and_its_displays_need_no_ipython():
     assert done.stdout.strip() == "['IPython']"  # only the blocked entry: nothing tried to import it
 
 
-def test_a_logit_lens_and_ablation_effects_display_as_the_apps_figures(decoder):
-    from explorer.render.ablation import ablation_map
-    from explorer.render.lens import lens_figure
+def test_the_data_layer_imports_nothing_from_the_render_layer():
+    """explorer/data sits below the figures: not one import of explorer.render there, not even inside a function
+    (the display reaches the data classes through explorer.data._display, filled by explorer.render.notebook)."""
+    found = []
+    for path in sorted((ROOT / "explorer" / "data").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            if any(name == "explorer.render" or name.startswith("explorer.render.") for name in names):
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == []
 
-    lens = explorer.logit_lens(decoder, "It is a truth universally acknowledged")
-    bundle = lens._repr_mimebundle_()
-    info = FigureInfo("Logit lens", model=lens.model_name, text=" ".join(lens.tokens))
-    assert bundle[notebook.PLOTLY_MIME] == _figure_data(
-        lens_figure(lens.top_tokens, lens.top_logprobs, lens.tokens, info=info)
+
+# -- each result in a notebook is the figure its page draws ---------------------------------------------------
+# The pages' own calls, copied from the page named beside each, with the settings a page opens with. The text a
+# result does not keep (a capture's or a lens's input as typed) is its tokens joined, as the notebook shows it.
+
+
+def _attention_page(capture, *, stack_name=None, layer=0, head=0, text=None):
+    """pages/attention_heatmaps.py, Show: weights, colours not stretched."""
+    stack_name = stack_name or next(iter(capture.stacks))  # the stack choice starts at the first
+    stack = capture.stacks[stack_name]
+    where = (STACK_LABELS[stack_name].lower(),) if len(capture.stacks) > 1 else ()
+    text = text or " ".join(capture.tokens)
+    info = FigureInfo(
+        "Attention weights", model=capture.model_name, text=text, where=(*where, f"layer {layer}", f"head {head}")
     )
-    assert bundle["text/plain"].startswith(f"LogitLens: bundled/prose-gpt2, {len(lens.tokens)} positions × 6 readings")
-    effects = explorer.head_ablation_effects(decoder, "It is a truth universally acknowledged")
-    bundle = effects._repr_mimebundle_()
-    info = FigureInfo("Each head ablated alone", model=effects.model_name, text=effects.prompt)
-    expected = ablation_map(
+    boundary = capture.segment_b_start if stack_name == "encoder" else None
+    boundaries = () if boundary is None else (boundary,)
+    weights = masked_weights(stack, layer, head)
+    return weights_heatmap(
+        weights,
+        stack.query_tokens,
+        stack.key_tokens,
+        color_max=1.0,
+        info=info,
+        boundaries=boundaries,
+        skip_first_row=False,
+    )
+
+
+def _greedy_page(trace):
+    """pages/greedy_search.py."""
+    info = FigureInfo("Greedy search", model=trace.model_name, text=trace.prompt, where=(f"{trace.num_steps} steps",))
+    return candidates_figure(trace, info=info)
+
+
+def _beam_page(trace, upto=None):
+    """pages/beam_search.py, the replay slider at its last step."""
+    upto = trace.num_steps - 1 if upto is None else upto
+    where = (f"{trace.settings.num_beams} beams", f"step {upto + 1} of {trace.num_steps}")
+    info = FigureInfo("Beam search tree", model=trace.model_name, text=trace.prompt, where=where)
+    return beam_tree_figure(trace, info=info, upto_step=upto)
+
+
+def _sampled(trace):
+    """No page draws a sampled trace (the sampling page shows a table): the greedy page's figure, titled so."""
+    where = (f"seed {trace.settings.seed}", f"{trace.num_steps} steps")
+    return candidates_figure(trace, info=FigureInfo("Sampling", model=trace.model_name, text=trace.prompt, where=where))
+
+
+def _pipeline_page(distribution, settings_text, model="", prompt=""):
+    """pages/sampling.py, the pipeline stage by stage."""
+    stages_info = FigureInfo("Sampling pipeline", model=model, text=prompt, where=(settings_text,))
+    return stages_figure(distribution, info=stages_info).figure()
+
+
+def _logits_page(logits):
+    """pages/sampling.py as it opens: T = 1, top-k, top-p and min-p off."""
+    distribution = distribution_from_logits(
+        logits.logits, logits.tokens, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0
+    )
+    settings_text = "T = 1, top-k = 0, top-p = 1, min-p = 0"
+    return _pipeline_page(distribution, settings_text, model=logits.model_name, prompt=logits.prompt)
+
+
+def _lens_page(lens):
+    """pages/logit_lens.py, a decoder-only model."""
+    info = FigureInfo("Logit lens", model=lens.model_name, text=" ".join(lens.tokens), where=())
+    return lens_figure(lens.top_tokens, lens.top_logprobs, lens.tokens, info=info, masked=lens.masked)
+
+
+def _ablation_page(effects):
+    """pages/head_ablation.py, no head ablated yet, a decoder-only model."""
+    info = FigureInfo("Each head ablated alone", model=effects.model_name, text=effects.prompt, where=())
+    return ablation_map(
         effects.changes,
         effects.top_tokens,
         target_token=effects.target_token,
         baseline_logprob=effects.baseline_logprob,
+        ablated=(),
         info=info,
     )
-    assert bundle[notebook.PLOTLY_MIME] == _figure_data(expected)
-    assert "costs it the most" in bundle["text/plain"]
 
 
-def test_head_probes_display_as_the_best_induction_heads_weights():
-    lm = explorer.load_model(explorer.DEFAULT_DECODER)
-    probes = explorer.head_probes(lm, n=8, seed=1)
-    bundle = probes._repr_mimebundle_()
+def _probes_page(probes, score="induction", score_name="induction"):
+    """pages/head_types.py, the best head for ``score`` (its SCORES label, lowered: ``score_name``)."""
+    layer, head = probes.best(score)
+    stack = probes.capture.main
+    info = FigureInfo(
+        "Attention weights",
+        model=probes.model_name,
+        text=f"{probes.n} random tokens, twice (seed {probes.seed})",
+        where=(f"layer {layer}", f"head {head}", f"best {score_name} score"),
+    )
+    weights = masked_weights(stack, layer, head)
+    copies = (probes.offset + probes.n,)
+    return weights_heatmap(weights, stack.query_tokens, stack.key_tokens, color_max=None, info=info, boundaries=copies)
+
+
+@pytest.fixture(scope="module")
+def results(encoder_capture, decoder):
+    """One result of every type that displays, with its page's figure."""
+    prompt = "It is a truth universally acknowledged"
+    greedy = explorer.decode(decoder, prompt, strategy="greedy", max_new_tokens=4)
+    beam = explorer.decode(decoder, prompt, strategy="beam", num_beams=3, max_new_tokens=4)
+    sampled = explorer.decode(decoder, prompt, strategy="sample", seed=7, top_p=0.9, max_new_tokens=4)
+    distribution = explorer.next_token_distribution(decoder, prompt, temperature=0.7, top_p=0.9)
+    logits = explorer.next_token_logits(decoder, prompt)
+    lens = explorer.logit_lens(decoder, prompt)
+    effects = explorer.head_ablation_effects(decoder, prompt)
+    probes = explorer.head_probes(decoder, n=8, seed=1)
+    return {
+        "capture": (encoder_capture, _attention_page(encoder_capture)),
+        "greedy": (greedy, _greedy_page(greedy)),
+        "beam": (beam, _beam_page(beam)),
+        "sample": (sampled, _sampled(sampled)),
+        "distribution": (distribution, _pipeline_page(distribution, "T = 0.7, top-k = 0, top-p = 0.9, min-p = 0")),
+        "logits": (logits, _logits_page(logits)),
+        "lens": (lens, _lens_page(lens)),
+        "effects": (effects, _ablation_page(effects)),
+        "probes": (probes, _probes_page(probes)),
+    }
+
+
+RESULT_NAMES = ["capture", "greedy", "beam", "sample", "distribution", "logits", "lens", "effects", "probes"]
+
+
+def test_every_result_type_that_displays_is_compared_with_its_page(results):
+    assert set(results) == set(RESULT_NAMES)
+    assert {type(result) for result, _ in results.values()} == set(views.VIEWS)
+    displayed = {cls for module in (explorer.data, explorer) for cls in vars(module).values() if isinstance(cls, type)}
+    assert {cls for cls in displayed if issubclass(cls, Displayed)} == set(views.VIEWS)
+
+
+@pytest.mark.parametrize("name", RESULT_NAMES)
+def test_a_result_in_a_notebook_is_the_figure_its_page_draws(results, name):
+    result, page_figure = results[name]
+    notebook.reset_plotly_js()
+    bundle = result._repr_mimebundle_()
+    assert bundle[notebook.PLOTLY_MIME] == _figure_data(page_figure)
+    assert _plotted(bundle["text/html"]) == _figure_data(page_figure)  # the HTML draws the same figure
+
+
+def test_a_view_is_its_pages_figure_at_any_setting_too(decoder):
+    """What the pages may change: a stack, a layer and head, the text as typed, the replay step, the probe score."""
+    seq2seq = explorer.load_model(explorer.DEFAULT_SEQ2SEQ)
+    text, target = "Thursday, March 5, 2021", "2021-03-05"
+    capture = explorer.capture(seq2seq, text, target=target)
+    view = views.attention_view(capture, text=f"{text} / {target}", stack="cross", layer=1, head=0)
+    page = _attention_page(capture, stack_name="cross", layer=1, head=0, text=f"{text} / {target}")
+    assert _figure_data(view.build()) == _figure_data(page)
+    assert view.info.where == ("cross-attention", "layer 1", "head 0")
+    beam = explorer.decode(decoder, "It is a truth", strategy="beam", num_beams=2, max_new_tokens=3)
+    assert _figure_data(views.beam_view(beam, upto_step=0).build()) == _figure_data(_beam_page(beam, upto=0))
+    probes = explorer.head_probes(decoder, n=8, seed=1)
+    shown = views.probes_view(probes, score="previous").build()
+    assert _figure_data(shown) == _figure_data(_probes_page(probes, "previous", "previous token"))
+
+
+def test_each_result_summarises_itself_in_one_line(results):
+    summaries = {
+        name: result._repr_mimebundle_(include=["text/plain"])["text/plain"] for name, (result, _) in results.items()
+    }
+    assert all("\n" not in summary for summary in summaries.values())
+    assert summaries["capture"] == (
+        "AttentionCapture: sentence-transformers/all-MiniLM-L6-v2, 13 tokens, 6 layers × 12 heads, stacks encoder "
+        "(shown: layer 0, head 0; any other with explorer.render.attention_heatmap(capture.main, layer, head))"
+    )
+    titles = {"greedy": "greedy search", "beam": "beam search, 3 beams", "sample": "sampling, seed 7"}
+    for name, title in titles.items():
+        trace = results[name][0]
+        assert summaries[name].startswith(f"DecodeTrace: bundled/prose-gpt2, {title}, 4 steps: ")
+        assert f"(log-probability {float(trace.sequence_logprobs[0]):.2f})" in summaries[name]
+        assert trace.continuations[0].strip()[:10] in summaries[name]
+    distribution = results["distribution"][0]
+    best = int(distribution.final.argmax())
+    assert repr(distribution.tokens[best]) in summaries["distribution"]
+    assert "raw → temperature → top-k → top-p → min-p" in summaries["distribution"]
+    assert f"{int((distribution.final > 0).sum()):,} still possible" in summaries["distribution"]
+    assert f"({100 * float(distribution.final[best]):.1f}%)" in summaries["distribution"]
+    logits = results["logits"][0]
+    untouched = distribution_from_logits(logits.logits, logits.tokens)  # every stage off: the model's own softmax
+    best = int(logits.logits.argmax())
+    assert summaries["logits"] == (
+        f"NextTokenLogits: bundled/prose-gpt2, after “It is a truth universally acknowledged”: "
+        f"{len(logits.tokens):,} logits; most likely {logits.tokens[best]!r} "
+        f"({100 * float(untouched.final[best]):.1f}%)"
+    )
+    lens = results["lens"][0]
+    assert summaries["lens"].startswith(f"LogitLens: bundled/prose-gpt2, {len(lens.tokens)} positions × 6 readings")
+    assert "costs it the most" in summaries["effects"]
+    probes = results["probes"][0]
+    layer, head = probes.best("induction")
+    assert f"induction L{layer}H{head}" in summaries["probes"]
+
+
+def test_head_probes_display_as_the_best_induction_heads_weights(results):
+    probes = results["probes"][0]
+    bundle = probes._repr_mimebundle_(exclude=["text/html"])
     layer, head = probes.best("induction")
     shown = decode_plotly_array(bundle[notebook.PLOTLY_MIME]["data"][0]["z"])
     expected = probes.capture.main.attentions[layer, head]
     np.testing.assert_allclose(np.nan_to_num(shown), np.tril(expected), atol=1e-6)
-    assert f"induction L{layer}H{head}" in bundle["text/plain"]

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
+# Each score in words, as the head types page and its figure titles name it.
+SCORE_NAMES = {
+    "induction": "Induction",
+    "duplicate": "Duplicate token",
+    "previous": "Previous token",
+    "sink": "First token",
+}
 MEANINGS = {
     "induction": "Mean weight, over the second copy, from each token to the token that followed its previous "
     "occurrence: such a head can copy what came next last time (the core of in-context learning).",

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.data._display import Displayed
 from explorer.data._freeze import freeze_arrays
 
 
 @dataclass(frozen=True, eq=False)
-class HeadAblationEffects:
+class HeadAblationEffects(Displayed):
     """For the token after ``prompt``: the target's log-probability with every head of ``stack`` ablated alone.
 
     target_id / target_token  the token measured: the model's own top token, unless one was asked for
@@ -36,13 +37,6 @@ class HeadAblationEffects:
 
     def __post_init__(self):
         freeze_arrays(self)
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
-        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
-        from explorer.render.notebook import mimebundle
-
-        return mimebundle(self, include, exclude)
 
     @property
     def changes(self) -> np.ndarray:

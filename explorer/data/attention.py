@@ -21,11 +21,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.data._display import Displayed
 from explorer.data._freeze import freeze_arrays
 
 STACK_ENCODER = "encoder"
 STACK_DECODER = "decoder"
 STACK_CROSS = "cross"
+# Each stack in words, as pages and figure titles name it.
+STACK_LABELS = {
+    STACK_ENCODER: "Encoder self-attention",
+    STACK_DECODER: "Decoder self-attention",
+    STACK_CROSS: "Cross-attention",
+}
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,7 +119,7 @@ TOLERANCE = {"float32": 1e-4, "float16": 5e-2, "bfloat16": 1e-1}
 
 
 @dataclass(frozen=True, eq=False)
-class AttentionCapture:
+class AttentionCapture(Displayed):
     """Everything one forward pass showed about attention.
 
     tokens           display labels of the input (encoder input, or the decoder-only model's text)
@@ -142,13 +149,6 @@ class AttentionCapture:
 
     def __post_init__(self):
         freeze_arrays(self)
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
-        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
-        from explorer.render.notebook import mimebundle
-
-        return mimebundle(self, include, exclude)
 
     @property
     def main(self) -> AttentionStack:

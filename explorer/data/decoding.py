@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.data._display import Displayed
 from explorer.data._freeze import freeze_arrays
 
 STRATEGIES = ("greedy", "beam", "sample")
@@ -144,7 +145,7 @@ class NgramBan:
 
 
 @dataclass(frozen=True, eq=False)
-class DecodeTrace:
+class DecodeTrace(Displayed):
     """A whole decoding, recorded: the sequences, every step's candidates, and beam search's full tree.
 
     sequences           tuple of [position] int arrays, best first: the prompt included for decoder-only
@@ -189,13 +190,6 @@ class DecodeTrace:
         for array in self.sequences:
             array.flags.writeable = False
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
-        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
-        from explorer.render.notebook import mimebundle
-
-        return mimebundle(self, include, exclude)
-
     @property
     def num_steps(self) -> int:
         return len(self.steps)
@@ -207,7 +201,7 @@ class DecodeTrace:
 
 
 @dataclass(frozen=True, eq=False)
-class NextTokenLogits:
+class NextTokenLogits(Displayed):
     """The model's raw next-token logits after a prompt, cached so that sampling controls never re-run it.
 
     logits   [vocab] float32
@@ -225,16 +219,9 @@ class NextTokenLogits:
     def __post_init__(self):
         freeze_arrays(self)
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
-        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
-        from explorer.render.notebook import mimebundle
-
-        return mimebundle(self, include, exclude)
-
 
 @dataclass(frozen=True, eq=False)
-class TokenDistribution:
+class TokenDistribution(Displayed):
     """The next-token distribution at each stage of transformers' sampling pipeline, over the whole vocabulary.
 
     stages        ordered ((name, probabilities [vocab]), ...): "raw" (softmax of the logits), then
@@ -261,13 +248,6 @@ class TokenDistribution:
             probabilities.flags.writeable = False
         for mask in self.kept.values():
             mask.flags.writeable = False
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
-        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
-        from explorer.render.notebook import mimebundle
-
-        return mimebundle(self, include, exclude)
 
     @property
     def final(self) -> np.ndarray:

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.data._display import Displayed
 from explorer.data._freeze import freeze_arrays
 
 
 @dataclass(frozen=True, eq=False)
-class LogitLens:
+class LogitLens(Displayed):
     """The model's own final norm and unembedding applied to the residual stream after every layer.
 
     tokens          labels of the positions (the decoder's input for encoder-decoder models)
@@ -51,10 +52,3 @@ class LogitLens:
     def num_layers(self) -> int:
         """L: the layers of the stack (the arrays have L + 1 rows, the embeddings first)."""
         return self.top_ids.shape[0] - 1
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
-        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
-        from explorer.render.notebook import mimebundle
-
-        return mimebundle(self, include, exclude)

@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.data._display import Displayed
 from explorer.data._freeze import freeze_arrays
 from explorer.data.attention import AttentionCapture
 
 
 @dataclass(frozen=True, eq=False)
-class HeadProbes:
+class HeadProbes(Displayed):
     """Scores [layer, head] of every head of the main stack on a seeded random sequence repeated twice.
 
     token_ids   the sequence the model read: ``offset`` start tokens, n random tokens, the same n again
@@ -35,13 +36,6 @@ class HeadProbes:
         freeze_arrays(self)
         for values in self.scores.values():
             values.flags.writeable = False
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        """Jupyter shows the app's figure for this result (see ``explorer.render.notebook``)."""
-        # Imported when a notebook asks: the data contract sits below the figures in the package's layers.
-        from explorer.render.notebook import mimebundle
-
-        return mimebundle(self, include, exclude)
 
     def best(self, score: str) -> tuple[int, int]:
         """(layer, head) of the head with the highest ``score``."""

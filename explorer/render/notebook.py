@@ -1,5 +1,9 @@
 """Results shown in Jupyter as the app's figures: what ``_repr_mimebundle_`` of the data classes returns.
 
+One function, ``mimebundle``, draws every result: it looks up the result's view in ``explorer.render.views.VIEWS``
+(the page's own render function and arguments) and registers itself with ``explorer.data._display`` when this
+module is imported (``explorer/__init__.py`` imports it), so the data classes need not import the figures.
+
 Each bundle has three representations; a frontend shows the richest it can:
 
 - ``application/vnd.plotly.v1+json``: the figure as data (JupyterLab, VS Code and Colab draw it natively);
@@ -17,20 +21,11 @@ from __future__ import annotations
 import json
 import threading
 
-import numpy as np
 import plotly.io as pio
 
-from explorer.compute.sampling import distribution_from_logits
-from explorer.data import AttentionCapture, DecodeTrace, NextTokenLogits, TokenDistribution
-from explorer.data.ablation import HeadAblationEffects
-from explorer.data.lens import LogitLens
-from explorer.data.probes import HeadProbes
-from explorer.render.ablation import ablation_map
-from explorer.render.decoding import beam_tree_figure, candidates_figure
-from explorer.render.heatmap import attention_heatmap, masked_weights, weights_heatmap
-from explorer.render.lens import lens_figure
-from explorer.render.sampling import stages_figure
-from explorer.render.style import FigureInfo, snippet
+from explorer.data._display import register_display
+from explorer.render.layout import PlotlySpec
+from explorer.render.views import VIEWS
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 _plotly_js = {"sent": False}
@@ -38,15 +33,18 @@ _plotly_js_lock = threading.Lock()
 
 
 def mimebundle(result, include=None, exclude=None) -> dict:
-    """The bundle for any result that has a figure (see ``FIGURES``), with the mime types ``include`` names (all
-    when None) less those ``exclude`` names, as IPython's ``_repr_mimebundle_`` is asked for them."""
-    figure, summary = FIGURES[type(result)](result)
-    bundle = {"text/plain": summary}
-    if _wanted(PLOTLY_MIME, include, exclude):
+    """The bundle of any result with a view (``explorer.render.views.VIEWS``: the figure its page draws, with the
+    page's default settings), with the mime types ``include`` names (all when None) less those ``exclude`` names, as
+    IPython's ``_repr_mimebundle_`` is asked for them."""
+    view = VIEWS[type(result)](result)
+    bundle = {"text/plain": view.summary}
+    if _wanted(PLOTLY_MIME, include, exclude) or _wanted("text/html", include, exclude):
+        figure = view.build()
+        figure = figure.figure() if isinstance(figure, PlotlySpec) else figure  # the validated figure, as exports
         # Through Plotly's own JSON encoder: arrays become typed-array data that Jupyter can send as JSON.
         bundle[PLOTLY_MIME] = json.loads(pio.to_json(figure, validate=False))
-    if _wanted("text/html", include, exclude):  # only then is plotly.js spent on this output
-        bundle["text/html"] = _html(figure)
+        if _wanted("text/html", include, exclude):  # only then is plotly.js spent on this output
+            bundle["text/html"] = _html(figure)
     return {mime: value for mime, value in bundle.items() if _wanted(mime, include, exclude)}
 
 
@@ -66,143 +64,5 @@ def reset_plotly_js() -> None:
         _plotly_js["sent"] = False
 
 
-def capture_figure(capture: AttentionCapture, layer: int = 0, head: int = 0):
-    stack = capture.main
-    text = " ".join(capture.tokens)
-    info = FigureInfo(
-        "Attention weights", model=capture.model_name, text=text, where=(f"layer {layer}", f"head {head}")
-    )
-    figure = attention_heatmap(stack, layer, head, info=info, segment_b_start=capture.segment_b_start)
-    summary = (
-        f"AttentionCapture: {capture.model_name}, {len(capture.tokens)} tokens, {stack.num_layers} layers × "
-        f"{stack.num_heads} heads{_capture_remarks(capture)}, stacks {', '.join(capture.stacks)} (shown: layer "
-        f"{layer}, head {head}; any other with explorer.render.attention_heatmap(capture.main, layer, head))"
-    )
-    return figure, summary
-
-
-def _capture_remarks(capture: AttentionCapture) -> str:
-    """What changes how the numbers read, from fields alone (nothing is recomputed: ``verify()`` is the check)."""
-    kv_heads = len(set(capture.main.kv_head_of_query.tolist()))
-    remarks = [
-        f"{kv_heads} KV heads" if kv_heads < capture.main.num_heads else "",
-        f"{capture.truncated} tokens cut to fit" if capture.truncated else "",
-        capture.dtype if capture.dtype != "float32" else "",
-        f"{len(capture.ablated)} head{'s' if len(capture.ablated) > 1 else ''} ablated" if capture.ablated else "",
-    ]
-    present = [remark for remark in remarks if remark]
-    return f" ({'; '.join(present)})" if present else ""
-
-
-def trace_figure(trace: DecodeTrace):
-    settings = trace.settings
-    info = FigureInfo(_strategy_title(trace), model=trace.model_name, text=trace.prompt)
-    beams = settings.strategy == "beam"
-    figure = beam_tree_figure(trace, info=info) if beams else candidates_figure(trace, info=info)
-    summary = (
-        f"DecodeTrace: {trace.model_name}, {_strategy_title(trace).lower()}, {trace.num_steps} steps: "
-        f"“{snippet(trace.prompt, 40)}” → “{snippet(trace.continuations[0], 60)}” "
-        f"(log-probability {float(trace.sequence_logprobs[0]):.2f})"
-    )
-    return figure, summary
-
-
-def _strategy_title(trace: DecodeTrace) -> str:
-    settings = trace.settings
-    if settings.strategy == "beam":
-        return f"Beam search, {settings.num_beams} beams"
-    if settings.strategy == "sample":  # the seed reproduces it
-        return f"Sampling, seed {settings.seed}"
-    return "Greedy search"
-
-
-def distribution_figure(distribution: TokenDistribution, info: FigureInfo | None = None):
-    info = info or FigureInfo("Next-token distribution, stage by stage")
-    figure = stages_figure(distribution, info=info).figure()
-    final = distribution.final
-    best = int(final.argmax())
-    summary = (
-        f"TokenDistribution: {len(final):,} tokens, stages {' → '.join(name for name, _ in distribution.stages)}; "
-        f"{int((final > 0).sum()):,} still possible; most likely {distribution.tokens[best]!r} "
-        f"({100 * float(final[best]):.1f}%)"
-    )
-    return figure, summary
-
-
-def logits_figure(logits: NextTokenLogits):
-    distribution = distribution_from_logits(logits.logits, logits.tokens)
-    figure, _ = distribution_figure(
-        distribution, FigureInfo("Next-token distribution", model=logits.model_name, text=logits.prompt)
-    )
-    best = int(logits.logits.argmax())
-    summary = (
-        f"NextTokenLogits: {logits.model_name}, after “{snippet(logits.prompt, 40)}”: {len(logits.logits):,} logits; "
-        f"most likely {logits.tokens[best]!r} ({100 * float(distribution.final[best]):.1f}%)"
-    )
-    return figure, summary
-
-
-def lens_figure_of(lens: LogitLens):
-    info = FigureInfo("Logit lens", model=lens.model_name, text=" ".join(lens.tokens))
-    figure = lens_figure(lens.top_tokens, lens.top_logprobs, lens.tokens, info=info)
-    settled = int(np.argmax(lens.final_ranks[:, -1] == 0))
-    summary = (
-        f"LogitLens: {lens.model_name}, {len(lens.tokens)} positions × {lens.num_layers + 1} readings (embeddings and "
-        f"{lens.num_layers} layers); after the last token the model predicts {lens.final_tokens[-1]!r}, the lens's "
-        f"top token from reading {settled} on"
-    )
-    return figure, summary
-
-
-def effects_figure(effects: HeadAblationEffects):
-    info = FigureInfo("Each head ablated alone", model=effects.model_name, text=effects.prompt)
-    figure = ablation_map(
-        effects.changes,
-        effects.top_tokens,
-        target_token=effects.target_token,
-        baseline_logprob=effects.baseline_logprob,
-        info=info,
-    )
-    layer, head = np.unravel_index(int(np.argmin(effects.changes)), effects.changes.shape)
-    summary = (
-        f"HeadAblationEffects: {effects.model_name}, next token {effects.target_token!r} (log-probability "
-        f"{effects.baseline_logprob:.2f}); ablating layer {layer}, head {head} alone costs it the most "
-        f"({float(effects.changes[layer, head]):+.3f})"
-    )
-    return figure, summary
-
-
-def probes_figure(probes: HeadProbes):
-    layer, head = probes.best("induction")
-    stack = probes.capture.main
-    text = f"{probes.n} random tokens, twice (seed {probes.seed})"
-    info = FigureInfo(
-        "Attention weights",
-        model=probes.model_name,
-        text=text,
-        where=(f"layer {layer}", f"head {head}", "best induction score"),
-    )
-    figure = weights_heatmap(
-        masked_weights(stack, layer, head),
-        stack.query_tokens,
-        stack.key_tokens,
-        color_max=None,
-        info=info,
-        boundaries=(probes.offset + probes.n,),
-    )
-    best = ", ".join(
-        f"{name} L{lb}H{hb} {float(probes.scores[name][lb, hb]):.3f}"
-        for name, (lb, hb) in ((name, probes.best(name)) for name in probes.scores)
-    )
-    return figure, f"HeadProbes: {probes.model_name}, n={probes.n}, seed {probes.seed}; best heads: {best}"
-
-
-FIGURES = {
-    AttentionCapture: capture_figure,
-    DecodeTrace: trace_figure,
-    TokenDistribution: distribution_figure,
-    NextTokenLogits: logits_figure,
-    LogitLens: lens_figure_of,
-    HeadAblationEffects: effects_figure,
-    HeadProbes: probes_figure,
-}
+# Every result that derives from explorer.data's Displayed shows itself through this one function.
+register_display(mimebundle)
