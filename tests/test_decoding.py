@@ -15,6 +15,7 @@ import torch
 from transformers import GenerationConfig
 
 import explorer
+from explorer.compute.decoding import path_to, tree_positions
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING
 from explorer.models.decoding import generation_config_for, special_token_ids
 from tests.devices import DEVICE
@@ -184,6 +185,9 @@ def test_the_beam_tree_is_complete_and_consistent(models, name):
         assert leaf.normalized_score == pytest.approx(float(score), abs=1e-5)
         assert leaf.score / (len(sequence) - start) ** case["length_penalty"] == pytest.approx(float(score), abs=1e-5)
         assert logprob == pytest.approx(sum(nodes[i].token_logprob for i in _path_ids(nodes, leaf)), abs=1e-4)
+        # One path function for the capture layer (the tree, a node's id its index) and the pages (a dict by id).
+        assert path_to(trace.tree, leaf.id) == path_to(nodes, leaf.id) == _path_ids(nodes, leaf)
+    assert set(tree_positions(trace.tree)) == set(nodes)  # the figure places every node
     assert trace.pool_history and all(len(pool) <= case["num_beams"] for pool in trace.pool_history)
     assert all(nodes[i].status in (FINISHED, RETURNED) for pool in trace.pool_history for i in pool)
     for node in trace.tree:

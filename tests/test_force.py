@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import explorer
-from explorer.compute.decoding import forced_table, greedy_table, visible
+from explorer.compute.decoding import forced_table, greedy_table, mark_leading_space
 from explorer.data.decoding import RETURNED
 from explorer.models.decoding import special_token_ids
 from explorer.models.tokens import token_labels
@@ -272,7 +272,7 @@ def test_the_tables_name_the_forced_token_and_what_the_model_wanted(models):
     rows = forced_table(trace)
     assert [row["step"] for row in rows] == [1, 2]
     for row, token, position in zip(rows, force, range(start - 1, start + 1), strict=True):
-        assert row["forced"] == visible(token_labels(lm.tokenizer, [token])[0])
+        assert row["forced"] == mark_leading_space(token_labels(lm.tokenizer, [token])[0])
         assert row["model's rank"] == int((reference[position] > reference[position, token]).sum()) + 1
         assert row["model's probability"] == pytest.approx(float(reference[position, token].exp()), rel=1e-4)
         assert row["its probability"] == pytest.approx(float(reference[position].exp().max()), rel=1e-4)

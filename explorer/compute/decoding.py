@@ -1,12 +1,19 @@
-"""Pure functions on decoding traces: the tables and layouts the decoding pages show.
+"""Pure functions on decoding traces: the decoding pages' tables, the beam tree's arithmetic, repetition checks.
 
-Everything here reads ``explorer.data.decoding`` records and returns plain Python values (lists of row
-dicts for tables, coordinates for the beam tree); nothing runs a model.
+Everything here reads ``explorer.data.decoding`` records and returns plain Python values; nothing runs a model.
+
+- Tables (lists of row dicts): ``greedy_table``, ``forced_table``, ``sampled_table``, ``pool_table``,
+  ``bans_table``; token labels in them go through ``mark_leading_space``.
+- The beam tree: ``tree_positions`` (where each node is drawn), ``path_to`` (a node's ids from the first new token,
+  also used by ``explorer.models.decoding`` to mark returned paths), ``tree_at`` (the search as it stood after a
+  step) and ``status_counts``.
+- Repetition and sanity: ``repeated_ngram``, ``repeats``, ``looks_untrained``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -15,9 +22,13 @@ from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, BeamNode
 from explorer.labels import visible as visible_label
 
 
-def visible(token: str) -> str:
-    """A token label with its leading space shown (``␣``), so word starts stay visible in tables."""
+def mark_leading_space(token: str) -> str:
+    """A token label with its leading space shown (``␣``), so word starts stay visible in tables (not to be confused
+    with ``explorer.labels.visible``, which every label has already been through)."""
     return "␣" + token[1:] if token.startswith(" ") else token
+
+
+visible = mark_leading_space  # the old name, for pages/greedy_search.py and explorer/ui/branching.py until they move
 
 
 def greedy_table(trace: DecodeTrace, tokenizer=None, *, row: int = 0, context_chars: int = 60) -> list[dict]:
@@ -29,9 +40,9 @@ def greedy_table(trace: DecodeTrace, tokenizer=None, *, row: int = 0, context_ch
         for rank, (token, prob) in enumerate(
             zip(step.candidate_tokens[row], step.candidate_probs[row], strict=True), start=1
         ):
-            record[f"choice {rank}"] = f"{visible(token)} ({100 * float(prob):.2f}%)"
+            record[f"choice {rank}"] = f"{mark_leading_space(token)} ({100 * float(prob):.2f}%)"
         # A forced token may lie outside the candidates: its label then comes from the sequence.
-        record["chosen"] = visible(_draw_label(trace, step, row, int(step.chosen_ids[row])))
+        record["chosen"] = mark_leading_space(_draw_label(trace, step, row, int(step.chosen_ids[row])))
         record["entropy (nats)"] = round(float(step.entropy[row]), 3)
         rows.append(record)
     return rows
@@ -45,10 +56,10 @@ def forced_table(trace: DecodeTrace, *, row: int = 0) -> list[dict]:
         rows.append(
             {
                 "step": step.step + 1,
-                "forced": visible(_draw_label(trace, step, row, int(step.chosen_ids[row]))),
+                "forced": mark_leading_space(_draw_label(trace, step, row, int(step.chosen_ids[row]))),
                 "model's rank": int(step.forced_rank[row]) + 1,
                 "model's probability": float(np.exp(step.forced_logprob[row])),
-                "first choice": visible(step.candidate_tokens[row][0]),
+                "first choice": mark_leading_space(step.candidate_tokens[row][0]),
                 "its probability": float(np.exp(step.candidate_logprobs[row, 0])),
             }
         )
@@ -99,12 +110,12 @@ def sampled_table(trace: DecodeTrace, *, row: int = 0) -> list[dict]:
         rows.append(
             {
                 "step": step.step + 1,
-                "drawn": visible(_draw_label(trace, step, row, chosen)),
+                "drawn": mark_leading_space(_draw_label(trace, step, row, chosen)),
                 "rank": rank_text,
                 "probability": prob,
                 "model's probability": float(np.exp(logprob)) if np.isfinite(logprob) else float("nan"),
                 "entropy (nats)": round(float(step.entropy[row]), 3),
-                "most likely": visible(step.candidate_tokens[row][0]),
+                "most likely": mark_leading_space(step.candidate_tokens[row][0]),
             }
         )
     return rows
@@ -148,7 +159,7 @@ def looks_untrained(trace: DecodeTrace, vocab_size: int, *, fraction: float = 0.
 # -- the beam tree --------------------------------------------------------------------------------------------
 
 
-def tree_layout(tree: tuple[BeamNode, ...], upto_step: int | None = None) -> dict[int, tuple[int, float]]:
+def tree_positions(tree: tuple[BeamNode, ...], upto_step: int | None = None) -> dict[int, tuple[int, float]]:
     """{node id: (x = step, y = position)}: each step's candidates stacked in the order of their parents'
     positions, then their rank, so that branches rarely cross. The prompt (node 0) sits at step -1."""
     positions = {0: (-1, 0.0)}
@@ -188,8 +199,9 @@ def pool_table(trace: DecodeTrace, upto_step: int, tokenizer=None) -> list[dict]
     return rows
 
 
-def path_to(nodes: dict[int, BeamNode], node_id: int) -> list[int]:
-    """Node ids from the first generated token down to ``node_id``."""
+def path_to(nodes: Mapping[int, BeamNode] | Sequence[BeamNode], node_id: int) -> list[int]:
+    """Node ids from the first generated token down to ``node_id``; ``nodes`` maps an id to its node (a dict, or
+    the tree itself: a node's id is its index)."""
     path = []
     while node_id not in (None, 0):
         path.append(node_id)
@@ -229,8 +241,8 @@ def bans_table(trace: DecodeTrace) -> list[dict]:
         {
             "step": ban.step + 1,
             "beam": ban.row,
-            "banned token": visible(ban.token),
-            "would repeat": " ".join(visible(t) for t in ban.ngram),
+            "banned token": mark_leading_space(ban.token),
+            "would repeat": " ".join(mark_leading_space(t) for t in ban.ngram),
             "model's probability": float(np.exp(ban.logprob)),
             "model's rank": ban.would_rank + 1,
         }

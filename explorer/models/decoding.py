@@ -37,6 +37,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from explorer.compute.decoding import path_to
 from explorer.compute.sampling import check_sampling_settings
 from explorer.data.decoding import (
     RETURNED,
@@ -492,7 +493,7 @@ class _Run:
         sequences, logprobs = [], []
         prefix = self.prompt_ids[0].tolist() if not self.seq2seq else [self.ids["decoder_start"]]
         for node_id in returned:
-            path = _path(nodes, node_id)
+            path = path_to(nodes, node_id)
             for index in path:
                 nodes[index] = dataclasses.replace(nodes[index], status=RETURNED)
             sequences.append(prefix + [nodes[i].token_id for i in path])
@@ -633,15 +634,6 @@ def _trim(sequence: list[int], prompt_length: int, eos: list[int]) -> list[int]:
         if sequence[index] in eos:
             return sequence[: index + 1]
     return sequence
-
-
-def _path(nodes: list[BeamNode], node_id: int) -> list[int]:
-    """Node ids from the first generated token down to ``node_id``."""
-    path = []
-    while node_id is not None and node_id != 0:
-        path.append(node_id)
-        node_id = nodes[node_id].parent
-    return path[::-1]
 
 
 class _LabelCache:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.compute.decoding import tree_at, tree_layout
+from explorer.compute.decoding import tree_at, tree_positions
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, BeamNode, DecodeTrace
 from explorer.render.layout import batched, relayout, subplots, update_axes
 from explorer.render.style import (
@@ -176,7 +176,7 @@ def beam_tree_figure(
     finished and returned candidates drawn distinctly, the returned paths highlighted, forced tokens ringed.
     Hover gives the cumulative and length-normalised scores. ``upto_step`` shows the search as it stood after
     that step."""
-    positions = tree_layout(trace.tree, upto_step)
+    positions = tree_positions(trace.tree, upto_step)
     # Statuses as they stood at the replay step: "returned" is painted only once the search has returned.
     nodes = [node for node in tree_at(trace.tree, upto_step) if node.id in positions]
     figure = go.Figure()
@@ -188,7 +188,7 @@ def beam_tree_figure(
     )
     with batched(figure):
         finish(figure, info, look)
-        _tree_layout(figure, max((node.step for node in nodes), default=0), look)
+        _tree_axes(figure, max((node.step for node in nodes), default=0), look)
     return figure
 
 
@@ -282,7 +282,7 @@ def _prompt_trace(trace: DecodeTrace, look: Look) -> go.Scatter:
     )
 
 
-def _tree_layout(figure: go.Figure, last: int, look: Look) -> None:
+def _tree_axes(figure: go.Figure, last: int, look: Look) -> None:
     """Steps along x (the prompt at -1), the legend above the plot; y is only the stacking of candidates."""
     relayout(
         figure,
