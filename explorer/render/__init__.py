@@ -1,13 +1,26 @@
-"""The render layer: turns captured arrays into figures and short strings, never calling ``st.*``.
+"""The render layer: turns the arrays of ``explorer.data`` into figures and short strings, never calling ``st.*``.
 
-Each function takes the data contract of ``explorer.data`` (or plain arrays) and returns a Plotly
-figure, an Altair chart or an HTML string, so the same views work in the app, in a notebook and in
-tests. Token labels are user text: everything here escapes them before they reach anything that
-interprets HTML.
+How it works: each figure function takes a data record (or plain arrays from it, or from ``explorer.compute``)
+plus ``info`` (what the figure shows: a ``FigureInfo``) and ``look`` (how big: ``SCREEN``,
+``presentation_look(...)``, ``SLIDE``), and returns a Plotly figure (or a ``PlotlySpec``, its plain dicts), an
+Altair/Vega-Lite chart or an HTML string. So the same function draws the app's figure, a notebook's and a slide's:
+a page hands it to ``explorer.ui`` (``show_figure``, sized to the window, with its export buttons); ``views``
+holds, for each result type, the page's own call with the page's opening settings, which is what a result shows
+in Jupyter (``notebook``); ``export`` writes any figure as PNG, SVG or offline HTML through native renderers in a
+worker process (``renderer``). Token labels are model output and text is visitor input: everything here escapes
+them before they reach anything that interprets HTML. Arrays keep the axis names of ``explorer.data``
+([layer, head, query, key] weights, [vocab] probabilities).
 
-Figures share one set of conventions (``style``): pass a ``FigureInfo`` (what the figure shows) and a
-``Look`` (how big: ``SCREEN``, ``presentation_look(...)``, ``SLIDE``) to any figure function, and
-``export``/``save`` it as PNG, SVG or standalone HTML::
+What each module holds:
+
+- ``style``: the figure conventions (sizes, fonts, colours, titles, file names) and ``finish``; ``layout``: fast
+  layout changes (Plotly's own update machinery costs 10x more); ``vega``: Vega-Lite charts built once per size.
+- One module per view family: ``heatmap`` (one head's matrices), ``grid`` (every head at once), ``vectors``
+  (embeddings, positions, one head step by step), ``decoding`` (candidates, the beam tree, log-probabilities),
+  ``sampling`` (the next-token distribution), ``lens``, ``ablation``, ``anatomy``, ``bertviz`` (BertViz's views).
+- ``views`` (one view per result type), ``notebook`` (Jupyter's bundles), ``export`` and ``renderer`` (files).
+
+For example::
 
     from explorer.render import SLIDE, FigureInfo, attention_heatmap, save
     info = FigureInfo("Attention weights", model=lm.name, text=text, where=("layer 2", "head 5"))
