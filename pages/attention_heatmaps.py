@@ -13,7 +13,7 @@ from explorer.render.heatmap import (
     weights_heatmap,
 )
 from explorer.render.style import FigureInfo
-from explorer.ui.attention import capture_ui
+from explorer.ui.attention import run_capture_ui
 
 SHOW = {
     "weights": "after softmax",
@@ -58,7 +58,7 @@ ui.preset_button(
     values=CROSS_PRESET,
     key="cross-preset",
 )
-view = capture_ui(lm, header)  # the text inputs, the capture (or a message) and the stack choice
+view = run_capture_ui(lm, header)  # the text inputs, the capture (or a message) and the stack choice
 capture, stack_name, stack = view.capture, view.stack_name, view.stack
 
 with ui.controls():
@@ -106,7 +106,7 @@ boundaries = () if boundary is None else (boundary,)
 query_tokens, key_tokens = stack.query_tokens, stack.key_tokens
 if show == "weights":
     weights = masked_weights(stack, layer, head)
-    build = ui.figure(
+    build = ui.figure_builder(
         weights_heatmap,
         weights,
         query_tokens,
@@ -118,7 +118,7 @@ if show == "weights":
     )
 elif show == "scores":
     scores = score_stages(stack, layer, head)["masked"]
-    build = ui.figure(
+    build = ui.figure_builder(
         scores_heatmap,
         scores,
         query_tokens,
@@ -128,7 +128,7 @@ elif show == "scores":
     )
 else:
     allowed = stack.masks_by_layer()[layer].copy()
-    build = ui.figure(mask_heatmap, allowed, query_tokens, key_tokens, info=info)
+    build = ui.figure_builder(mask_heatmap, allowed, query_tokens, key_tokens, info=info)
 with ui.stage():
     if show != "mask":
         ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
@@ -142,7 +142,9 @@ with ui.stage():
         with scores_column:
             scores = score_stages(stack, layer, head)["masked"]
             ui.show_figure(
-                ui.figure(scores_heatmap, scores, query_tokens, key_tokens, info=scores_info, boundaries=boundaries),
+                ui.figure_builder(
+                    scores_heatmap, scores, query_tokens, key_tokens, info=scores_info, boundaries=boundaries
+                ),
                 scores_info,
                 key="masked-scores",
             )
@@ -164,7 +166,7 @@ if view.target and stack_name in ("decoder", "cross"):  # an encoder-decoder's d
             else ""
         )
     )
-error = ui.cached_verification(lm.name, view.text, view.text_pair, view.target)[stack_name]
+error = ui.run_model("verification", lm.name, view.text, view.text_pair, view.target)[stack_name]
 check_column, size_column = st.columns([1, 2])
 with check_column:
     st.metric(

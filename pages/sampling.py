@@ -49,7 +49,7 @@ def sampling_page() -> None:
         return
 
     try:
-        logits = decoding.cached_logits(lm.name, prompt)
+        logits = ui.run_model("logits", lm.name, prompt)
     except explorer.InputError as error:
         st.info(ui.literal(error))
         return
@@ -65,7 +65,9 @@ def sampling_page() -> None:
 
     panels_info = FigureInfo("Next-token distribution", model=lm.name, text=prompt, where=(settings_text,))
     with ui.stage():
-        ui.show_figure(ui.figure(distribution_panels, distribution, info=panels_info), panels_info, key="panels")
+        ui.show_figure(
+            ui.figure_builder(distribution_panels, distribution, info=panels_info), panels_info, key="panels"
+        )
     st.caption(
         "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or min-p). "
         "Drag across it to highlight those tokens on the right. Right: the probability covered by the likeliest "
@@ -75,7 +77,7 @@ def sampling_page() -> None:
     st.subheader("Temperature, side by side")
     temperature_info = FigureInfo("Temperature", model=lm.name, text=prompt, where=("T = 0.5, 1, 2",))
     ui.show_figure(
-        ui.figure(temperature_figure, logits.logits, logits.tokens, current=temperature, info=temperature_info),
+        ui.figure_builder(temperature_figure, logits.logits, logits.tokens, current=temperature, info=temperature_info),
         temperature_info,
         key="temperatures",
     )
@@ -91,7 +93,7 @@ def sampling_page() -> None:
         },
     )
     stages_info = FigureInfo("Sampling pipeline", model=lm.name, text=prompt, where=(settings_text,))
-    ui.show_figure(ui.figure(stages_figure, distribution, info=stages_info), stages_info, key="stages")
+    ui.show_figure(ui.figure_builder(stages_figure, distribution, info=stages_info), stages_info, key="stages")
 
     st.subheader("Seeded sampling")
     draw_column, seed_column, steps_column = st.columns([2, 1, 1], vertical_alignment="bottom")
@@ -107,7 +109,8 @@ def sampling_page() -> None:
     with steps_column:
         sample_steps = ui.number_slider_ui("Tokens", 1, decoding.PAGE_MAX_STEPS, 12, key="sample_steps", step=1)
     if draw:
-        trace = decoding.decode_with_progress(
+        trace = ui.run_model(
+            "decode",
             lm.name,
             prompt,
             strategy="sample",
