@@ -25,7 +25,7 @@ from explorer.ui.models import (
     selected_model,
 )
 from explorer.ui.presets import apply_pending_preset, preset_button, preset_notice
-from explorer.ui.results import run_model
+from explorer.ui.results import run_model, run_view, show_view, shown_progress
 from explorer.ui.shell import app_shell, controls, page_header, page_shell, presenting, stage
 from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import (
@@ -72,9 +72,12 @@ __all__ = [
     "request_model",
     "require_model",
     "run_model",
+    "run_view",
     "selected_model",
     "set_value",
     "show_figure",
+    "show_view",
+    "shown_progress",
     "stack_ui",
     "stage",
     "text_inputs_ui",

@@ -1,4 +1,5 @@
-"""The pages' side of the gateway: ``run_model`` is ``explorer.gateway.run`` with the page's progress.
+"""The pages' side of the gateway: ``run_model`` is ``explorer.gateway.run`` with the page's progress, and
+``run_view`` / ``show_view`` do the same for a view (``explorer.views``): its result, then its figure.
 
 A cache hit draws nothing. A run this session has to compute shows, while it waits and runs, a spinner with
 the job's label and how many requests wait first ("Running the model… (waiting for 3 other requests first)");
@@ -13,6 +14,7 @@ from contextlib import contextmanager
 import streamlit as st
 
 from explorer import gateway
+from explorer.ui.figures import show_figure
 
 PROGRESS_EVERY_S = 0.25
 
@@ -56,3 +58,13 @@ def progress_bar(unit: str, *, waiting: str | None = None):
         yield step
     finally:
         bar.empty()
+
+
+def run_view(view):
+    """The result a view (``explorer.views``) draws, with this page's progress while it is computed."""
+    return view.result(progress=shown_progress)
+
+
+def show_view(view, result, *, key: str, **options) -> object:
+    """The view's figure of ``result`` sized to the window, with its exports (``ui.show_figure``)."""
+    return show_figure(view.figure(result), view.info(result), key=key, **options)
