@@ -159,3 +159,21 @@ def test_the_head_types_page_scans_the_vocabulary_once_per_model(monkeypatch):
     at.run()
     assert not open_page("pages/head_types.py", model=DECODER, probe_n="7").exception
     assert calls == [DECODER]
+
+
+def test_the_gateway_and_the_views_run_without_streamlit_and_draw_what_the_page_draws():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, explorer.gateway, explorer.views; from explorer.views import attention;"
+        "view = attention.Head(explorer.DEFAULT_ENCODER, 'a view without streamlit', layer=1, head=2);"
+        "capture = view.result(); figure = view.figure(capture)(); assert view.check() < 1e-5;"
+        "import numpy as np; from tests.figures import decode_plotly_array;"
+        "z = decode_plotly_array(figure.to_dict()['data'][0]['z']);"
+        "np.testing.assert_allclose(np.nan_to_num(z), capture.attentions[1, 2], atol=1e-6);"
+        "assert 'streamlit' not in sys.modules, 'streamlit imported'; print(view.info(capture).title())"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "Attention weights · layer 1 · head 2"
