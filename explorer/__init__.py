@@ -33,7 +33,7 @@ from explorer.data.probes import HeadProbes
 from explorer.errors import InputError, ModelLoadError
 from explorer.models.anatomy import model_anatomy
 from explorer.models.capture import capture
-from explorer.models.decoding import decode
+from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS, decode
 from explorer.models.distribution import next_token_distribution, next_token_logits
 from explorer.models.head_effects import head_ablation_effects
 from explorer.models.inputs import embeddings, first_layer_input, summed_embeddings, tokenize
@@ -47,6 +47,8 @@ __all__ = [
     "DEFAULT_DECODER",
     "DEFAULT_ENCODER",
     "DEFAULT_SEQ2SEQ",
+    "MAX_BEAMS",
+    "MAX_NEW_TOKENS",
     "AttentionCapture",
     "AttentionStack",
     "DecodeTrace",

@@ -107,6 +107,16 @@ class ByteBudgetCache:
             # Interrupted: look again, and run it if nobody else has started to.
         return self._run(key, flight, compute)
 
+    def offer(self, key: Hashable, compute: Callable[[], object]) -> None:
+        """Compute and keep ``key``'s value, unless it is kept or being computed already: never waits on another
+        run (a caller holding a gate slot must not wait for a run that queues for that slot)."""
+        with self._lock:
+            if key in self._entries or key in self._pending:
+                return
+            flight = self._pending[key] = _Flight()
+            self.misses += 1
+        self._run(key, flight, compute)
+
     def _run(self, key: Hashable, flight: _Flight, compute: Callable[[], object]):
         try:
             value = compute()

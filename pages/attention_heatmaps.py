@@ -1,19 +1,12 @@
 """Attention heatmaps: one head's weights for the text you type, checked against a recomputation."""
 
+import dataclasses
+
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.compute.attention import score_stages
-from explorer.render.heatmap import (
-    mask_heatmap,
-    masked_weights,
-    scores_heatmap,
-    verification_caption,
-    weights_heatmap,
-)
-from explorer.render.style import FigureInfo
-from explorer.ui.attention import capture_ui
+from explorer import ui, views
+from explorer.ui.attention import run_capture_ui
 
 SHOW = {
     "weights": "after softmax",
@@ -58,7 +51,7 @@ ui.preset_button(
     values=CROSS_PRESET,
     key="cross-preset",
 )
-view = capture_ui(lm, header)  # the text inputs, the capture (or a message) and the stack choice
+view = run_capture_ui(lm, header)  # the text inputs, the capture (or a message) and the stack choice
 capture, stack_name, stack = view.capture, view.stack_name, view.stack
 
 with ui.controls():
@@ -91,61 +84,20 @@ with ui.controls():
         )
 ui.notices_ui()
 
-where = (ui.STACK_LABELS[stack_name].lower(),) if len(capture.stacks) > 1 else ()
-views = {"weights": "Attention weights", "scores": "Attention scores", "mask": "Attention mask"}
-info = FigureInfo(
-    views[show],
-    model=lm.name,
-    text=view.shown_text,
-    where=(*where, f"layer {layer}") if show == "mask" else (*where, f"layer {layer}", f"head {head}"),
+head_view = views.attention.Head(
+    lm.name, view.text, view.text_pair, view.target, stack_name, layer, head, show, stretch, bool(skip_first)
 )
-boundary = capture.segment_b_start if stack_name == "encoder" else None
-boundaries = () if boundary is None else (boundary,)
-# Builders keep only the matrix they draw (not the capture): exports run later, and a class of forty
-# must not keep forty long captures alive through their download buttons.
-query_tokens, key_tokens = stack.query_tokens, stack.key_tokens
-if show == "weights":
-    weights = masked_weights(stack, layer, head)
-    build = ui.figure(
-        weights_heatmap,
-        weights,
-        query_tokens,
-        key_tokens,
-        color_max=None if stretch else 1.0,
-        info=info,
-        boundaries=boundaries,
-        skip_first_row=bool(skip_first),
-    )
-elif show == "scores":
-    scores = score_stages(stack, layer, head)["masked"]
-    build = ui.figure(
-        scores_heatmap,
-        scores,
-        query_tokens,
-        key_tokens,
-        info=info,
-        boundaries=boundaries,
-    )
-else:
-    allowed = stack.masks_by_layer()[layer].copy()
-    build = ui.figure(mask_heatmap, allowed, query_tokens, key_tokens, info=info)
+info = head_view.info(capture)
+query_tokens = stack.query_tokens
 with ui.stage():
     if show != "mask":
-        ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
+        ui.show_view(head_view, capture, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
     else:  # the chapter's pair: the mask of 1s and 0s, and beside it the scores it masks (−∞ where it is 0)
         mask_column, scores_column = st.columns(2)
         with mask_column:
-            ui.show_figure(build, info, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
-        scores_info = FigureInfo(
-            "Masked scores", model=info.model, text=info.text, where=(*where, f"layer {layer}", f"head {head}")
-        )
+            ui.show_view(head_view, capture, key="heatmap", alt=f"{info.title()} of {info.subtitle()}")
         with scores_column:
-            scores = score_stages(stack, layer, head)["masked"]
-            ui.show_figure(
-                ui.figure(scores_heatmap, scores, query_tokens, key_tokens, info=scores_info, boundaries=boundaries),
-                scores_info,
-                key="masked-scores",
-            )
+            ui.show_view(dataclasses.replace(head_view, show="masked scores"), capture, key="masked-scores")
         st.caption(
             "Left, the mask as the chapter writes it: 1 where a query may attend to a key, 0 where it may not "
             "(a causal model's is lower-triangular: no token sees the ones after it). The model turns it into "
@@ -164,7 +116,7 @@ if view.target and stack_name in ("decoder", "cross"):  # an encoder-decoder's d
             else ""
         )
     )
-error = ui.cached_verification(lm.name, view.text, view.text_pair, view.target)[stack_name]
+error = head_view.check(progress=ui.shown_progress)
 check_column, size_column = st.columns([1, 2])
 with check_column:
     st.metric(
@@ -176,7 +128,7 @@ with check_column:
         ),
     )
 with size_column:
-    st.caption(verification_caption(error, tolerance=stack.tolerance))
+    st.caption(head_view.check_caption(capture, error))
     st.caption(
         f"{len(stack.query_tokens)} query × {len(stack.key_tokens)} key tokens · "
         f"{stack.num_layers} layers × {stack.num_heads} heads"

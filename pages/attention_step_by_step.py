@@ -10,7 +10,7 @@ from explorer.render.heatmap import agreement_caption
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import step_by_step_figure
 from explorer.ui import steps
-from explorer.ui.attention import capture_ui
+from explorer.ui.attention import run_capture_ui
 
 SOURCES = {
     "model": "the model's own queries, keys and values, per layer and head",
@@ -27,7 +27,7 @@ header = ui.page_header(
     "weights that sum to 1, and the output is the weighted sum of the value vectors.",
 )
 lm = ui.require_model()
-view = capture_ui(lm, header)
+view = run_capture_ui(lm, header)
 stack = view.stack
 with ui.controls():
     source = ui.choice_ui(
@@ -99,7 +99,7 @@ query_vector, key_vectors, key_tokens = (
 )
 with ui.stage():
     ui.show_figure(
-        ui.figure(step_by_step_figure, stages, query_vector, key_vectors, values, key_tokens, query, info=info),
+        ui.figure_builder(step_by_step_figure, stages, query_vector, key_vectors, values, key_tokens, query, info=info),
         info,
         key="steps",
     )

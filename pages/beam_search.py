@@ -92,14 +92,14 @@ settings = dict(
 ban = ngram or 2
 force = branching.forced_tokens()  # a branch: tokens every beam starts from (a click on a node sets it)
 try:
-    original = decoding.decode_with_progress(lm.name, prompt, **settings)
+    original = ui.run_model("decode", lm.name, prompt, **settings)
     branched = {**settings, "force": force, "max_new_tokens": max(steps, len(force) + 1)}  # a step of its own
-    trace = decoding.decode_with_progress(lm.name, prompt, **branched) if force else original
-    greedy = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
+    trace = ui.run_model("decode", lm.name, prompt, **branched) if force else original
+    greedy = ui.run_model("decode", lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
     unbanned, banned = (
-        (original, decoding.decode_with_progress(lm.name, prompt, **{**settings, "no_repeat_ngram_size": ban}))
+        (original, ui.run_model("decode", lm.name, prompt, **{**settings, "no_repeat_ngram_size": ban}))
         if not ngram
-        else (decoding.decode_with_progress(lm.name, prompt, **{**settings, "no_repeat_ngram_size": 0}), original)
+        else (ui.run_model("decode", lm.name, prompt, **{**settings, "no_repeat_ngram_size": 0}), original)
     )
 except explorer.InputError as error:
     st.info(ui.literal(error))
@@ -131,7 +131,7 @@ where = (f"{beams} beams", f"step {upto + 1} of {trace.num_steps}")
 info = FigureInfo("Beam search tree", model=lm.name, text=prompt, where=where)
 with ui.stage():
     ui.show_figure(
-        ui.figure(beam_tree_figure, trace, info=info, upto_step=upto),
+        ui.figure_builder(beam_tree_figure, trace, info=info, upto_step=upto),
         info,
         key="tree",
         select_key=clicks.selection_key(TREE),
@@ -185,4 +185,6 @@ texts = [shown.continuations[0] for shown in compared.values()]
 compare_info = FigureInfo(
     "Greedy, beam, beam with a ban", model=lm.name, text=prompt, where=(f"{beams} beams", f"{steps} steps")
 )
-ui.show_figure(ui.figure(logprob_figure, labels, logprobs, texts, info=compare_info), compare_info, key="logprobs")
+ui.show_figure(
+    ui.figure_builder(logprob_figure, labels, logprobs, texts, info=compare_info), compare_info, key="logprobs"
+)

@@ -5,7 +5,7 @@ import streamlit as st
 import explorer
 from explorer import ui
 from explorer.render.bertviz import frame_height, head_view_html, head_view_zoom, model_view_html
-from explorer.ui.attention import DEFAULT_PAIR, capture_ui
+from explorer.ui.attention import DEFAULT_PAIR, run_capture_ui
 
 LONG = 128  # tokens: past this, line views are limited to chosen layers or heads
 ui.page_shell()
@@ -25,7 +25,7 @@ ui.preset_button(
     fallback=explorer.DEFAULT_ENCODER,
     values={"text": "time flies like an arrow", "pair": DEFAULT_PAIR, "bv_view": "head", "bv_head": 8},
 )
-view = capture_ui(lm, header, stacks=False)
+view = run_capture_ui(lm, header, stacks=False)
 capture = view.capture
 with ui.controls():
     which = ui.choice_ui("View", ["head", "model"], key="bv_view")

@@ -40,7 +40,7 @@ if not text_a.strip() or not text_b.strip():
     st.stop()
 try:
     second_model = ui.cached_model(other)
-    captures = [ui.cached_capture(lm.name, text_a), ui.cached_capture(other, text_b)]
+    captures = [ui.run_model("capture", lm.name, text_a), ui.run_model("capture", other, text_b)]
 except (explorer.InputError, explorer.ModelLoadError) as error:
     ui.notices_ui()
     st.info(ui.literal(error))
@@ -67,7 +67,7 @@ with ui.stage():
             weights, stack = masked_weights(capture.main, layer, head), capture.main
             b = capture.segment_b_start
             ui.show_figure(
-                ui.figure(
+                ui.figure_builder(
                     weights_heatmap,
                     weights,
                     stack.query_tokens,

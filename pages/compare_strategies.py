@@ -42,12 +42,12 @@ if not prompt.strip():
 common = dict(max_new_tokens=steps, no_repeat_ngram_size=ngram, top_n=5)
 try:
     traces = {
-        "Greedy search": decoding.decode_with_progress(lm.name, prompt, strategy="greedy", **common),
-        f"Beam search ({beams} beams)": decoding.decode_with_progress(
-            lm.name, prompt, strategy="beam", num_beams=beams, **common
+        "Greedy search": ui.run_model("decode", lm.name, prompt, strategy="greedy", **common),
+        f"Beam search ({beams} beams)": ui.run_model(
+            "decode", lm.name, prompt, strategy="beam", num_beams=beams, **common
         ),
-        f"Sampling (T = {temperature:g}, seed {seed})": decoding.decode_with_progress(
-            lm.name, prompt, strategy="sample", temperature=temperature, seed=seed, **common
+        f"Sampling (T = {temperature:g}, seed {seed})": ui.run_model(
+            "decode", lm.name, prompt, strategy="sample", temperature=temperature, seed=seed, **common
         ),
     }
 except explorer.InputError as error:
@@ -65,7 +65,7 @@ info = FigureInfo("Strategies compared", model=lm.name, text=prompt, where=(f"{s
 labels = list(traces)
 with ui.stage():
     ui.show_figure(
-        ui.figure(
+        ui.figure_builder(
             logprob_figure,
             labels,
             [float(t.sequence_logprobs[0]) for t in traces.values()],

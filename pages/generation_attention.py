@@ -34,8 +34,8 @@ if not prompt.strip():
     st.stop()
 extra = {"seed": seed} if strategy == "sample" else {}
 try:
-    trace = decoding.decode_with_progress(
-        lm.name, prompt, strategy=strategy, max_new_tokens=steps, record_attention=True, **extra
+    trace = ui.run_model(
+        "decode", lm.name, prompt, strategy=strategy, max_new_tokens=steps, record_attention=True, **extra
     )
 except explorer.InputError as error:
     ui.notices_ui()
@@ -75,7 +75,7 @@ info = FigureInfo(
 )
 with ui.stage():
     ui.show_figure(
-        ui.figure(
+        ui.figure_builder(
             token_matrix,
             shown,
             stack.query_tokens[:rows],

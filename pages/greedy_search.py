@@ -46,11 +46,17 @@ if not prompt.strip():
 
 force = branching.forced_tokens()  # a branch: tokens the model is made to say first (clicks set it)
 try:
-    original = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
+    original = ui.run_model("decode", lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
     # The branch gets at least one step of its own after the forced tokens.
     trace = (
-        decoding.decode_with_progress(
-            lm.name, prompt, strategy="greedy", max_new_tokens=max(steps, len(force) + 1), top_n=5, force=force
+        ui.run_model(
+            "decode",
+            lm.name,
+            prompt,
+            strategy="greedy",
+            max_new_tokens=max(steps, len(force) + 1),
+            top_n=5,
+            force=force,
         )
         if force
         else original
@@ -98,7 +104,10 @@ st.dataframe(pd.DataFrame(greedy_table(trace, lm.tokenizer)), hide_index=True, w
 info = FigureInfo("Greedy search", model=lm.name, text=prompt, where=(f"{trace.num_steps} steps",))
 with ui.stage():
     ui.show_figure(
-        ui.figure(candidates_figure, trace, info=info), info, key="greedy", select_key=clicks.selection_key(GRID)
+        ui.figure_builder(candidates_figure, trace, info=info),
+        info,
+        key="greedy",
+        select_key=clicks.selection_key(GRID),
     )
 st.caption(
     "Click any candidate to make the model say it at that step: the tokens before it stay as they were, and "

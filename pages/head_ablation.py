@@ -34,7 +34,7 @@ if not prompt.strip():
     st.info("Type a prompt to see which heads its next token depends on.")
     st.stop()
 try:
-    effects = ablation.cached_effects(lm.name, prompt)
+    effects = ui.run_model("ablation effects", lm.name, prompt)
 except explorer.InputError as error:
     ui.notices_ui()
     st.info(ui.literal(error))
@@ -59,7 +59,7 @@ info = FigureInfo("Each head ablated alone", model=lm.name, text=prompt, where=w
 target = effects.target_token
 with ui.stage():
     ui.show_figure(
-        ui.figure(
+        ui.figure_builder(
             ablation_map,
             effects.changes,
             effects.top_tokens,
@@ -83,13 +83,13 @@ st.caption(
 
 if heads:
     shown = ", ".join(f"layer {layer} · head {head}" for layer, head in heads)
-    plain = decoding.cached_logits(lm.name, prompt)
-    ablated = ablation.cached_ablated_logits(lm.name, prompt, spec)
+    plain = ui.run_model("logits", lm.name, prompt)
+    ablated = ui.run_model("logits", lm.name, prompt, ablate=spec)
     before, after = softmax(plain.logits.astype(np.float64)), softmax(ablated.logits.astype(np.float64))
     top = list(dict.fromkeys([*np.argsort(-before)[:8], *np.argsort(-after)[:8]]))[:12]
     bars_info = FigureInfo("Next token, with and without the heads", model=lm.name, text=prompt, where=(shown,))
     ui.show_figure(
-        ui.figure(
+        ui.figure_builder(
             before_after_figure,
             [plain.tokens[i] for i in top],
             before[top],
@@ -101,8 +101,8 @@ if heads:
         key="ablation-bars",
     )
     try:
-        original = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps)
-        changed = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, ablate=spec)
+        original = ui.run_model("decode", lm.name, prompt, strategy="greedy", max_new_tokens=steps)
+        changed = ui.run_model("decode", lm.name, prompt, strategy="greedy", max_new_tokens=steps, ablate=spec)
     except explorer.InputError as error:
         st.info(ui.literal(error))
         st.stop()

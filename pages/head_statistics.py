@@ -10,8 +10,8 @@ from explorer.render.style import FigureInfo
 from explorer.ui.attention import (
     cached_head_statistics,
     cached_rollout,
-    capture_ui,
     open_head_links,
+    run_capture_ui,
     shown_head,
 )
 
@@ -24,7 +24,7 @@ header = ui.page_header(
     "heads that look one token back. Click a column to sort; select a row to open that head.",
 )
 lm = ui.require_model()
-view = capture_ui(lm, header)
+view = run_capture_ui(lm, header)
 stack, capture = view.stack, view.capture
 specials = set(ui.cached_model(lm.name).tokenizer.all_special_tokens)
 special_positions = tuple(i for i, token in enumerate(stack.key_tokens) if token in specials)
@@ -63,7 +63,7 @@ info = FigureInfo("Attention weights", model=lm.name, text=view.shown_text, wher
 shown, keys = shown_head(stack, layer, head, special_positions if hide else ())
 query_tokens = stack.query_tokens
 with ui.stage():
-    ui.show_figure(ui.figure(token_matrix, shown, query_tokens, keys, info=info), info, key="stats-head")
+    ui.show_figure(ui.figure_builder(token_matrix, shown, query_tokens, keys, info=info), info, key="stats-head")
 open_head_links(view, layer, head)
 
 st.subheader("View transform: attention rollout")
@@ -80,7 +80,7 @@ else:
     rolled = cached_rollout(view)[upto]
     rollout_info = FigureInfo("Attention rollout", model=lm.name, text=view.shown_text, where=(f"layers 0–{upto}",))
     ui.show_figure(
-        ui.figure(
+        ui.figure_builder(
             token_matrix,
             rolled,
             query_tokens,

@@ -6,10 +6,8 @@ import streamlit as st
 import explorer
 from explorer import ui
 from explorer.compute.probes import MEANINGS
-from explorer.models.probes import longest_n
 from explorer.render.heatmap import masked_weights, weights_heatmap
 from explorer.render.style import FigureInfo
-from explorer.ui.probes import cached_probes
 
 SCORES = {"induction": "Induction", "duplicate": "Duplicate token", "previous": "Previous token", "sink": "First token"}
 
@@ -22,7 +20,7 @@ ui.page_header(
     "pattern (0 to 1, the mean weight it puts there).",
 )
 lm = ui.require_model()
-longest = max(2, min(100, longest_n(lm)))  # twice n tokens must fit the model
+longest = max(2, min(100, ui.run_model("longest n", lm.name)))  # twice n tokens must fit the model
 with ui.controls():
     n_column, seed_column, score_column = st.columns([2, 2, 3], vertical_alignment="bottom")
     with n_column:
@@ -33,7 +31,7 @@ with ui.controls():
         score = ui.choice_ui("Show the best head for", list(SCORES), key="probe")
 ui.notices_ui()
 try:
-    probes = cached_probes(lm.name, n, seed)
+    probes = ui.run_model("probes", lm.name, n, seed)
 except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
@@ -49,7 +47,7 @@ info = FigureInfo(
 )
 with ui.stage():
     ui.show_figure(
-        ui.figure(
+        ui.figure_builder(
             weights_heatmap,
             masked_weights(stack, layer, head),
             stack.query_tokens,

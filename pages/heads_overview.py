@@ -5,7 +5,7 @@ import streamlit as st
 from explorer import ui
 from explorer.render.grid import MAX_THUMBNAIL, tiled, tiles_figure
 from explorer.render.style import FigureInfo
-from explorer.ui.attention import capture_ui, open_head_links
+from explorer.ui.attention import open_head_links, run_capture_ui
 
 ui.page_shell()
 header = ui.page_header(
@@ -16,7 +16,7 @@ header = ui.page_header(
     "thumbnail to open that head.",
 )
 lm = ui.require_model()
-view = capture_ui(lm, header)
+view = run_capture_ui(lm, header)
 stack = view.stack
 tokens = len(stack.query_tokens)
 if max(tokens, len(stack.key_tokens)) > MAX_THUMBNAIL:
@@ -48,7 +48,7 @@ with ui.stage():
         selection_mode="points",
         config={"displaylogo": False},
     )
-    ui.export_buttons(ui.figure(tiles_figure, image, *shape, info=info), info, key="grid")
+    ui.export_buttons(ui.figure_builder(tiles_figure, image, *shape, info=info), info, key="grid")
 points = (
     (event or {}).get("selection", {}).get("points", [])
     if isinstance(event, dict)

@@ -7,7 +7,6 @@ import explorer
 from explorer import ui
 from explorer.render.lens import lens_figure, lens_trajectory_figure
 from explorer.render.style import FigureInfo
-from explorer.ui.lens import cached_lens
 
 DEFAULT_TEXT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
 
@@ -27,14 +26,14 @@ if not text.strip():
     st.stop()
 try:
     try:
-        lens = cached_lens(lm.name, text, target)
+        lens = ui.run_model("lens", lm.name, text, target)
     except explorer.InputError as error:
         if lm.kind != "encoder":
             raise
         # An encoder saved without its masked-LM head (the bundled MiniLM): say why, read the bundled decoder.
         st.caption(f"{ui.literal(error)} This page reads the bundled {ui.literal(explorer.DEFAULT_DECODER)} instead.")
         lm = ui.cached_model(explorer.DEFAULT_DECODER)
-        lens = cached_lens(lm.name, text, None)
+        lens = ui.run_model("lens", lm.name, text, None)
 except explorer.InputError as error:
     ui.notices_ui()
     st.info(ui.literal(error))
@@ -57,7 +56,7 @@ where = ("decoder",) if target else ()
 info = FigureInfo("Logit lens", model=lm.name, text=shown, where=where)
 with ui.stage():
     ui.show_figure(
-        ui.figure(lens_figure, lens.top_tokens, lens.top_logprobs, lens.tokens, info=info, masked=lens.masked),
+        ui.figure_builder(lens_figure, lens.top_tokens, lens.top_logprobs, lens.tokens, info=info, masked=lens.masked),
         info,
         key="lens",
         alt=f"Logit lens of {info.subtitle()}",
@@ -71,7 +70,7 @@ trajectory_info = FigureInfo(
     "The final prediction, layer by layer", model=lm.name, text=shown, where=(f"position {position}",)
 )
 ui.show_figure(
-    ui.figure(lens_trajectory_figure, logprobs, ranks, final, info=trajectory_info),
+    ui.figure_builder(lens_trajectory_figure, logprobs, ranks, final, info=trajectory_info),
     trajectory_info,
     key="lens-trajectory",
 )

@@ -29,7 +29,7 @@ ui.page_header(
 lm = ui.require_model()
 
 
-anatomy = ui.cached_anatomy(lm.name)
+anatomy = ui.run_model("anatomy", lm.name)
 facts = st.columns(4)
 facts[0].metric("Parameters", f"{anatomy.total_parameters:,}")
 facts[1].metric("Layers", anatomy.layers)
@@ -55,7 +55,7 @@ if anatomy.width and anatomy.heads:
 st.subheader("Where the parameters are")
 info = FigureInfo("Parameters by kind and layer", model=lm.name, where=(f"{anatomy.total_parameters:,} in all",))
 with ui.stage():
-    ui.show_figure(ui.figure(parameters_figure, anatomy, info=info), info, key="parameters")
+    ui.show_figure(ui.figure_builder(parameters_figure, anatomy, info=info), info, key="parameters")
 totals = pd.DataFrame(
     [
         {"kind": kind, "parameters": count, "share": count / anatomy.total_parameters}

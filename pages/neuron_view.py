@@ -6,7 +6,7 @@ import explorer
 from explorer import ui
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import neuron_view_figure
-from explorer.ui.attention import capture_ui
+from explorer.ui.attention import run_capture_ui
 
 ui.page_shell()
 header = ui.page_header(
@@ -25,7 +25,7 @@ ui.preset_button(
     fallback=explorer.DEFAULT_ENCODER,
     values={"text": "time flies like an arrow", "layer": 0, "head": 8, "query": 2, "pair": ""},
 )
-view = capture_ui(lm, header)
+view = run_capture_ui(lm, header)
 stack = view.stack
 with ui.controls():
     layer_column, head_column, query_column = st.columns(3)
@@ -45,7 +45,7 @@ query_vector, key_vectors = stack.queries[layer, head, query].copy(), stack.keys
 row, scale, key_tokens = stack.attentions[layer, head, query].copy(), float(stack.scale[layer]), stack.key_tokens
 with ui.stage():
     ui.show_figure(
-        ui.figure(neuron_view_figure, query_vector, key_vectors, scale, row, key_tokens, token, info=info),
+        ui.figure_builder(neuron_view_figure, query_vector, key_vectors, scale, row, key_tokens, token, info=info),
         info,
         key="neuron",
     )

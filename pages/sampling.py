@@ -9,11 +9,9 @@ import pyarrow as pa
 import streamlit as st
 
 import explorer
-from explorer import ui
+from explorer import ui, views
 from explorer.compute.decoding import sampled_table
-from explorer.compute.sampling import distribution_from_logits
-from explorer.render.sampling import distribution_panels, stages_figure, stages_rows, temperature_figure
-from explorer.render.style import FigureInfo
+from explorer.render.sampling import stages_rows
 from explorer.ui import decoding
 
 ui.page_shell()
@@ -48,24 +46,16 @@ def sampling_page() -> None:
         st.info("Type a prompt to see the distribution of the next token.")
         return
 
+    view = views.sampling.Distribution(lm.name, prompt, temperature, top_k, top_p, min_p)
     try:
-        logits = decoding.cached_logits(lm.name, prompt)
+        distribution = ui.run_view(view)
     except explorer.InputError as error:
         st.info(ui.literal(error))
         return
-    distribution = distribution_from_logits(
-        logits.logits, logits.tokens, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p
-    )
-    settings_text = f"T = {temperature:g}, top-k = {top_k}, top-p = {top_p:g}, min-p = {min_p:g}"
-    kept = int(distribution.kept["min-p"].sum())
-    st.caption(
-        f"After the pipeline ({ui.literal(settings_text)}), the sampler can draw {kept:,} of "
-        f"{len(logits.tokens):,} tokens."
-    )
+    st.caption(ui.literal(view.caption(distribution)))
 
-    panels_info = FigureInfo("Next-token distribution", model=lm.name, text=prompt, where=(settings_text,))
     with ui.stage():
-        ui.show_figure(ui.figure(distribution_panels, distribution, info=panels_info), panels_info, key="panels")
+        ui.show_view(view, distribution, key="panels")
     st.caption(
         "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or min-p). "
         "Drag across it to highlight those tokens on the right. Right: the probability covered by the likeliest "
@@ -73,12 +63,8 @@ def sampling_page() -> None:
     )
 
     st.subheader("Temperature, side by side")
-    temperature_info = FigureInfo("Temperature", model=lm.name, text=prompt, where=("T = 0.5, 1, 2",))
-    ui.show_figure(
-        ui.figure(temperature_figure, logits.logits, logits.tokens, current=temperature, info=temperature_info),
-        temperature_info,
-        key="temperatures",
-    )
+    temperatures = views.sampling.Temperatures(lm.name, prompt, temperature)
+    ui.show_view(temperatures, ui.run_view(temperatures), key="temperatures")
 
     st.subheader("The pipeline, stage by stage")
     st.dataframe(
@@ -90,8 +76,7 @@ def sampling_page() -> None:
             "its probability": st.column_config.NumberColumn(format="%.4f"),
         },
     )
-    stages_info = FigureInfo("Sampling pipeline", model=lm.name, text=prompt, where=(settings_text,))
-    ui.show_figure(ui.figure(stages_figure, distribution, info=stages_info), stages_info, key="stages")
+    ui.show_view(views.sampling.Stages(lm.name, prompt, temperature, top_k, top_p, min_p), distribution, key="stages")
 
     st.subheader("Seeded sampling")
     draw_column, seed_column, steps_column = st.columns([2, 1, 1], vertical_alignment="bottom")
@@ -107,7 +92,8 @@ def sampling_page() -> None:
     with steps_column:
         sample_steps = ui.number_slider_ui("Tokens", 1, decoding.PAGE_MAX_STEPS, 12, key="sample_steps", step=1)
     if draw:
-        trace = decoding.decode_with_progress(
+        trace = ui.run_model(
+            "decode",
             lm.name,
             prompt,
             strategy="sample",

@@ -1,6 +1,5 @@
 """Tokens and embeddings: how text becomes vectors, and how context changes a token's vector layer by layer."""
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -30,11 +29,12 @@ if not text.strip():
     st.info("Type some text to see its tokens.")
     st.stop()
 try:
-    rows = explorer.tokenize(ui.cached_model(lm.name), text, pair or None)
+    vectors = ui.run_model("input vectors", lm.name, text, pair or None)  # tokens, embeddings, the first layer's input
 except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
 
+rows, found = vectors.rows, vectors.embeddings
 st.subheader("The tokenization")
 table = pd.DataFrame([row.__dict__ for row in rows]).rename(columns={"token_id": "id", "start": "from", "end": "to"})
 for column in ("from", "to"):  # special tokens stand for no characters: an empty cell, not "None"
@@ -48,28 +48,25 @@ st.dataframe(
 st.caption(f"{len(rows)} tokens, {sum(r.special for r in rows)} of them special (added by the tokenizer).")
 
 ids = [row.token_id for row in rows]
-types = [0 if row.segment != "B" else 1 for row in rows]
-found = explorer.embeddings(ui.cached_model(lm.name), ids, types, positions=max(len(ids), 32))
 labels = [f"#{r.position} {r.token}" for r in rows]
 
 st.subheader("From ids to the first layer")
-summed, norm = explorer.summed_embeddings(ui.cached_model(lm.name), found)
 st.dataframe(
     pd.DataFrame(
         shape_trail(
             tokens=len(ids),
             width=found.token.shape[1],
-            vocabulary=ui.cached_anatomy(lm.name).vocabulary,
-            position_rows=None if found.position is None else ui.cached_anatomy(lm.name).position_rows,
+            vocabulary=ui.run_model("anatomy", lm.name).vocabulary,
+            position_rows=None if found.position is None else ui.run_model("anatomy", lm.name).position_rows,
             token_types=found.token_type is not None,
-            norm=norm,
+            norm=vectors.norm,
             position_scheme=found.position_scheme,
         )
     ),
     hide_index=True,
     width="stretch",
 )
-error = float(np.abs(summed - explorer.first_layer_input(ui.cached_model(lm.name), ids, types)).max())
+error = vectors.largest_difference
 if error <= 1e-5:
     st.caption(f"Checked: this sum is what the model's first layer receives (largest difference {error:.1e}).")
 else:
@@ -80,7 +77,7 @@ else:
 st.subheader("Token embeddings")
 info = FigureInfo("Token embeddings", model=lm.name, text=text, where=(f"{found.token.shape[1]} dimensions",))
 with ui.stage():
-    ui.show_figure(ui.figure(vectors_heatmap, found.token, labels, info=info), info, key="tokens")
+    ui.show_figure(ui.figure_builder(vectors_heatmap, found.token, labels, info=info), info, key="tokens")
 
 st.subheader("Positions")
 if found.position is not None:
@@ -89,14 +86,16 @@ if found.position is not None:
     with left:
         learned = FigureInfo("Learned position embeddings", model=lm.name, where=(f"first {len(found.position)}",))
         ui.show_figure(
-            ui.figure(vectors_heatmap, found.position, position_labels, info=learned),
+            ui.figure_builder(vectors_heatmap, found.position, position_labels, info=learned),
             learned,
             key="positions",
         )
     with right:
         formula = FigureInfo("Sinusoidal encoding (Vaswani et al., 2017)", where=(f"d = {found.token.shape[1]}",))
         encoding = sinusoidal_encoding(len(found.position), found.token.shape[1])
-        ui.show_figure(ui.figure(vectors_heatmap, encoding, position_labels, info=formula), formula, key="sinusoidal")
+        ui.show_figure(
+            ui.figure_builder(vectors_heatmap, encoding, position_labels, info=formula), formula, key="sinusoidal"
+        )
     st.caption(
         "Left: what this model learned for each position. Right: the original Transformer's fixed encoding, "
         "sin and cos of the position at frequencies that fall along the dimensions, for comparison."
@@ -105,7 +104,7 @@ elif found.inverse_frequency is not None:
     angles = rotary_angles(found.inverse_frequency, max(len(ids), 32))
     rotary = FigureInfo("Rotary position angles", model=lm.name, where=(f"{angles.shape[1]} pairs per head",))
     ui.show_figure(
-        ui.figure(
+        ui.figure_builder(
             vectors_heatmap,
             angles,
             [f"position {i}" for i in range(len(angles))],
@@ -133,8 +132,8 @@ with second:
 with word_column:
     word = ui.text_ui("Word", "flies", key="word", height=None)
 try:
-    a = ui.cached_capture(lm.name, sentence_a)
-    b = ui.cached_capture(lm.name, sentence_b)
+    a = ui.run_model("capture", lm.name, sentence_a)
+    b = ui.run_model("capture", lm.name, sentence_b)
 except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
@@ -145,7 +144,7 @@ if pa is None or pb is None or a.hidden_states is None:
 similarity = layerwise_cosine(a.hidden_states, pa, b.hidden_states, pb)
 context = FigureInfo("Context changes a token", model=lm.name, text=f"{sentence_a} / {sentence_b}", where=(word,))
 series = {f"“{word}” in sentence 1 vs sentence 2": similarity}
-ui.show_figure(ui.figure(cosine_figure, series, info=context), context, key="context")
+ui.show_figure(ui.figure_builder(cosine_figure, series, info=context), context, key="context")
 st.caption(
     f"Cosine similarity of the vector of “{ui.literal(word)}” in the two sentences: {similarity[0]:.3f} after the "
     f"embeddings, {similarity[-1]:.3f} after the last layer. The same token starts near identical (position "

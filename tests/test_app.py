@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
-from explorer import ui
+from explorer import gateway
 from explorer.ui.caches import results_cache
 from tests.figures import decode_plotly_array
 
@@ -179,8 +179,8 @@ def test_every_page_renders_without_errors(page):
 
 
 def test_cached_captures_are_read_only():
-    capture = ui.cached_capture(explorer.DEFAULT_ENCODER, DEFAULT_TEXT)
-    assert ui.cached_capture(explorer.DEFAULT_ENCODER, DEFAULT_TEXT) is capture
+    capture = gateway.run("capture", explorer.DEFAULT_ENCODER, DEFAULT_TEXT)
+    assert gateway.run("capture", explorer.DEFAULT_ENCODER, DEFAULT_TEXT) is capture
     with pytest.raises(ValueError, match="read-only"):
         capture.attentions[0, 0, 0, 0] = 1.0
 

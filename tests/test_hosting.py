@@ -36,7 +36,7 @@ def test_policy_from_the_environment():
     [(LOCAL, {}, 1024), (HOSTED, {}, 512), (HOSTED, {"EXPLORER_CACHE_MB": "300"}, 300)],
 )
 def test_the_results_budget_is_smaller_on_a_class_server(monkeypatch, policy, environ, megabytes):
-    from explorer.ui import caches
+    from explorer import gateway as caches
 
     monkeypatch.setattr(caches, "POLICY", policy)
     monkeypatch.delenv("EXPLORER_CACHE_MB", raising=False)
@@ -296,15 +296,15 @@ def test_streamlits_clear_cache_request_leaves_models_and_results():
     """What Streamlit runs for a visitor's clear-cache message (AppSession._handle_clear_cache_request)."""
     from streamlit.runtime import caching
 
-    from explorer import ui
+    from explorer import gateway, ui
     from explorer.ui.caches import results_cache
 
     model = ui.cached_model(explorer.DEFAULT_ENCODER)
-    capture = ui.cached_capture(explorer.DEFAULT_ENCODER, "a sentence kept for the class")
+    capture = gateway.run("capture", explorer.DEFAULT_ENCODER, "a sentence kept for the class")
     caching.cache_data.clear()
     caching.cache_resource.clear()
     assert ui.cached_model(explorer.DEFAULT_ENCODER) is model
-    assert ui.cached_capture(explorer.DEFAULT_ENCODER, "a sentence kept for the class") is capture
+    assert gateway.run("capture", explorer.DEFAULT_ENCODER, "a sentence kept for the class") is capture
     assert len(results_cache()) >= 1
 
 
@@ -312,11 +312,13 @@ def test_prefetched_and_bundled_models_never_wait_on_the_download_gate(monkeypat
     import huggingface_hub
 
     import explorer.ui.models as models
+    from explorer import gateway
     from explorer.hosting import DOWNLOADS
 
     _fake_hub_cache(tmp_path / "hub", "org/prefetched", tiny_models["gpt2"])
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(models, "POLICY", HOSTED)
+    monkeypatch.setattr(gateway, "POLICY", HOSTED)  # the load itself: no token, Hub ids only
     assert DOWNLOADS.try_start("someone/big-model")  # another visitor's download is under way
     try:
         slot = SimpleNamespace(status=lambda *a, **k: _NullStatus())

@@ -5,7 +5,8 @@ One module per concern; pages import what they need from here:
 - ``shell``: page config, sidebar, presentation mode, page headers (``page_shell`` is every page's
   first line).
 - ``models``: the cached, shared model and the sidebar model picker.
-- ``captures``: cached captures and their verification (moving a widget never reruns the model).
+- ``results``: ``run_model``, every model run through ``explorer.gateway`` with the page's spinner or progress
+  bar (cached for the whole server: moving a widget never reruns the model).
 - ``widgets``: text inputs, index sliders, toggles and stack choice, all bound to the URL, with
   notices for link values that do not fit.
 - ``figures``: figures sized to the window, with PNG/SVG/HTML exports at slide size.
@@ -13,12 +14,10 @@ One module per concern; pages import what they need from here:
 """
 
 from explorer.ui import wakeups
-from explorer.ui.captures import cached_capture, cached_verification
-from explorer.ui.figures import export_buttons, figure, figure_look, show_figure
+from explorer.ui.figures import export_buttons, figure_builder, figure_look, show_figure
 from explorer.ui.models import (
     MODEL_KEY,
     bundled_choices,
-    cached_anatomy,
     cached_model,
     model_picker_ui,
     request_model,
@@ -26,6 +25,7 @@ from explorer.ui.models import (
     selected_model,
 )
 from explorer.ui.presets import apply_pending_preset, preset_button, preset_notice
+from explorer.ui.results import run_model, run_view, show_view, shown_progress
 from explorer.ui.shell import app_shell, controls, page_header, page_shell, presenting, stage
 from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import (
@@ -51,14 +51,11 @@ __all__ = [
     "app_shell",
     "apply_pending_preset",
     "bundled_choices",
-    "cached_anatomy",
-    "cached_capture",
     "cached_model",
-    "cached_verification",
     "choice_ui",
     "controls",
     "export_buttons",
-    "figure",
+    "figure_builder",
     "figure_look",
     "heads_ui",
     "index_slider_ui",
@@ -74,9 +71,13 @@ __all__ = [
     "prompt_and_continuation",
     "request_model",
     "require_model",
+    "run_model",
+    "run_view",
     "selected_model",
     "set_value",
     "show_figure",
+    "show_view",
+    "shown_progress",
     "stack_ui",
     "stage",
     "text_inputs_ui",

@@ -1,6 +1,6 @@
 """What the attention pages share: the text inputs, the cached capture, the stack choice, and links to a head.
 
-``capture_ui`` draws the text inputs (a second segment for encoders, the decoder's text for
+``run_capture_ui`` draws the text inputs (a second segment for encoders, the decoder's text for
 encoder-decoders), runs (or reuses) the capture, says what was cut, and lets the visitor pick a stack. It
 stops the page with a short message when there is nothing to show. ``cached_head_statistics`` and
 ``cached_rollout`` are computed from every head of a capture, so once per capture for the whole server, not at
@@ -19,7 +19,7 @@ import explorer
 from explorer.compute.statistics import head_statistics, rollout, without_tokens
 from explorer.render.heatmap import blank_masked, masked_weights
 from explorer.ui.caches import results_cache
-from explorer.ui.captures import cached_capture
+from explorer.ui.results import run_model
 from explorer.ui.shell import controls, presenting
 from explorer.ui.text import literal
 from explorer.ui.widgets import stack_ui, text_inputs_ui
@@ -44,8 +44,9 @@ class CaptureView:
         return " / ".join(part for part in (self.text, self.text_pair, self.target) if part)
 
 
-def capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks: bool = True) -> CaptureView:
-    """Text inputs, capture and stack choice for ``lm``; stops the page when there is nothing to show."""
+def run_capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks: bool = True) -> CaptureView:
+    """Text inputs, the capture (run or reused, through the gateway) and stack choice for ``lm``; stops the page
+    when there is nothing to show."""
     text, text_pair, target = text_inputs_ui(
         lm.kind, default_text, compact=presenting(), slot=header, model_name=lm.name
     )
@@ -53,7 +54,7 @@ def capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks: boo
         st.info("Type some text above to see its attention.")
         st.stop()
     try:
-        capture = cached_capture(lm.name, text, text_pair, target)
+        capture = run_model("capture", lm.name, text, text_pair, target)
     except explorer.InputError as error:
         st.info(literal(error))
         st.stop()

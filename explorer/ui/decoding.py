@@ -1,22 +1,15 @@
-"""Decoding for the pages: cached traces and next-token logits, progress, presets, and the generative-model check.
+"""Decoding for the pages: prompts, slider bounds, presets, and the generative-model check.
 
-Traces and logits are cached for the whole server (shared, read-only records; see ``ui.caches``):
-moving a view-only control (a step slider, temperature, top-p) never runs the model again. A decoding
-shows its progress (tokens done out of total) while it runs.
+Traces and logits come from the gateway (``ui.run_model("decode" | "logits", ...)``), cached for the whole
+server: moving a view-only control (a step slider, temperature, top-p) never runs the model again.
 """
 
 from __future__ import annotations
-
-import time
-from contextlib import contextmanager
 
 import streamlit as st
 
 import explorer
 from explorer.hosting import POLICY
-from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS
-from explorer.serving import FORWARD_GATE
-from explorer.ui.caches import results_cache
 from explorer.ui.models import cached_model
 from explorer.ui.presets import preset_button
 from explorer.ui.text import literal
@@ -31,61 +24,13 @@ PROMPTS = {
     "gpt2": CHAPTER_PROMPT,
 }
 FALLBACK_PROMPT = "The meaning of life is"
-PROGRESS_EVERY_S = 0.25
 # Bounds on the pages' sliders: a class cannot stall a shared server (the engine's own limits are higher).
-PAGE_MAX_STEPS = min(32, MAX_NEW_TOKENS, POLICY.max_new_tokens)
-PAGE_MAX_BEAMS = min(8, MAX_BEAMS, POLICY.max_beams)
+PAGE_MAX_STEPS = min(32, explorer.MAX_NEW_TOKENS, POLICY.max_new_tokens)
+PAGE_MAX_BEAMS = min(8, explorer.MAX_BEAMS, POLICY.max_beams)
 
 
 def default_prompt(model_name: str) -> str:
     return PROMPTS.get(model_name, FALLBACK_PROMPT)
-
-
-def cached_decode(model_name: str, prompt: str, settings: tuple, progress=None) -> explorer.DecodeTrace:
-    """``explorer.decode`` of the cached model, once per (model, prompt, settings) for the whole server;
-    ``settings`` is a tuple of (name, value) pairs; ``progress`` receives (done, total) while it runs."""
-    key = ("decode", model_name, prompt, settings)
-    lm = cached_model(model_name)
-    return results_cache().get(
-        key, lambda: FORWARD_GATE.run(lambda: explorer.decode(lm, prompt, progress=progress, **dict(settings)))
-    )
-
-
-def cached_logits(model_name: str, prompt: str) -> explorer.NextTokenLogits:
-    """The next-token logits after ``prompt``, once per (model, prompt): sampling sliders work on these."""
-    lm = cached_model(model_name)
-    key = ("logits", model_name, prompt)
-    if key in results_cache():
-        return results_cache().get(key, lambda: None)
-    with st.spinner("Running the model…"):
-        return results_cache().get(key, lambda: FORWARD_GATE.run(lambda: explorer.next_token_logits(lm, prompt)))
-
-
-@contextmanager
-def progress_bar(unit: str):
-    """A progress bar for the block, which receives ``progress(done, total)`` ("Generating: 3 of 8 tokens" for
-    ``unit`` "Generating: {done} of {total} tokens"); gone when the block ends."""
-    bar = st.empty()
-    shown = [-PROGRESS_EVERY_S]
-
-    def progress(done: int, total: int) -> None:
-        # The first step at once (the bar appears), then at most every PROGRESS_EVERY_S: each update is a message
-        # to the browser, and forty students' decodings sent thousands a second.
-        now = time.monotonic()
-        if now - shown[0] >= PROGRESS_EVERY_S:
-            shown[0] = now
-            bar.progress(done / total, text=unit.format(done=done, total=total))
-
-    try:
-        yield progress
-    finally:
-        bar.empty()
-
-
-def decode_with_progress(model_name: str, prompt: str, **settings) -> explorer.DecodeTrace:
-    """A cached decoding; while it runs, a progress bar says how many tokens are done."""
-    with progress_bar("Generating: {done} of {total} tokens") as progress:
-        return cached_decode(model_name, prompt, tuple(sorted(settings.items())), progress)
 
 
 def generative_model(lm) -> explorer.LoadedModel:

@@ -2,7 +2,7 @@
 
 Pages never size figures themselves. They hand ``show_figure`` a *builder*, a function called with a
 ``look=`` (pixel size and text sizes) that returns a finished Plotly figure or Altair chart, and the view's
-``FigureInfo``. Pages build it with ``figure(render_function, *data, **options)`` (a ``functools.partial``):
+``FigureInfo``. Pages build it with ``figure_builder(render_function, *data, **options)`` (a ``functools.partial``):
 it holds only the data it draws. A lambda written at a page's top level would hold the page's whole
 namespace (the capture with it) for as long as its export buttons live, forty long captures for a class.
 The builder is called:
@@ -94,7 +94,7 @@ def figure_look(key: str) -> Look:
     return look_for(viewport.get("width"), viewport.get("room"), presentation=presenting())
 
 
-def figure(render, *args, **kwargs) -> Builder:
+def figure_builder(render, *args, **kwargs) -> Builder:
     """A builder for ``show_figure``: ``render(*args, look=..., **kwargs)`` when called, holding only its arguments."""
     return functools.partial(render, *args, **kwargs)
 

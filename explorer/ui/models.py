@@ -1,22 +1,19 @@
 """The model every page shows: loading it once for every session, and the sidebar picker.
 
-``cached_model(name)``: one loaded model per name, shared by every session and
-thread (capture records into a ContextVar, so sharing is safe). The model in use is a name in
+``cached_model(name)``: one loaded model per name, shared by every session and thread (capture records into a
+ContextVar, so sharing is safe), loaded by ``explorer.gateway.model``. The model in use is a name in
 ``st.session_state[MODEL_KEY]``, chosen in the sidebar by ``model_picker_ui``; a model that fails to
 load leaves the previous one in place and says why.
 """
 
 from __future__ import annotations
 
-import os
-
 import streamlit as st
 
 import explorer
+from explorer import gateway
+from explorer.gateway import BUNDLED_MODELS
 from explorer.hosting import DOWNLOADS, POLICY
-from explorer.models.loading import BUNDLED_MODELS, in_hub_cache
-from explorer.serving import freeze_long_lived
-from explorer.ui.caches import models_cache, results_cache
 from explorer.ui.text import literal
 
 MODEL_KEY = "model_name"  # session state: the name of the model every page shows
@@ -37,29 +34,10 @@ def cached_model(name: str, _progress=None) -> explorer.LoadedModel:
     """One loaded model per name, shared by every session (a few at most: models are large).
 
     ``_progress`` receives each loading stage for the caller that loads it. In hosted mode the server's Hub
-    token is never used and models over the parameter cap are refused before download. Kept in a
-    process-wide cache (``caches.models_cache``) that Streamlit's clear-cache request does not reach.
+    token is never used and models over the parameter cap are refused before download (``gateway.model``).
+    Kept in a process-wide cache (``gateway.models_cache``) that Streamlit's clear-cache request does not reach.
     """
-    return models_cache().get(name, lambda: _load(name, _progress))
-
-
-def _load(name: str, progress) -> explorer.LoadedModel:
-    lm = explorer.load_model(
-        name,
-        # The server's device (EXPLORER_DEVICE, default: a GPU if there is one). The app loads in float32 on one
-        # device: no page or link chooses a dtype or a device map.
-        device=os.environ.get("EXPLORER_DEVICE") or "auto",
-        progress=progress,
-        token=False if POLICY.hosted else None,
-        max_parameters=POLICY.max_parameters,
-        hub_only=POLICY.hosted,  # a visitor's id resolves through the Hub cache, never a folder here
-    )
-    _LOADED.add(name)
-    freeze_long_lived()
-    return lm
-
-
-_LOADED: set[str] = set()  # names cached_model has loaded in this server process
+    return gateway.model(name, _progress)
 
 
 def bundled_choices() -> list[str]:
@@ -175,9 +153,9 @@ def _load_once(name: str, slot) -> explorer.LoadedModel:
     Only a real download waits on the gate: bundled models, models already loaded and models already in the
     Hub cache (the presets' models, prefetched into the image) load at once, whatever another visitor fetches.
     """
-    if name in models_cache():  # loaded already (most visits of a class): no status box to draw and clear
+    if name in gateway.models_cache():  # loaded already (most visits of a class): no status box to draw and clear
         return cached_model(name)
-    gated = POLICY.hosted and name not in _LOADED and name not in BUNDLED_MODELS and not in_hub_cache(name)
+    gated = POLICY.hosted and gateway.needs_download(name)
     if gated and not DOWNLOADS.try_start(name):
         raise explorer.ModelLoadError(DOWNLOADS.busy_message())
     try:
@@ -225,14 +203,3 @@ def selected_model() -> explorer.LoadedModel | None:
     """The model chosen in the sidebar (already loaded), or None when none could be loaded."""
     name = st.session_state.get(MODEL_KEY)
     return cached_model(name) if name else None
-
-
-def cached_anatomy(name: str):
-    """The anatomy of a loaded model (sizes, parameter counts), once per model, in the shared results cache."""
-    from explorer.models.anatomy import model_anatomy
-
-    key = ("anatomy", name)
-    if key in results_cache():
-        return results_cache().get(key, lambda: None)
-    with st.spinner("Counting parameters…"):
-        return results_cache().get(key, lambda: model_anatomy(cached_model(name)))

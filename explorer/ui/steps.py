@@ -11,8 +11,8 @@ from explorer.compute.attention import toy_stages
 from explorer.render.heatmap import agreement_caption, mask_heatmap, scores_heatmap
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import step_by_step_figure
-from explorer.ui.figures import figure, show_figure
-from explorer.ui.models import cached_model
+from explorer.ui.figures import figure_builder, show_figure
+from explorer.ui.results import run_model
 from explorer.ui.shell import stage
 
 
@@ -31,7 +31,7 @@ STAGE_COLUMNS = {"dot": "q·k", "scaled": "× scale", "capped": "softcapped", "b
 
 def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
     """The chapter's attention with no learnt weights, on this text's token embeddings, checked against torch."""
-    found = explorer.embeddings(cached_model(lm.name), view.capture.token_ids)
+    found = run_model("embeddings", lm.name, tuple(int(i) for i in view.capture.token_ids))
     vectors = found.token
     stages = toy_stages(vectors, causal=causal)
     hidden = vectors.shape[-1]
@@ -53,7 +53,9 @@ def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
     info = FigureInfo("Chapter toy attention", model=lm.name, text=view.shown_text, where=(f"query #{query}",))
     with stage():
         show_figure(
-            figure(step_by_step_figure, stages, vectors[query].copy(), vectors, vectors, tokens, query, info=info),
+            figure_builder(
+                step_by_step_figure, stages, vectors[query].copy(), vectors, vectors, tokens, query, info=info
+            ),
             info,
             key="toy",
         )
@@ -69,10 +71,10 @@ def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
         scores_info = FigureInfo("Masked scores", model=lm.name, text=view.shown_text, where=("chapter toy",))
         mask_column, scores_column = st.columns(2)
         with mask_column:
-            show_figure(figure(mask_heatmap, mask, tokens, tokens, info=mask_info), mask_info, key="toy-mask")
+            show_figure(figure_builder(mask_heatmap, mask, tokens, tokens, info=mask_info), mask_info, key="toy-mask")
         with scores_column:
             show_figure(
-                figure(scores_heatmap, stages["masked"], tokens, tokens, info=scores_info),
+                figure_builder(scores_heatmap, stages["masked"], tokens, tokens, info=scores_info),
                 scores_info,
                 key="toy-scores",
             )

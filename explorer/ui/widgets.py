@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from explorer import DEFAULT_SEQ2SEQ
 from explorer.hosting import POLICY
-from explorer.models.loading import DEFAULT_SEQ2SEQ
 from explorer.ui.text import literal
 
 PAIR_HINT = "e.g. a question, as in BERT's sentence pairs"

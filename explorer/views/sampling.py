@@ -1,0 +1,84 @@
+"""Sampling views: the next-token distribution after temperature, top-k, top-p and min-p, from logits computed
+once per (model, prompt): a move of any of those sliders never runs the model again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from explorer import gateway
+from explorer.compute.sampling import distribution_from_logits
+from explorer.data import NextTokenLogits, TokenDistribution
+from explorer.render.sampling import distribution_panels, stages_figure, temperature_figure
+from explorer.render.style import FigureInfo
+from explorer.views import Builder, builder
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """The distribution the sampler draws from: the chapter's two linked panels (``figure``) and the pipeline
+    stage by stage (``stages_figure``)."""
+
+    model: str
+    prompt: str
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+
+    @property
+    def settings_text(self) -> str:
+        return f"T = {self.temperature:g}, top-k = {self.top_k}, top-p = {self.top_p:g}, min-p = {self.min_p:g}"
+
+    def logits(self, progress=None) -> NextTokenLogits:
+        return gateway.run("logits", self.model, self.prompt, progress=progress)
+
+    def result(self, progress=None) -> TokenDistribution:
+        logits = self.logits(progress)
+        return distribution_from_logits(
+            logits.logits,
+            logits.tokens,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            min_p=self.min_p,
+        )
+
+    def info(self, result=None) -> FigureInfo:
+        return FigureInfo("Next-token distribution", model=self.model, text=self.prompt, where=(self.settings_text,))
+
+    def figure(self, result: TokenDistribution) -> Builder:
+        return builder(distribution_panels, result, info=self.info())
+
+    def caption(self, result: TokenDistribution) -> str:
+        kept = int(result.kept[result.stages[-1][0]].sum())
+        total = len(result.tokens)
+        return f"After the pipeline ({self.settings_text}), the sampler can draw {kept:,} of {total:,} tokens."
+
+
+@dataclass(frozen=True)
+class Stages(Distribution):
+    """The likeliest tokens' probability after each stage of the pipeline."""
+
+    def info(self, result=None) -> FigureInfo:
+        return FigureInfo("Sampling pipeline", model=self.model, text=self.prompt, where=(self.settings_text,))
+
+    def figure(self, result: TokenDistribution) -> Builder:
+        return builder(stages_figure, result, info=self.info())
+
+
+@dataclass(frozen=True)
+class Temperatures:
+    """The likeliest tokens' probabilities at T = 0.5, 1, 2 and the chosen temperature, side by side."""
+
+    model: str
+    prompt: str
+    temperature: float = 1.0
+
+    def result(self, progress=None) -> NextTokenLogits:
+        return gateway.run("logits", self.model, self.prompt, progress=progress)
+
+    def info(self, result=None) -> FigureInfo:
+        return FigureInfo("Temperature", model=self.model, text=self.prompt, where=("T = 0.5, 1, 2",))
+
+    def figure(self, result: NextTokenLogits) -> Builder:
+        return builder(temperature_figure, result.logits, result.tokens, current=self.temperature, info=self.info())
