@@ -48,13 +48,21 @@ class HtmlFigure:
 
 # Scales the page's content as one block so that it fits the window, keeping its aspect: the layout stays the
 # slide's (labels where they were placed for 1920×1080), only the scale changes. Plotly and Vega (SVG renderer)
-# and BertViz find their marks under a CSS transform, so hover and clicks still work.
-_FIT = """<style>body { margin: 0; }
-#explorer-frame { overflow: hidden; margin: 0 auto; }
-#explorer-fit { display: inline-block; transform-origin: 0 0; }</style>"""
-_FIT_SCRIPT = """<script>
+# and BertViz find their marks under a CSS transform, so hover and clicks still work. The body's content is moved
+# into the scaled block by the script itself (the last thing in the body), so the page's own markup is left as it
+# was: a "<body>" inside the page's bundled JavaScript cannot be mistaken for the page's body.
+_FIT = """<script>
 (function () {
-  const frame = document.getElementById("explorer-frame"), fit = document.getElementById("explorer-fit");
+  const style = document.createElement("style");
+  style.textContent = "body { margin: 0; } #explorer-frame { overflow: hidden; margin: 0 auto; } "
+    + "#explorer-fit { display: inline-block; transform-origin: 0 0; }";
+  document.head.appendChild(style);
+  const frame = document.createElement("div"), fit = document.createElement("div");
+  frame.id = "explorer-frame";
+  fit.id = "explorer-fit";
+  while (document.body.firstChild) fit.appendChild(document.body.firstChild);
+  frame.appendChild(fit);
+  document.body.appendChild(frame);
   function resize() {
     const width = fit.offsetWidth, height = fit.offsetHeight;  // the layout's size, before any scaling
     if (!width || !height) return;
@@ -72,21 +80,8 @@ _FIT_SCRIPT = """<script>
 
 def fitted(page: str) -> str:
     """The HTML page with its body's content scaled to fit the window it is opened in (see ``_FIT``)."""
-    head = re.search(r"<head[^>]*>", page, flags=re.I)
-    body = re.search(r"<body[^>]*>", page, flags=re.I)
     end = page.lower().rfind("</body>")
-    if head is None or body is None or end < body.end():
-        raise ValueError("an exported page needs <head> and <body>")
-    return (
-        page[: head.end()]
-        + _FIT
-        + page[head.end() : body.end()]
-        + '<div id="explorer-frame"><div id="explorer-fit">'
-        + page[body.end() : end]
-        + "</div></div>"
-        + _FIT_SCRIPT
-        + page[end:]
-    )
+    return page + _FIT if end < 0 else page[:end] + _FIT + page[end:]
 
 
 class ExportUnavailable(RuntimeError):
