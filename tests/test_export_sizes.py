@@ -91,8 +91,8 @@ def _head_slide(capture, layer: int, head: int):
 def _share_of(image: Image.Image, colour: str) -> float:
     """The share of the slide's pixels within a small distance of ``colour`` (a line's colour, any opacity
     above a third: blended with white, the hue keeps its channel order)."""
-    pixels = np.asarray(image.convert("RGB"), dtype=float)
-    target = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
+    pixels = np.asarray(image, dtype=np.int16)  # a quarter of the slide's resolution: lines stay 6 px thick
+    target = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)], dtype=np.int16)
     return float((np.abs(pixels - target).max(-1) < 40).mean())
 
 
@@ -102,7 +102,9 @@ def test_the_head_view_png_shows_the_selected_heads_lines(capture, layer, head):
     check_export("png", data)
     image = Image.open(io.BytesIO(data))
     assert image.size == (3840, 2160)
-    others = [c for i, c in enumerate(HEAD_COLOURS) if i != head]
+    image = image.convert("RGB").reduce(4)
+    # Head 7's grey is left out: the black tokens' anti-aliased edges are grey too.
+    others = [c for i, c in enumerate(HEAD_COLOURS) if i not in (head, 7)]
     # The selected head's lines (and its head box) are drawn in its colour; other heads show only their light
     # head boxes, nothing in their full colour beyond their box.
     assert _share_of(image, HEAD_COLOURS[head]) > 0.005
