@@ -1,6 +1,7 @@
 """The renderer worker: a native renderer that aborts or hangs fails one export and never the caller's process."""
 
 import json
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 
@@ -57,6 +58,30 @@ def test_plotly_through_the_warm_worker(pool):
     )
     check_export("png", pool.render("plotly", figure, "png", 2))
     check_export("svg", pool.render("plotly", figure, "svg", 1))
+
+
+def test_a_page_through_the_warm_worker(pool):
+    """An HTML page (what BertViz's views are) drawn by the worker's Chrome: a slide-sized screenshot at 2x, and
+    its <svg> with computed styles written in, text that is not XML shown as U+FFFD."""
+    page = (
+        "<html><head></head><body style='margin:0'><svg width='400' height='200' style='zoom:2'>"
+        "<line x1='0' y1='0' x2='400' y2='200' stroke='black' stroke-width='9'></line>"
+        "<line x1='0' y1='200' x2='400' y2='0' stroke='red' stroke-opacity='0'></line>"
+        "<text x='10' y='50' style='font-size:30px'>a\x17b</text></svg></body></html>"
+    )
+    check_export("png", pool.render("page", page, "png", 2, size=(1920, 1080)))
+    svg = pool.render("page", page, "svg", 1, size=(1920, 1080)).decode()
+    check_export("svg", svg.encode())
+    assert svg.count("<line") == 1 and "stroke-width:9px" in svg  # the transparent line is not drawn
+    drawing = ElementTree.fromstring(svg)[1]  # after the white background: the page's <svg>, placed as drawn
+    assert [drawing.get(name) for name in ("x", "y", "width", "height", "viewBox")] == [
+        "0",
+        "0",
+        "800",
+        "400",
+        "0 0 400 200",
+    ]
+    assert "a\ufffdb" in svg
 
 
 def test_on_canvas_gives_the_slide_size_and_keeps_the_drawing():

@@ -14,7 +14,10 @@ Here the same BertViz JavaScript (read from the installed ``bertviz`` package, n
 - **Inert user text**: tokens travel inside a JSON string in a ``<script>``, with ``<``, ``>``, ``&`` and the
   line separators escaped, and BertViz writes them into the page with d3's ``.text()``.
 
-Each function returns a complete HTML document for ``st.iframe(html, height=...)`` (srcdoc).
+Each ``*_view_html`` function returns a complete HTML document for ``st.iframe(html, height=...)`` (srcdoc);
+``head_view_slide`` and ``model_view_slide`` lay the same view out as a 1920×1080 slide with the house title,
+as an ``HtmlFigure`` that ``explorer.render.export`` turns into PNG, SVG and HTML (BertViz itself cannot export
+images: its issues #13 and #33).
 """
 
 from __future__ import annotations
@@ -30,12 +33,21 @@ from pathlib import Path
 import numpy as np
 
 from explorer.data import AttentionCapture
+from explorer.render.export import HtmlFigure
+from explorer.render.style import FONT, INK, MUTED, SLIDE, FigureInfo, Look, escape
 
 # The views' JavaScript and the libraries it needs: (package, path inside it).
 BERTVIZ_JS = {"head": ("bertviz", "head_view.js"), "model": ("bertviz", "model_view.js")}
 D3 = ("mpld3", "js/d3.v5.min.js")
 JQUERY = ("xstatic.pkg.jquery", "data/jquery.min.js")
 FILTER_NAMES = {"encoder": "Encoder", "decoder": "Decoder", "cross": "Cross"}
+# BertViz's head view layout (head_view.js): a token column, the lines between, a token column.
+BOX_WIDTH = 110
+MATRIX_WIDTH = 115
+PADDING = 8  # the frame's body padding, each side
+MODEL_WIDTH = 970  # model_view.js's DIV_WIDTH
+# The head view's line area is a constant of BertViz's code; made a parameter so the view can fill a wide window.
+_MATRIX_CONSTANT = "const MATRIX_WIDTH = 115;"
 
 # Turns the compact payload back into BertViz's params before its code runs; answers its require calls.
 _PRELUDE = """
@@ -80,16 +92,30 @@ def head_view_html(
     layer: int | None = None,
     uid: str | None = None,
     zoom: float = 1.0,
+    width: int | None = None,
 ) -> str:
     """BertViz's head view: one layer, lines from each token to those it attends to, one colour per head.
 
     ``stacks`` picks which of the capture's stacks to offer (default: all; encoder-decoder models get
     BertViz's Encoder / Decoder / Cross filter, sentence pairs its A/B filter). ``layers`` limits the
     layers sent (long inputs), ``heads`` the heads selected at first, ``layer`` the layer shown first.
-    ``zoom`` enlarges the whole view (a projector); ``frame_height`` takes the same factor.
+    ``zoom`` enlarges the whole view (a projector); ``frame_height`` takes the same factor. ``width`` (the
+    frame's CSS pixels) stretches the lines between the two token columns so that the view fills it.
     """
     included = _layers(capture, layers)
-    params = {
+    params = _head_params(included, heads, layer, uid)
+    if width is not None:
+        params["matrix_width"] = matrix_width(width / zoom - 2 * PADDING)
+    return _document("head", capture, stacks, included, None, params, zoom)
+
+
+def matrix_width(drawing_width: float) -> float:
+    """The width of the line area that makes the head view ``drawing_width`` wide (BertViz's own at least)."""
+    return max(MATRIX_WIDTH, drawing_width - 2 * BOX_WIDTH)
+
+
+def _head_params(included: list[int], heads, layer, uid) -> dict:
+    return {
         "default_filter": "0",
         "root_div_id": uid or _uid(),
         # BertViz looks the layer *number* up in include_layers (an index here showed nothing for layer > 0).
@@ -97,7 +123,6 @@ def head_view_html(
         "heads": heads,
         "include_layers": included,
     }
-    return _document("head", capture, stacks, included, None, params, zoom)
 
 
 def model_view_html(
@@ -116,7 +141,12 @@ def model_view_html(
     included = _layers(capture, layers)
     total_heads = capture.main.num_heads
     head_list = list(range(total_heads)) if heads is None else sorted(set(heads))
-    params = {
+    params = _model_params(included, head_list, total_heads, uid)
+    return _document("model", capture, stacks, included, head_list, params, zoom)
+
+
+def _model_params(included: list[int], head_list: list[int], total_heads: int, uid) -> dict:
+    return {
         "default_filter": "0",
         "display_mode": "light",
         "root_div_id": uid or _uid(),
@@ -124,7 +154,44 @@ def model_view_html(
         "include_heads": head_list,
         "total_heads": total_heads,
     }
-    return _document("model", capture, stacks, included, head_list, params, zoom)
+
+
+def head_view_slide(
+    capture: AttentionCapture,
+    *,
+    info: FigureInfo,
+    look: Look = SLIDE,
+    layers: list[int] | None = None,
+    heads: list[int] | None = None,
+    layer: int | None = None,
+) -> HtmlFigure:
+    """The head view as a ``look``-sized slide: the house title, BertViz's layer menu, then the lines of
+    ``layer`` for ``heads`` (as the page draws them) enlarged to the slide's height and stretched to its width."""
+    included = _layers(capture, layers)
+    params = _head_params(included, heads, layer, None)
+    room_width, room_height = _room(look)
+    zoom = min(room_height / _drawing_height("head", capture, len(included)), 4.0)
+    params["matrix_width"] = matrix_width(room_width / zoom)
+    return HtmlFigure(_slide_document("head", capture, included, None, params, zoom, info, look))
+
+
+def model_view_slide(
+    capture: AttentionCapture,
+    *,
+    info: FigureInfo,
+    look: Look = SLIDE,
+    layers: list[int] | None = None,
+    heads: list[int] | None = None,
+) -> HtmlFigure:
+    """The model view as a ``look``-sized slide: the house title above every layer's and head's thumbnail,
+    enlarged to fit the slide (click one in the HTML export to enlarge it)."""
+    included = _layers(capture, layers)
+    total_heads = capture.main.num_heads
+    head_list = list(range(total_heads)) if heads is None else sorted(set(heads))
+    params = _model_params(included, head_list, total_heads, None)
+    room_width, room_height = _room(look)
+    zoom = min(room_height / _drawing_height("model", capture, len(included)), room_width / MODEL_WIDTH, 3.0)
+    return HtmlFigure(_slide_document("model", capture, included, head_list, params, zoom, info, look))
 
 
 def payload(capture: AttentionCapture, *, layers=None, heads=None, stacks=None) -> dict:
@@ -172,6 +239,83 @@ def _natural_height(view: str, capture: AttentionCapture, layers: int | None) ->
 
 def _document(view: str, capture, stacks, included, heads, params, zoom: float = 1.0) -> str:
     packed = _payload(capture, stacks, included, heads, params)
+    root = html.escape(params["root_div_id"])
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>BertViz {view} view</title>
+<style>body {{ margin: 0; padding: {PADDING}px; background: white; zoom: {zoom:g}; }}{_THICK if zoom > 1 else ""}
+</style></head>
+<body>
+<div id="{root}" style="font-family:'Helvetica Neue', Helvetica, Arial, sans-serif;">
+  <span style="user-select:none">{_menus(view, packed)}</span>
+  <div id="vis"></div>
+</div>
+{_scripts(view, packed)}
+</body></html>"""
+
+
+def _slide_document(view: str, capture, included, heads, params, zoom: float, info: FigureInfo, look: Look) -> str:
+    """A ``look``-sized page: the house title and subtitle (an <svg>, so the SVG export keeps them), BertViz's
+    menus at the slide's text size, and the view's drawing enlarged by ``zoom``."""
+    packed = _payload(capture, None, included, heads, params)
+    root = html.escape(params["root_div_id"])
+    thick = " #vis line { stroke-width: 3px; }" if view == "head" and zoom > 1 else ""
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{html.escape(info.title())}</title>
+<style>body {{ margin: 0; background: white; }}
+#slide {{ width: {look.width}px; height: {look.height}px; overflow: hidden; background: white; }}
+#slide-title {{ display: block; }}
+#{root} {{ padding: 0 {_SIDE}px; font: {look.font_size}px 'Helvetica Neue', Helvetica, Arial, sans-serif; }}
+#{root} select {{ font-size: {look.font_size}px; }}
+#vis {{ zoom: {zoom:.4f}; margin-top: 8px; }}{thick}</style></head>
+<body>
+<div id="slide">
+{_title_svg(info, look)}
+<div id="{root}">
+  <span style="user-select:none; color: {MUTED}">{_menus(view, packed)}</span>
+  <div id="vis"></div>
+</div>
+</div>
+{_scripts(view, packed)}
+</body></html>"""
+
+
+_SIDE = 28  # the slide's left and right margin, CSS pixels
+
+
+def _room(look: Look) -> tuple[float, float]:
+    """(width, height) left on a ``look``-sized slide for the view's drawing: below the title and the menus."""
+    menus = 2 * look.font_size + 8
+    return look.width - 2 * _SIDE, look.height - look.title_band - menus - 12
+
+
+def _drawing_height(view: str, capture: AttentionCapture, layers: int) -> float:
+    """The height of BertViz's <svg> (its own layout constants), before any zoom."""
+    tokens = max(max(len(s.query_tokens), len(s.key_tokens)) for s in capture.stacks.values())
+    if view == "head":
+        return 30 + 22.5 * tokens  # TEXT_TOP + BOXHEIGHT per token
+    axis = 15 + 5 + 13 + 5  # HEADING_TEXT_SIZE + HEADING_PADDING + TEXT_SIZE + TEXT_PADDING
+    thumbnail = tokens * 7 * 12 / capture.main.num_heads + 10
+    detail = tokens * 18 + 2 * 15 + 25
+    return max(layers * thumbnail + axis, detail)
+
+
+def _title_svg(info: FigureInfo, look: Look) -> str:
+    """The house title and subtitle (as ``style.finish`` places them on every figure), drawn as an <svg>."""
+    left, top = look.width * 0.015, 8
+    title_y = top + look.title_size
+    subtitle_y = title_y + look.subtitle_size * 1.5
+    font = html.escape(FONT, quote=True)
+    return (
+        f'<svg id="slide-title" xmlns="http://www.w3.org/2000/svg" width="{look.width}" height="{look.title_band}">'
+        f'<text x="{left:g}" y="{title_y:g}" font-family="{font}" font-size="{look.title_size}" fill="{INK}">'
+        f"{escape(info.title())}</text>"
+        f'<text x="{left:g}" y="{subtitle_y:g}" font-family="{font}" font-size="{look.subtitle_size}" '
+        f'fill="{MUTED}">{escape(info.subtitle())}</text></svg>'
+    )
+
+
+def _menus(view: str, packed: dict) -> str:
+    """BertViz's menus: the layer (head view) and, where there is a choice, the attention filter."""
     select = ""
     if len(packed["filters"]) > 1:
         options = "".join(
@@ -179,22 +323,21 @@ def _document(view: str, capture, stacks, included, heads, params, zoom: float =
         )
         select = f'Attention: <select id="filter">{options}</select>'
     layer_select = 'Layer: <select id="layer"></select>' if view == "head" else ""
-    root = html.escape(params["root_div_id"])
+    return f"{layer_select} {select}"
+
+
+def _scripts(view: str, packed: dict) -> str:
+    """The payload, the libraries, the shim and BertViz's own code, inlined."""
     code = _read(*BERTVIZ_JS[view]).replace("PYTHON_PARAMS", "window.__explorerBertvizParams")
-    return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>BertViz {view} view</title>
-<style>body {{ margin: 0; padding: 8px; background: white; zoom: {zoom:g}; }}{_THICK if zoom > 1 else ""}</style></head>
-<body>
-<div id="{root}" style="font-family:'Helvetica Neue', Helvetica, Arial, sans-serif;">
-  <span style="user-select:none">{layer_select} {select}</span>
-  <div id="vis"></div>
-</div>
-<script type="application/json" id="bertviz-data">{_script_json(packed)}</script>
+    if view == "head":
+        if _MATRIX_CONSTANT not in code:
+            raise RuntimeError("This bertviz version lays the head view out differently: install bertviz 1.4.1.")
+        code = code.replace(_MATRIX_CONSTANT, "const MATRIX_WIDTH = params.matrix_width || 115;")
+    return f"""<script type="application/json" id="bertviz-data">{_script_json(packed)}</script>
 <script>{_read(*D3)}</script>
 <script>{_read(*JQUERY)}</script>
 <script>{_PRELUDE}</script>
-<script>{code}</script>
-</body></html>"""
+<script>{code}</script>"""
 
 
 def _payload(capture, stacks, included, heads, params) -> dict:

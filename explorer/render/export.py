@@ -9,7 +9,13 @@ the render function is called again with ``style.SLIDE``, so labels are laid out
 - Altair: vl-convert renders PNG and SVG without a browser, on a canvas of exactly the slide's size; HTML
   inlines the Vega JavaScript it carries.
 
-Both native renderers run in a worker process (``explorer.render.renderer``): a renderer that aborts or hangs
+- Whole HTML pages (BertViz's views: ``HtmlFigure``): PNG is a screenshot and SVG the page's own <svg>,
+  both by the worker's Chrome at slide size; HTML is the page itself.
+
+Every HTML export fits the window it is opened in: the slide is scaled as a whole, keeping its aspect and its
+layout (a 1920×1080 page opened on a 1280×720 screen is shown at 1280×720, not cut off on the right).
+
+The native renderers run in a worker process (``explorer.render.renderer``): a renderer that aborts or hangs
 fails one export with a ``RenderFailed`` sentence, never the process that asked for it.
 
 ``ExportUnavailable`` says what is missing when a format cannot be made on this machine.
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from explorer.render import renderer
@@ -29,7 +36,52 @@ from explorer.render.style import SLIDE
 PNG_SCALE = 2
 FORMATS = ("png", "svg", "html")
 MIME = {"png": "image/png", "svg": "image/svg+xml", "html": "text/html"}
-__all__ = ["FORMATS", "MIME", "ExportUnavailable", "RenderFailed", "export", "save"]
+__all__ = ["FORMATS", "MIME", "ExportUnavailable", "HtmlFigure", "RenderFailed", "export", "fitted", "save"]
+
+
+@dataclass(frozen=True)
+class HtmlFigure:
+    """A figure that is a whole HTML page laid out at slide size (BertViz's views), scripts inlined."""
+
+    html: str
+
+
+# Scales the page's content as one block so that it fits the window, keeping its aspect: the layout stays the
+# slide's (labels where they were placed for 1920×1080), only the scale changes. Plotly and Vega (SVG renderer)
+# and BertViz find their marks under a CSS transform, so hover and clicks still work. The body's content is moved
+# into the scaled block by the script itself (the last thing in the body), so the page's own markup is left as it
+# was: a "<body>" inside the page's bundled JavaScript cannot be mistaken for the page's body.
+_FIT = """<script>
+(function () {
+  const style = document.createElement("style");
+  style.textContent = "body { margin: 0; } #explorer-frame { overflow: hidden; margin: 0 auto; } "
+    + "#explorer-fit { display: inline-block; transform-origin: 0 0; }";
+  document.head.appendChild(style);
+  const frame = document.createElement("div"), fit = document.createElement("div");
+  frame.id = "explorer-frame";
+  fit.id = "explorer-fit";
+  while (document.body.firstChild) fit.appendChild(document.body.firstChild);
+  frame.appendChild(fit);
+  document.body.appendChild(frame);
+  function resize() {
+    const width = fit.offsetWidth, height = fit.offsetHeight;  // the layout's size, before any scaling
+    if (!width || !height) return;
+    const scale = Math.min(document.documentElement.clientWidth / width, window.innerHeight / height);
+    fit.style.transform = "scale(" + scale + ")";
+    frame.style.width = width * scale + "px";
+    frame.style.height = height * scale + "px";
+  }
+  new ResizeObserver(resize).observe(fit);
+  window.addEventListener("resize", resize);
+  resize();
+})();
+</script>"""
+
+
+def fitted(page: str) -> str:
+    """The HTML page with its body's content scaled to fit the window it is opened in (see ``_FIT``)."""
+    end = page.lower().rfind("</body>")
+    return page + _FIT if end < 0 else page[:end] + _FIT + page[end:]
 
 
 class ExportUnavailable(RuntimeError):
@@ -70,7 +122,7 @@ def plotly_html(figure, *, title: str | None = None) -> str:
     )
     if title:
         page = page.replace("<head>", f"<head><title>{html.escape(title)}</title>", 1)
-    return page
+    return fitted(page)
 
 
 def altair_image(chart, fmt: str) -> bytes:
@@ -89,10 +141,23 @@ def altair_html(chart, *, title: str | None = None) -> str:
     the renderer worker (its JavaScript engine never runs in the app's process)."""
     spec = chart.to_json(validate=False, indent=None)
     page = renderer.pool().render("vega-lite", spec, "html").decode()
+    return fitted(_titled(page, title))
+
+
+def _titled(page: str, title: str | None) -> str:
     if title:
         page = re.sub(r"<title>.*?</title>", "", page, count=1, flags=re.S)
         page = page.replace("<head>", f"<head><title>{html.escape(title)}</title>", 1)
     return page
+
+
+def page_image(figure: HtmlFigure, fmt: str) -> bytes:
+    """PNG (at 2x) or SVG of a page figure, drawn by the renderer worker's Chrome at slide size."""
+    problem = image_export_problem()
+    if problem:
+        raise ExportUnavailable(problem)
+    scale = PNG_SCALE if fmt == "png" else 1
+    return renderer.pool().render("page", figure.html, fmt, scale, size=(SLIDE.width, SLIDE.height))
 
 
 def save(figure, info, fmt: str = "png", folder: str | Path = ".") -> Path:
@@ -103,9 +168,12 @@ def save(figure, info, fmt: str = "png", folder: str | Path = ".") -> Path:
 
 
 def export(figure, fmt: str, *, title: str | None = None) -> bytes:
-    """The figure (Plotly or Altair) in ``fmt`` ("png", "svg" or "html") as bytes ready to download."""
+    """The figure (Plotly, Altair or an ``HtmlFigure``) in ``fmt`` ("png", "svg" or "html") as bytes ready to
+    download."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of {FORMATS}")
+    if isinstance(figure, HtmlFigure):
+        return fitted(_titled(figure.html, title)).encode() if fmt == "html" else page_image(figure, fmt)
     if isinstance(figure, PlotlySpec):
         figure = figure.figure()
     is_plotly = hasattr(figure, "to_image")

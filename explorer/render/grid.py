@@ -29,10 +29,14 @@ def pooled(matrix: np.ndarray, size: int) -> np.ndarray:
     r_edges = np.linspace(0, rows, min(rows, size) + 1).astype(int)
     c_edges = np.linspace(0, columns, min(columns, size) + 1).astype(int)
     out = np.empty((*matrix.shape[:-2], len(r_edges) - 1, len(c_edges) - 1), dtype=np.float32)
-    with np.errstate(invalid="ignore"):
-        for i, (r0, r1) in enumerate(itertools.pairwise(r_edges)):
-            for j, (c0, c1) in enumerate(itertools.pairwise(c_edges)):
-                out[..., i, j] = np.nanmean(matrix[..., r0:r1, c0:c1], axis=(-2, -1))
+    for i, (r0, r1) in enumerate(itertools.pairwise(r_edges)):
+        for j, (c0, c1) in enumerate(itertools.pairwise(c_edges)):
+            block = matrix[..., r0:r1, c0:c1]
+            # A block wholly masked (above a causal diagonal) has no mean: NaN, a gutter-like blank, without
+            # np.nanmean's "Mean of empty slice" warning.
+            shown = np.count_nonzero(~np.isnan(block), axis=(-2, -1))
+            total = np.nansum(block, axis=(-2, -1))
+            out[..., i, j] = np.where(shown > 0, total / np.maximum(shown, 1), np.nan)
     return out
 
 
@@ -114,12 +118,9 @@ def tiles_figure(
         )
     with batched(figure):
         finish(figure, info, look)
-        # As tall as the tiles need at this width (square cells), within the look's height.
-        plot_width = look.width - 70 - 20 - 90
-        height = look.title_band + 10 + 60 + 20 + plot_width * image.shape[0] / image.shape[1]
         relayout(
             figure,
-            height=int(min(look.height, height)),
+            height=_height(image, look),
             margin={"l": 70, "r": 20, "t": look.title_band + 10, "b": 60},
             dragmode=False,
             clickmode="event+select",
@@ -150,3 +151,12 @@ def tiles_figure(
             color=MUTED,
         )
     return figure
+
+
+def _height(image: np.ndarray, look: Look) -> int:
+    """On a screen, as tall as the tiles need at the look's width (square cells), within its height: the page
+    flows on below. A slide or a projector keeps its 16:9 size, and the square cells fit inside it."""
+    if look.presentation:
+        return look.height
+    plot_width = look.width - 70 - 20 - 90
+    return int(min(look.height, look.title_band + 10 + 60 + 20 + plot_width * image.shape[0] / image.shape[1]))

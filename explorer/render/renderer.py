@@ -6,8 +6,10 @@ session with it). A browser can hang. So the server never calls them itself: it 
 worker process and waits, with a time limit, for the file. A worker that dies or overruns is killed and replaced;
 that export fails with a sentence and the next one works.
 
-The worker keeps one Chrome running (kaleido's sync server) instead of starting a browser per export, so a
-PNG takes a fraction of a second instead of seconds. ``EXPLORER_EXPORT_WORKERS`` workers (default 1: each
+The worker keeps one Chrome running (kaleido's) instead of starting a browser per export, so a PNG takes a
+fraction of a second instead of seconds. The same Chrome draws whole HTML pages (BertViz's views, which cannot
+export themselves): a screenshot for PNG, the page's own <svg> with its styles written in for SVG.
+``EXPLORER_EXPORT_WORKERS`` workers (default 1: each
 holds a Chrome, and a 2-core machine draws one image at a time anyway) serve the whole server; requests queue.
 """
 
@@ -17,10 +19,12 @@ import contextlib
 import os
 import pickle
 import queue
+import re
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 EXPORT_TIMEOUT_S = 30.0  # one export, Chrome's start included
@@ -38,25 +42,49 @@ class _DrawingFailed(RenderFailed):
 # --- inside the worker process ------------------------------------------------------------------------------
 
 
-_chrome_started = False
+class _Chrome:
+    """The worker's one Chrome (kaleido's), driven from an event loop of its own in a background thread: Plotly
+    figures go through kaleido, HTML pages (BertViz's views) through a tab of the same browser, so an export of
+    either kind costs no browser start after the first."""
+
+    def __init__(self):
+        import asyncio
+
+        import kaleido
+
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True, name="explorer-renderer-chrome").start()
+        # Offline: plotly.js from the installed plotly package (kaleido's default), MathJax off (kaleido's
+        # default fetches it from a CDN).
+        self.kaleido = kaleido.Kaleido(n=1, timeout=EXPORT_TIMEOUT_S, mathjax=False)
+        self.run(self.kaleido.open())
+        self.tab = None
+
+    def run(self, coroutine):
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(EXPORT_TIMEOUT_S)
+
+
+_chrome: _Chrome | None = None
+
+
+def _browser() -> _Chrome:
+    global _chrome
+    if _chrome is None:
+        _chrome = _Chrome()
+    return _chrome
 
 
 def _plotly_bytes(spec: str, fmt: str, scale: float, size: tuple[int, int] | None) -> bytes:
     import json
 
-    import kaleido
-
-    global _chrome_started
-    if not _chrome_started:
-        # One Chrome for every export of this worker. Offline: plotly.js from the installed plotly package
-        # (kaleido's default), MathJax off (kaleido's default fetches it from a CDN).
-        kaleido.start_sync_server(n=1, timeout=EXPORT_TIMEOUT_S, mathjax=False, silence_warnings=True)
-        _chrome_started = True
+    chrome = _browser()
     figure = json.loads(spec)
     layout = figure.get("layout", {})
     width, height = size or (layout.get("width", 700), layout.get("height", 500))
     options = {"format": fmt, "width": width, "height": height, "scale": scale}
-    return kaleido.calc_fig_sync(figure, opts=options)
+    return chrome.run(chrome.kaleido.calc_fig(figure, opts=options))
 
 
 def _vega_bytes(spec: str, fmt: str, scale: float, size: tuple[int, int] | None) -> bytes:
@@ -69,6 +97,110 @@ def _vega_bytes(spec: str, fmt: str, scale: float, size: tuple[int, int] | None)
         return vlc.svg_to_png(svg, scale=scale) if fmt == "png" else svg.encode()
     svg = on_canvas(svg, *size)
     return _svg_to_png(svg, size, scale) if fmt == "png" else svg.encode()
+
+
+# Every outermost <svg> of the page, cloned with its computed presentation styles written on each element, placed
+# where the page draws it (CSS zoom included) on a white width x height canvas. Marks the page does not draw
+# (hidden, fully transparent: BertViz keeps a line for every head and shows the selected ones) are left out.
+_PAGE_SVG_JS = """
+(width, height) => {
+  const NS = "http://www.w3.org/2000/svg";
+  const STYLES = ["fill", "fill-opacity", "stroke", "stroke-width", "stroke-opacity", "stroke-linecap",
+    "opacity", "font-family", "font-size", "font-weight", "font-style", "text-anchor", "dominant-baseline"];
+  const drawn = (element, style) => style.display !== "none" && style.visibility !== "hidden"
+    && parseFloat(style.opacity) > 0
+    && !(element.tagName === "line" && parseFloat(style.strokeOpacity) === 0);
+  function copy(source) {
+    const style = getComputedStyle(source);
+    if (!drawn(source, style)) return null;
+    const clone = source.cloneNode(false);
+    clone.removeAttribute("class");
+    clone.setAttribute("style", STYLES.map((name) => `${name}:${style.getPropertyValue(name)}`).join(";"));
+    for (const child of source.childNodes) {
+      if (child.nodeType === Node.TEXT_NODE) clone.appendChild(child.cloneNode());
+      else if (child.nodeType === Node.ELEMENT_NODE) {
+        const inner = copy(child);
+        if (inner) clone.appendChild(inner);
+      }
+    }
+    return clone;
+  }
+  const canvas = document.createElementNS(NS, "svg");
+  canvas.setAttribute("width", width);
+  canvas.setAttribute("height", height);
+  canvas.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  const background = document.createElementNS(NS, "rect");
+  background.setAttribute("width", "100%");
+  background.setAttribute("height", "100%");
+  background.setAttribute("fill", "white");
+  canvas.appendChild(background);
+  for (const svg of document.querySelectorAll("svg")) {
+    if (svg.parentElement.closest("svg")) continue;
+    const box = svg.getBoundingClientRect();
+    const placed = box.width > 0 && box.height > 0 && copy(svg);
+    if (!placed) continue;
+    const zoom = svg.currentCSSZoom || 1;
+    for (const [name, value] of [["x", box.left], ["y", box.top], ["width", box.width], ["height", box.height]]) {
+      placed.setAttribute(name, value);
+    }
+    if (!svg.getAttribute("viewBox")) placed.setAttribute("viewBox", `0 0 ${box.width / zoom} ${box.height / zoom}`);
+    canvas.appendChild(placed);
+  }
+  return new XMLSerializer().serializeToString(canvas);
+}
+"""
+# Characters XML 1.0 forbids (a token may hold them): shown as U+FFFD, so the file parses.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def _page_bytes(page: str, fmt: str, scale: float, size: tuple[int, int] | None) -> bytes:
+    """PNG (``scale`` device pixels per CSS pixel) or SVG of an HTML page (a BertViz view) drawn by the worker's
+    Chrome in a ``size`` window, offline."""
+    chrome = _browser()
+    width, height = size or (1920, 1080)
+    return chrome.run(_draw_page(chrome, page, fmt, scale, width, height))
+
+
+async def _draw_page(chrome: _Chrome, page: str, fmt: str, scale: float, width: int, height: int) -> bytes:
+    import asyncio
+    import base64
+    import json
+    import tempfile
+
+    if chrome.tab is None:
+        chrome.tab = await chrome.kaleido.create_tab("about:blank")
+        # Nothing leaves the machine: the page carries its scripts, and anything else it asks for fails.
+        await chrome.tab.send_command("Network.enable")
+        offline = {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
+        await chrome.tab.send_command("Network.emulateNetworkConditions", params=offline)
+        chrome.folder = Path(tempfile.mkdtemp(prefix="explorer-renderer-"))
+    tab = chrome.tab
+    metrics = {"width": width, "height": height, "deviceScaleFactor": scale, "mobile": False}
+    await tab.send_command("Emulation.setDeviceMetricsOverride", params=metrics)
+    path = chrome.folder / "page.html"
+    path.write_text(page, encoding="utf-8")
+    url = f"{path.as_uri()}?{time.monotonic_ns()}"  # a new address each time: the page is loaded, never reused
+    await tab.send_command("Page.navigate", params={"url": url})
+    ready = (
+        f"location.href === {json.dumps(url)} && document.readyState === 'complete'"
+        " && document.fonts.status === 'loaded'"
+    )
+    while not await _evaluate(tab, ready):
+        await asyncio.sleep(0.02)
+    if fmt == "svg":
+        svg = await _evaluate(tab, f"({_PAGE_SVG_JS})({width}, {height})")
+        return _NOT_XML.sub("\ufffd", svg).encode()
+    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+    shot = await tab.send_command("Page.captureScreenshot", params={"format": "png", "clip": clip})
+    return base64.b64decode(shot["result"]["data"])
+
+
+async def _evaluate(tab, expression: str):
+    answer = await tab.send_command("Runtime.evaluate", params={"expression": expression, "returnByValue": True})
+    result = answer.get("result", {})
+    if "exceptionDetails" in result:
+        raise RuntimeError(result["exceptionDetails"].get("text", "the page's script failed"))
+    return result.get("result", {}).get("value")
 
 
 def _svg_to_png(svg: str, size: tuple[int, int], scale: float) -> bytes:
@@ -131,7 +263,7 @@ def on_canvas(svg: str, width: int, height: int) -> str:
     )
 
 
-_RENDERERS = {"plotly": _plotly_bytes, "vega-lite": _vega_bytes}
+_RENDERERS = {"plotly": _plotly_bytes, "vega-lite": _vega_bytes, "page": _page_bytes}
 
 
 def _read_message(stream):
@@ -244,7 +376,8 @@ class RendererPool:
                 self.waiting -= 1
 
     def render(self, kind: str, spec: str, fmt: str, scale: float = 1, size: tuple[int, int] | None = None) -> bytes:
-        """``fmt`` ("png" or "svg") of a Plotly figure or Vega-Lite spec given as JSON, ``size`` in CSS pixels."""
+        """``fmt`` ("png" or "svg") of a Plotly figure or Vega-Lite spec given as JSON (``kind`` "plotly" or
+        "vega-lite") or of an HTML page (``kind`` "page"), ``size`` in CSS pixels."""
         worker = self._take()
         try:
             data = worker.render((kind, spec, fmt, scale, size), self.timeout)
