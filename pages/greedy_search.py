@@ -46,12 +46,10 @@ if not prompt.strip():
 
 force = branching.forced_tokens()  # a branch: tokens the model is made to say first (clicks set it)
 try:
-    original = decoding.decode_with_progress(lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
+    original = decoding.greedy_decode_with_progress(lm.name, prompt, steps=steps)
     # The branch gets at least one step of its own after the forced tokens.
     trace = (
-        decoding.decode_with_progress(
-            lm.name, prompt, strategy="greedy", max_new_tokens=max(steps, len(force) + 1), top_n=5, force=force
-        )
+        decoding.greedy_decode_with_progress(lm.name, prompt, steps=max(steps, len(force) + 1), force=force)
         if force
         else original
     )

@@ -7,15 +7,17 @@ shows its progress (tokens done out of total) while it runs.
 
 from __future__ import annotations
 
+import functools
 import time
 from contextlib import contextmanager
 
 import streamlit as st
 
 import explorer
+from explorer.compute.decoding import first_steps, prefix_consistent
 from explorer.hosting import POLICY
 from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS
-from explorer.serving import FORWARD_GATE
+from explorer.serving import FORWARD_GATE, IDLE_WORK
 from explorer.ui.caches import results_cache
 from explorer.ui.models import cached_model
 from explorer.ui.presets import preset_button
@@ -35,6 +37,8 @@ PROGRESS_EVERY_S = 0.25
 # Bounds on the pages' sliders: a class cannot stall a shared server (the engine's own limits are higher).
 PAGE_MAX_STEPS = min(32, MAX_NEW_TOKENS, POLICY.max_new_tokens)
 PAGE_MAX_BEAMS = min(8, MAX_BEAMS, POLICY.max_beams)
+# The Compare strategies page's temperature slider (low, high, step): its values are sampled ahead of a move.
+TEMPERATURES = (0.05, 3.0, 0.05)
 
 
 def default_prompt(model_name: str) -> str:
@@ -86,6 +90,52 @@ def decode_with_progress(model_name: str, prompt: str, **settings) -> explorer.D
     """A cached decoding; while it runs, a progress bar says how many tokens are done."""
     with progress_bar("Generating: {done} of {total} tokens") as progress:
         return cached_decode(model_name, prompt, tuple(sorted(settings.items())), progress)
+
+
+def greedy_decode_with_progress(model_name: str, prompt: str, *, steps: int, force=(), top_n: int = 5):
+    """Greedy search to ``steps`` new tokens (after ``force``, ids the model is made to say first), cut from one
+    cached decoding to the Steps slider's maximum: moving the slider never runs the model again. Exact because
+    greedy search is prefix-consistent (``explorer.compute.decoding.first_steps`` says why and when not: then
+    this decodes to ``steps`` itself)."""
+    branch = {"force": tuple(force)} if force else {}
+    longest = max(PAGE_MAX_STEPS, steps)
+    trace = decode_with_progress(model_name, prompt, strategy="greedy", max_new_tokens=longest, top_n=top_n, **branch)
+    if not prefix_consistent(trace):
+        return decode_with_progress(model_name, prompt, strategy="greedy", max_new_tokens=steps, top_n=top_n, **branch)
+    return first_steps(trace, steps, cached_model(model_name).tokenizer)
+
+
+def sampled_decode_with_progress(model_name: str, prompt: str, *, temperature: float, **settings):
+    """Seeded sampling at ``temperature`` (a value of the ``TEMPERATURES`` slider); then, while no student's run
+    waits, the same sampling at every other value of the slider, nearest first, each cached under the key a move
+    there asks for: a move answers from the cache instead of running the model.
+
+    Sampling at another temperature is another decoding (each draw depends on the temperature, and every later
+    step on the draws), so nothing is cut or interpolated: each value is ``explorer.decode`` itself, exactly the
+    run the move would have made (equal to ``generate()`` with the same seed)."""
+    low, high, step = TEMPERATURES
+    grid = _slider_values(low, high, step)
+    nearest = min(grid, key=lambda value: abs(value - temperature))
+    temperature = nearest if abs(nearest - temperature) < 1e-9 else temperature  # 0.15000000000000002 is 0.15
+    trace = decode_with_progress(model_name, prompt, strategy="sample", temperature=temperature, **settings)
+    others = sorted((value for value in grid if value != temperature), key=lambda value: abs(value - temperature))
+    tasks = [
+        functools.partial(
+            cached_decode,
+            model_name,
+            prompt,
+            tuple(sorted(dict(settings, strategy="sample", temperature=value).items())),
+        )
+        for value in others
+    ]
+    IDLE_WORK.submit(("temperatures", model_name, prompt, tuple(sorted(settings.items()))), tasks)
+    return trace
+
+
+def _slider_values(low: float, high: float, step: float) -> list[float]:
+    """Every value of a slider, written with the step's decimals (0.05 · 3 is 0.15, not 0.15000000000000002)."""
+    decimals = len(f"{step:g}".partition(".")[2])
+    return [round(low + index * step, decimals) for index in range(round((high - low) / step) + 1)]
 
 
 def generative_model(lm) -> explorer.LoadedModel:
