@@ -101,7 +101,8 @@ PAGES = {
     "bertviz_views": PageSpec("bertviz_views", ENCODER, "text", (("bv_layer", (1, 3, 5)),), text_in_figures=False),
     "head_statistics": PageSpec("head_statistics", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
     "compare_attention": PageSpec("compare_attention", ENCODER, "text", (("layer", (1, 3, 5)), ("head", (2, 7, 11)))),
-    "greedy_search": PageSpec("greedy_search", DECODER, "prompt"),
+    # Steps: the decoding to the slider's maximum, cut (greedy search is prefix-consistent).
+    "greedy_search": PageSpec("greedy_search", DECODER, "prompt", (("steps", (12, 4, 16)),)),
     "beam_search": PageSpec(
         "beam_search",
         DECODER,
@@ -111,7 +112,8 @@ PAGES = {
         interrupt_extra=(("steps", "32"),),
     ),
     "sampling": PageSpec("sampling", DECODER, "prompt", (("temperature", (0.5, 1.5, 0.8)), ("top_p", (0.9, 0.5, 0.7)))),
-    "compare_strategies": PageSpec("compare_strategies", DECODER, "prompt"),
+    # Temperature: the sampled decodings of the slider's other values, computed ahead while the server is idle.
+    "compare_strategies": PageSpec("compare_strategies", DECODER, "prompt", (("temperature", (0.5, 1.5, 1.25)),)),
     "generation_attention": PageSpec(
         "generation_attention", DECODER, "prompt", (("layer", (1, 3, 4)), ("head", (2, 5, 1)))
     ),
@@ -248,7 +250,7 @@ class Student:
             params[self.spec.text_key] = self.text
         return urlencode(params)
 
-    async def session(self, moves: int, *, interrupt: bool = False) -> None:
+    async def session(self, moves: int, *, interrupt: bool = False, pause: float = 0.0) -> None:
         try:
             async with websockets.connect(self.url, subprotocols=["streamlit"], max_size=None, open_timeout=60) as ws:
                 self.ws = ws
@@ -264,6 +266,7 @@ class Student:
                 await self._until(lambda figures: any(mine(f) for f in figures.values()), "own result")
                 self.open_to_result = time.monotonic() - start
                 for move in range(moves if self.spec.moves else 0):
+                    await asyncio.sleep(pause)  # the student reads the page before moving a slider
                     changes = {key: values[move % len(values)] for key, values in self.spec.moves}
                     begin = time.monotonic()
                     before = set(self.shown)
@@ -355,6 +358,7 @@ async def class_run(
     cold=False,
     maximum=False,
     settle=None,
+    pause=0.0,
 ):
     """Every student at once; ``plan[n]`` is student n's page. With ``interrupt``, all share one text."""
     if interrupt:
@@ -379,7 +383,7 @@ async def class_run(
     async def start(n: int, student: Student):
         if interrupt and n > 0:
             await asyncio.sleep(0.3)  # student 0's run computes the shared result; the others wait on it
-        await student.session(moves, interrupt=interrupt and n == 0)
+        await student.session(moves, interrupt=interrupt and n == 0, pause=pause)
 
     await asyncio.gather(*(start(n, s) for n, s in enumerate(students)))
     return students
@@ -457,6 +461,7 @@ def measure(server: Server, name: str, count: int, run: str, args) -> str:
             interrupt=args.interrupt,
             cold=args.cold,
             settle=server.wait_until_quiet,
+            pause=args.pause,
         )
     )
     client_cpu = time.process_time() - client_cpu
@@ -495,6 +500,9 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="every page at 10 and 40 students (the README's table)")
     parser.add_argument("--students", type=int, nargs="+", default=[10, 40])
     parser.add_argument("--moves", type=int, default=3)
+    parser.add_argument(
+        "--pause", type=float, default=0.0, help="seconds a student reads the page before each slider move (default 0)"
+    )
     parser.add_argument("--browsers", type=int, default=2)
     parser.add_argument(
         "--browser-priority",

@@ -29,8 +29,9 @@ with ui.controls():
     with columns[2]:
         ngram = ui.number_slider_ui("No-repeat n-gram", 0, 5, 0, key="ngram", step=1, help="For all three; 0 = off.")
     with columns[3]:
+        low, high, step = decoding.TEMPERATURES
         temperature = ui.number_slider_ui(
-            "Temperature", 0.05, 3.0, 0.8, key="temperature", step=0.05, help="For sampling."
+            "Temperature", low, high, 0.75, key="temperature", step=step, help="For sampling."
         )
     with columns[4]:
         seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="For sampling.")
@@ -46,8 +47,8 @@ try:
         f"Beam search ({beams} beams)": ui.run_model(
             "decode", lm.name, prompt, strategy="beam", num_beams=beams, **common
         ),
-        f"Sampling (T = {temperature:g}, seed {seed})": ui.run_model(
-            "decode", lm.name, prompt, strategy="sample", temperature=temperature, seed=seed, **common
+        f"Sampling (T = {temperature:g}, seed {seed})": decoding.sampled_decoding(
+            lm.name, prompt, temperature=temperature, seed=seed, **common
         ),
     }
 except explorer.InputError as error:

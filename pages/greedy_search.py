@@ -46,20 +46,10 @@ if not prompt.strip():
 
 force = branching.forced_tokens()  # a branch: tokens the model is made to say first (clicks set it)
 try:
-    original = ui.run_model("decode", lm.name, prompt, strategy="greedy", max_new_tokens=steps, top_n=5)
+    original = decoding.greedy_decoding(lm.name, prompt, steps=steps)
     # The branch gets at least one step of its own after the forced tokens.
     trace = (
-        ui.run_model(
-            "decode",
-            lm.name,
-            prompt,
-            strategy="greedy",
-            max_new_tokens=max(steps, len(force) + 1),
-            top_n=5,
-            force=force,
-        )
-        if force
-        else original
+        decoding.greedy_decoding(lm.name, prompt, steps=max(steps, len(force) + 1), force=force) if force else original
     )
 except explorer.InputError as error:
     st.info(ui.literal(error))

@@ -4,12 +4,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-
 # The browser tests drive Debian's chromium (Playwright's own browser download needs the internet).
+SYSTEM_PACKAGES="chromium fonts-dejavu-core"
+
+# How to run a command as root here: directly, through sudo (without a password, or asking for it at a terminal),
+# or not at all: then say what to install instead of failing halfway through apt-get.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1 && { sudo -n true 2>/dev/null || [ -t 0 ]; }; then
+    sudo "$@"
+  else
+    return 1
+  fi
+}
+
 if ! command -v chromium >/dev/null 2>&1; then
+  if ! command -v apt-get >/dev/null 2>&1 || ! as_root true; then
+    echo "tests/run.sh: the browser tests need Debian's chromium, and this script cannot install system packages" >&2
+    echo "here (it needs root, or sudo, and apt-get). Install them, then run it again:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y $SYSTEM_PACKAGES" >&2
+    exit 1
+  fi
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+  # shellcheck disable=SC2086  # the package names are meant to split
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $SYSTEM_PACKAGES >/dev/null
 fi
 
 python3 -m pip install -q --disable-pip-version-check -r requirements-dev.txt

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.compute.decoding import repeats
 from explorer.compute.sampling import distribution_from_logits
+from explorer.serving import IDLE_WORK
 from explorer.ui.caches import results_cache
 from explorer.ui.decoding import default_prompt
 from tests.figures import decode_plotly_array
@@ -44,6 +45,7 @@ def prose():
 @pytest.fixture
 def count_runs(monkeypatch):
     """Counts model runs: every decoding and next-token pass the pages make goes through these two functions."""
+    IDLE_WORK.wait()  # what an earlier page queued in the background is not this test's run
     runs = []
     real_decode, real_logits = explorer.decode, explorer.next_token_logits
 

@@ -1,15 +1,18 @@
 """The project as a package, as a new user meets it: `pip install .`, then `explorer serve`.
 
 The wheel is built from this checkout and installed into a fresh virtual environment. The environment sees
-this machine's packages (``--system-site-packages``: the pinned torch and the rest are not downloaded again),
-and pip installs the wheel offline (``--no-index``), so it must find every dependency the package declares
-already satisfied. Everything then runs from a folder outside the checkout, so nothing can come from it.
+the packages of the Python that runs the tests, whether that is the machine's own (as CI runs it) or a virtual
+environment a contributor made and activated (a ``.pth`` file lists its site-packages: the pinned torch and the
+rest are not installed again), and pip installs the wheel offline (``--no-index``), so it must find every
+dependency the package declares already satisfied. Everything then runs from a folder outside the checkout, so
+nothing can come from it.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tomllib
@@ -63,9 +66,14 @@ def wheel(tmp_path_factory) -> Path:
 def venv(wheel, tmp_path_factory) -> Path:
     """A fresh environment with the wheel installed, dependencies resolved (offline) against this machine's."""
     home = tmp_path_factory.mktemp("venv")
-    # No pip of its own: a fresh venv's bundled setuptools is older than torch asks for; the machine's pip and
-    # setuptools (visible through the system site packages) resolve against the machine's packages instead.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(home)], check=True)
+    # No pip of its own: the running environment's pip (visible through the .pth file) resolves against its
+    # packages. `--system-site-packages` alone would show the base interpreter's packages, which in an activated
+    # virtual environment are not the ones installed (pip then finds no transformers, say).
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
+    (own,) = (home / "lib").glob("python3*/site-packages")
+    # addsitedir, not bare paths: the .pth files inside those folders (setuptools', editable installs) apply too.
+    lines = [f"import site; site.addsitedir({folder!r})\n" for folder in running_site_packages()]
+    (own / "running-environment.pth").write_text("".join(lines))
     installed = subprocess.run(
         [str(home / "bin" / "python"), "-m", "pip", "install", "--no-index", str(wheel)],
         capture_output=True,
@@ -78,6 +86,29 @@ def venv(wheel, tmp_path_factory) -> Path:
     checked = subprocess.run([str(home / "bin" / "python"), "-m", "pip", "check"], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     return home
+
+
+def running_site_packages() -> list[str]:
+    """Where the running Python finds its installed packages: its environment's site-packages (with the base
+    interpreter's, for a venv made with them visible) and the user's where the running Python reads them."""
+    folders = [*site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        folders.append(site.getusersitepackages())
+    return [folder for folder in dict.fromkeys(folders) if Path(folder).is_dir()]
+
+
+def test_the_fresh_environment_sees_the_running_environments_packages(venv, tmp_path):
+    """The packages the tests run with (an activated venv's, or the machine's) are the fresh environment's."""
+    found = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import transformers; print(transformers.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.strip()
+    import transformers
+
+    assert found == transformers.__file__
 
 
 def _checkout_files(folder: str, pattern: str = "*") -> set[str]:

@@ -248,3 +248,59 @@ def bans_table(trace: DecodeTrace) -> list[dict]:
         }
         for ban in trace.bans
     ]
+
+
+def prefix_consistent(trace: DecodeTrace) -> bool:
+    """Whether ``trace``'s first k steps are, for every k, exactly its decoding run to k new tokens (see
+    ``first_steps``): a greedy search that recorded no attention and whose prompt the maximum did not cut."""
+    # The only note a decoding makes is that its prompt was cut from the left to leave room for
+    # max_new_tokens: a shorter maximum would keep more of it, so the prompt itself would differ.
+    return trace.settings.strategy == "greedy" and trace.attention is None and not trace.notes
+
+
+def first_steps(trace: DecodeTrace, steps: int, tokenizer) -> DecodeTrace:
+    """The greedy decoding ``trace`` cut to its first ``steps`` new tokens: field for field what ``decode``
+    returns when run to ``max_new_tokens=steps`` with the same settings, without running the model
+    (``tokenizer`` writes the shorter texts). One decoding to a slider's maximum serves every shorter setting.
+
+    Why this is exact: greedy search is prefix-consistent. Step t appends the argmax of the processors' output
+    for the prefix so far (prompt, forced tokens, the t tokens chosen before), computed by the same forward
+    passes whatever the maximum (one over the prompt and forced tokens, then one token at a time), and the only
+    processors greedy search runs (repetition penalty, no-repeat n-gram ban) read nothing but the prefix. The
+    maximum only decides when the loop stops, as does an end-of-sequence token: a decoding that ended before
+    ``steps`` is the same for every longer maximum. Length-aware settings (length penalty, early stopping)
+    belong to beam search, whose pruning and finished pool depend on the maximum: it is never cut, nor is
+    sampling (several rows pad differently), nor a decoding whose prompt the maximum cut (``prefix_consistent``).
+    """
+    first = trace.num_forced + 1  # decode needs one step after the forced tokens
+    if not prefix_consistent(trace) or not first <= steps <= trace.settings.max_new_tokens:
+        raise ValueError(f"cannot cut this decoding to {steps} steps (see prefix_consistent)")
+    kept = trace.steps[:steps]
+    sequence = trace.sequences[0][: trace.prompt_length + steps]
+    return replace(
+        trace,
+        settings=replace(trace.settings, max_new_tokens=steps),
+        sequences=(sequence,),
+        texts=(tokenizer.decode(sequence.tolist(), skip_special_tokens=True),),
+        continuations=(tokenizer.decode(sequence[trace.prompt_length :].tolist(), skip_special_tokens=True),),
+        generated_tokens=(trace.generated_tokens[0][:steps],),
+        sequence_logprobs=np.array([_summed_logprob(kept)], dtype=np.float32),
+        steps=kept,
+        bans=tuple(ban for ban in trace.bans if ban.step < steps),
+    )
+
+
+def _summed_logprob(steps) -> float:
+    """The raw log-probability of each step's token summed in float64 in step order, as ``decode`` sums it."""
+    total = 0.0
+    for step in steps:
+        total += float(step.forced_logprob[0] if step.forced else _chosen_logprob(step))
+    return total
+
+
+def _chosen_logprob(step) -> float:
+    """The greedy choice is the processed argmax: the first candidate (looked up, in case of a tie)."""
+    found = np.flatnonzero(step.candidate_ids[0] == step.chosen_ids[0])
+    if not len(found):
+        raise ValueError(f"step {step.step}'s token is not among its recorded candidates")
+    return step.candidate_logprobs[0, found[0]]

@@ -6,12 +6,18 @@ server: moving a view-only control (a step slider, temperature, top-p) never run
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 import explorer
+from explorer import gateway
+from explorer.compute.decoding import first_steps, prefix_consistent
 from explorer.hosting import POLICY
+from explorer.serving import IDLE_WORK
 from explorer.ui.models import cached_model
 from explorer.ui.presets import preset_button
+from explorer.ui.results import run_model
 from explorer.ui.text import literal
 
 CHAPTER_MODEL = "openai-community/gpt2"
@@ -27,10 +33,53 @@ FALLBACK_PROMPT = "The meaning of life is"
 # Bounds on the pages' sliders: a class cannot stall a shared server (the engine's own limits are higher).
 PAGE_MAX_STEPS = min(32, explorer.MAX_NEW_TOKENS, POLICY.max_new_tokens)
 PAGE_MAX_BEAMS = min(8, explorer.MAX_BEAMS, POLICY.max_beams)
+# The Compare strategies page's temperature slider (low, high, step): each of its values is sampled ahead of a
+# move, so the grid is coarse (ten values, the chapter's 0.5, 1 and 2 among them): every value costs one decoding.
+TEMPERATURES = (0.25, 2.5, 0.25)
 
 
 def default_prompt(model_name: str) -> str:
     return PROMPTS.get(model_name, FALLBACK_PROMPT)
+
+
+def greedy_decoding(model_name: str, prompt: str, *, steps: int, force=(), top_n: int = 5) -> explorer.DecodeTrace:
+    """Greedy search to ``steps`` new tokens (after ``force``, ids the model is made to say first), cut from one
+    decoding to the Steps slider's maximum: moving the slider never runs the model again. Exact because greedy
+    search is prefix-consistent (``explorer.compute.decoding.first_steps`` says why and when not: then this
+    decodes to ``steps`` itself)."""
+    branch = {"force": tuple(force)} if force else {}
+    settings = dict(strategy="greedy", top_n=top_n, **branch)
+    trace = run_model("decode", model_name, prompt, max_new_tokens=max(PAGE_MAX_STEPS, steps), **settings)
+    if not prefix_consistent(trace):
+        return run_model("decode", model_name, prompt, max_new_tokens=steps, **settings)
+    return first_steps(trace, steps, cached_model(model_name).tokenizer)
+
+
+def sampled_decoding(model_name: str, prompt: str, *, temperature: float, **settings) -> explorer.DecodeTrace:
+    """Seeded sampling at ``temperature`` (a value of the ``TEMPERATURES`` slider); then, while no student's run
+    waits, the same sampling at every other value of the slider, nearest first, each cached under the key a move
+    there asks for: a move answers from the cache instead of running the model.
+
+    Sampling at another temperature is another decoding (each draw depends on the temperature, and every later
+    step on the draws), so nothing is cut or interpolated: each value is ``explorer.decode`` itself, exactly the
+    run the move would have made (equal to ``generate()`` with the same seed)."""
+    grid = slider_values(*TEMPERATURES)
+    nearest = min(grid, key=lambda value: abs(value - temperature))
+    temperature = nearest if abs(nearest - temperature) < 1e-9 else temperature  # 0.15000000000000002 is 0.15
+    trace = run_model("decode", model_name, prompt, strategy="sample", temperature=temperature, **settings)
+    others = sorted((value for value in grid if value != temperature), key=lambda value: abs(value - temperature))
+    tasks = [
+        functools.partial(gateway.run, "decode", model_name, prompt, strategy="sample", temperature=value, **settings)
+        for value in others
+    ]
+    IDLE_WORK.submit(("temperatures", model_name, prompt, tuple(sorted(settings.items()))), tasks)
+    return trace
+
+
+def slider_values(low: float, high: float, step: float) -> list[float]:
+    """Every value of a slider, written with the step's decimals (0.05 · 3 is 0.15, not 0.15000000000000002)."""
+    decimals = len(f"{step:g}".partition(".")[2])
+    return [round(low + index * step, decimals) for index in range(round((high - low) / step) + 1)]
 
 
 def generative_model(lm) -> explorer.LoadedModel:
