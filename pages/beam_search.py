@@ -5,7 +5,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.compute.decoding import bans_table, pool_table, repeats, status_counts, tree_at
+from explorer.compute.decoding import bans_table, pool_caption, pool_table, repeats, status_counts, tree_at
 from explorer.render.decoding import beam_tree_figure, logprob_figure
 from explorer.render.style import FigureInfo
 from explorer.ui import branching, clicks, decoding
@@ -115,7 +115,7 @@ for note in trace.notes:
 
 for place, (continuation, score) in enumerate(zip(trace.continuations, trace.sequence_scores, strict=True), 1):
     line = ui.prompt_and_continuation(trace.prompt, continuation, seq2seq=trace.is_seq2seq)
-    st.markdown(f"**{place}.** {line}  ·  score {score:.3f}")
+    st.markdown(f"**{place}.** {line}  ·  normalised score {score:.4f}")
 
 with ui.controls():
     upto = ui.index_slider_ui(
@@ -149,6 +149,7 @@ st.subheader("Finished pool")
 pool = pool_table(trace, upto, lm.tokenizer)
 if pool:
     st.dataframe(pd.DataFrame(pool), hide_index=True, width="stretch")
+    st.caption(pool_caption(trace))
 else:
     st.caption("No hypothesis had finished by this step.")
 

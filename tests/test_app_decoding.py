@@ -132,7 +132,7 @@ def test_beam_search_restores_from_a_link_and_replays_without_running_the_model(
     shown_nodes = sum(len(trace_["x"]) for trace_ in tree["data"] if trace_.get("mode", "").startswith("markers"))
     assert shown_nodes == len(trace.tree)  # every candidate, the prompt included
     pool = at.dataframe[0].value
-    assert list(pool["length-normalised score"][:2]) == pytest.approx(list(trace.sequence_scores), abs=1e-3)
+    assert list(pool["normalised score"][:2]) == pytest.approx(list(trace.sequence_scores), abs=1e-3)
     assert "n-gram ban" in " ".join(h.value for h in at.subheader)
     runs = len(count_runs)
     at.slider(key="upto").set_value(3).run()  # steps count from 1, as in the title
@@ -306,6 +306,37 @@ def test_a_click_on_a_beam_node_branches_every_beam_there(prose):
         prose, PROMPT, strategy="beam", num_beams=3, max_new_tokens=5, top_n=5, force=(parent.token_id, node.token_id)
     )
     assert any(branched.continuations[0].strip()[:10].replace(",", "\\,") in m.value for m in at.markdown)
+
+
+def test_a_branched_beam_pool_scores_only_the_chosen_tokens_as_generate_does(prose):
+    """Issue 27: after a branch, the pool's normalised score is its score ÷ the tokens the search chose
+    (not counting the forced ones) ** length_penalty, and the returned one is generate()'s sequences_scores given
+    the prompt followed by the forced tokens; the table says how many were forced, and with them the
+    continuation's log-probability is the one the branch shows above."""
+    import torch
+
+    from tests.test_decoding import reference_config
+
+    own = explorer.decode(prose, PROMPT, strategy="beam", num_beams=3, max_new_tokens=8, top_n=5)
+    nodes = {node.id: node for node in own.tree}
+    node = next(n for n in own.tree if n.step == 2 and n.status == "pruned")
+    force = (nodes[nodes[node.parent].parent].token_id, nodes[node.parent].token_id, node.token_id)
+    at = open_page("pages/beam_search.py", model=DECODER, steps="8", beams="3", lp="2", force=",".join(map(str, force)))
+    assert not at.exception
+    pool = at.dataframe[0].value
+    assert set(pool["forced tokens"]) == {3}
+    assert list(pool["normalised score"]) == pytest.approx(list(pool["score"] / pool["scored tokens"] ** 2), abs=1e-3)
+    ids = prose.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
+    config = reference_config(prose, {"strategy": "beam", "num_beams": 3, "max_new_tokens": 5, "length_penalty": 2.0})
+    with torch.inference_mode():
+        reference = prose.model.generate(torch.cat([ids, torch.tensor([force])], dim=1), generation_config=config)
+    returned = pool[pool["returned"]].iloc[0]
+    assert returned["normalised score"] == pytest.approx(float(reference.sequences_scores[0]), abs=1e-4)
+    own_metric, branch_metric = [m for m in at.metric if m.label == "Log-probability of the continuation"]
+    assert own_metric.value != branch_metric.value
+    assert f"{returned['log-prob., forced included']:.2f}" == branch_metric.value
+    caption = " ".join(c.value for c in at.caption)
+    assert "3 forced tokens are the search's input" in caption and "scored tokens^2" in caption
 
 
 def test_a_branch_link_the_model_cannot_take_says_why():

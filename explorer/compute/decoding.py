@@ -165,27 +165,55 @@ def tree_layout(tree: tuple[BeamNode, ...], upto_step: int | None = None) -> dic
 
 
 def pool_table(trace: DecodeTrace, upto_step: int, tokenizer=None) -> list[dict]:
-    """The finished pool after ``upto_step``, best first: each hypothesis, when it finished, its scores."""
+    """The finished pool after ``upto_step``, best first: each hypothesis, when it finished, its scores.
+
+    As in generate() given the prompt followed by a branch's forced tokens, the search scores only the tokens
+    it chose ("scored tokens", the end token included): "score" is their summed log-probability and the pool
+    ranks by "normalised score" = score / scored tokens ** length_penalty. A branch's rows also give the forced
+    tokens and the log-probability of the whole continuation, forced tokens included."""
     if not trace.pool_history:
         return []
     nodes = {node.id: node for node in trace.tree}
+    forced = trace.num_forced
     rows = []
     for place, node_id in enumerate(trace.pool_history[min(upto_step, len(trace.pool_history) - 1)], start=1):
         node = nodes[node_id]
         path = path_to(nodes, node_id)
         text = "".join(nodes[i].token for i in path)
-        rows.append(
-            {
-                "place": place,
-                "continuation": text if tokenizer is None else tokenizer.decode([nodes[i].token_id for i in path]),
-                "finished at step": node.step + 1,
-                "tokens": len(path),
-                "score (sum of log-probs)": round(node.score, 4),
-                "length-normalised score": round(float(node.normalized_score), 4),
-                "returned": node.status == RETURNED,
-            }
-        )
+        row = {
+            "place": place,
+            "continuation": text if tokenizer is None else tokenizer.decode([nodes[i].token_id for i in path]),
+            "finished at step": node.step + 1,
+        }
+        if forced:
+            row["forced tokens"] = forced
+        row |= {
+            "scored tokens": len(path) - forced,
+            "score": round(node.score, 4),
+            "normalised score": round(float(node.normalized_score), 4),
+        }
+        if forced:
+            row["log-prob., forced included"] = round(sum(nodes[i].token_logprob for i in path), 4)
+        rows.append(row | {"returned": node.status == RETURNED})
     return rows
+
+
+def pool_caption(trace: DecodeTrace) -> str:
+    """What ``pool_table``'s scores count, in words, with this search's length penalty and forced tokens."""
+    penalty = trace.settings.length_penalty
+    text = (
+        "Score: the summed log-probability of the scored tokens (the ones the search chose, the end token "
+        f"included). Normalised score: score ÷ scored tokens^{penalty:g} (the length penalty), what the pool is "
+        "ranked by and what generate() returns as sequences_scores."
+    )
+    if trace.num_forced:
+        forced = trace.num_forced
+        text += (
+            f" The branch's {forced} forced token{'s are' if forced > 1 else ' is'} the search's input, as for "
+            "generate() given the prompt followed by them, and not scored; the last column adds their "
+            "log-probabilities (the branch's log-probability above, for the returned text)."
+        )
+    return text
 
 
 def path_to(nodes: dict[int, BeamNode], node_id: int) -> list[int]:
