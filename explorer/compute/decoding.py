@@ -198,6 +198,59 @@ def pool_table(trace: DecodeTrace, upto_step: int, tokenizer=None) -> list[dict]
     return rows
 
 
+def comparison_caption(
+    greedy: tuple[float, int], beam: tuple[float, int], banned: tuple[float, int], *, ban: int, prompt_counts: bool
+) -> str:
+    """The chapter's comparison in words, written from its own numbers: (log-probability, repeated ``ban``-grams
+    in the generated text) of greedy search, beam search, and beam search banning repeated ``ban``-grams,
+    log-probabilities compared as shown (2 decimals). ``prompt_counts``: the ban also forbids the prompt's
+    n-grams (a decoder-only model's prompt is part of the text the ban reads)."""
+    (g, repeats_g), (b, repeats_b), (n, repeats_n) = [(round(lp, 2), count) for lp, count in (greedy, beam, banned)]
+    return " ".join(
+        (
+            _beam_against_greedy(g, b),
+            _loops(repeats_g, repeats_b, ban),
+            _ban_effect(b, n, repeats_b, repeats_n, ban, prompt_counts),
+            "Greedy search and the first beam search use no ban.",
+        )
+    )
+
+
+def _beam_against_greedy(greedy: float, beam: float) -> str:
+    if beam > greedy:
+        return (
+            f"Beam search found a likelier text than greedy search ({beam:.2f} against {greedy:.2f}; the "
+            "log-probability is the sum of the text's token log-probabilities)."
+        )
+    if beam < greedy:
+        return f"Here beam search's text is less likely than greedy search's ({beam:.2f} against {greedy:.2f})."
+    return f"Beam search and greedy search reach the same log-probability ({beam:.2f})."
+
+
+def _loops(greedy: int, beam: int, ban: int) -> str:
+    if not greedy and not beam:
+        return f"Neither repeats a {ban}-gram."
+    return f"Without a ban, greedy search repeats {greedy} {ban}-gram{'s' * (greedy != 1)} and beam search {beam}."
+
+
+def _ban_effect(beam: float, banned: float, repeats: int, left: int, ban: int, prompt_counts: bool) -> str:
+    what = f"Banning repeated {ban}-grams (no_repeat_ngram_size={ban})"
+    if repeats:
+        outcome = f"leaves {left} of beam search's {repeats}"
+    else:
+        outcome = "has no repeat to stop" + (f" but also forbids the prompt's {ban}-grams" if prompt_counts else "")
+    if banned < beam:
+        change = f"and costs {beam - banned:.2f} in log-probability ({banned:.2f} against {beam:.2f})"
+    elif banned > beam:
+        change = (
+            f"and even finds a likelier text ({banned:.2f} against {beam:.2f}): beam search is not exhaustive, and "
+            "the ban led it down a path it had left"
+        )
+    else:
+        change = f"and the log-probability stays {beam:.2f}"
+    return f"{what} {outcome}, {change}."
+
+
 def pool_caption(trace: DecodeTrace) -> str:
     """What ``pool_table``'s scores count, in words, with this search's length penalty and forced tokens."""
     penalty = trace.settings.length_penalty
@@ -250,9 +303,10 @@ def status_counts(tree: tuple[BeamNode, ...]) -> dict[str, int]:
     return counts
 
 
-def bans_table(trace: DecodeTrace) -> list[dict]:
-    """Each token a no-repeat n-gram ban removed, with the n-gram it would have repeated and how much the model
-    wanted it (its rank in the model's own distribution: 1 = its favourite)."""
+def bans_table(trace: DecodeTrace, upto_step: int | None = None) -> list[dict]:
+    """Each token a no-repeat n-gram ban removed (up to ``upto_step``, 0-based, as the replay shows the search),
+    with the n-gram it would have repeated and how much the model wanted it (its rank in the model's own
+    distribution: 1 = its favourite)."""
     return [
         {
             "step": ban.step + 1,
@@ -263,4 +317,5 @@ def bans_table(trace: DecodeTrace) -> list[dict]:
             "model's rank": ban.would_rank + 1,
         }
         for ban in trace.bans
+        if upto_step is None or ban.step <= upto_step
     ]
