@@ -5,7 +5,15 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.compute.decoding import bans_table, pool_table, repeats, status_counts, tree_at
+from explorer.compute.decoding import (
+    bans_table,
+    comparison_caption,
+    pool_caption,
+    pool_table,
+    repeats,
+    status_counts,
+    tree_at,
+)
 from explorer.render.decoding import beam_tree_figure, logprob_figure
 from explorer.render.style import FigureInfo
 from explorer.ui import branching, clicks, decoding
@@ -115,7 +123,7 @@ for note in trace.notes:
 
 for place, (continuation, score) in enumerate(zip(trace.continuations, trace.sequence_scores, strict=True), 1):
     line = ui.prompt_and_continuation(trace.prompt, continuation, seq2seq=trace.is_seq2seq)
-    st.markdown(f"**{place}.** {line}  ·  score {score:.3f}")
+    st.markdown(f"**{place}.** {line}  ·  normalised score {score:.4f}")
 
 with ui.controls():
     upto = ui.index_slider_ui(
@@ -149,6 +157,7 @@ st.subheader("Finished pool")
 pool = pool_table(trace, upto, lm.tokenizer)
 if pool:
     st.dataframe(pd.DataFrame(pool), hide_index=True, width="stretch")
+    st.caption(pool_caption(trace))
 else:
     st.caption("No hypothesis had finished by this step.")
 
@@ -158,15 +167,13 @@ if trace.bans:
         f"With no-repeat n-gram size {ngram}, a token that would repeat an n-gram already in the text gets "
         "probability 0. “Model's rank” is where the model itself ranked it (1 = its favourite)."
     )
-    st.dataframe(pd.DataFrame(bans_table(trace)), hide_index=True, width="stretch")
+    removed = bans_table(trace, upto)  # as the search stood at the replay step, like the tree and the pool
+    if removed:
+        st.dataframe(pd.DataFrame(removed), hide_index=True, width="stretch")
+    else:
+        st.caption(f"The ban had removed no candidate by step {upto + 1}.")
 
 st.subheader("Greedy, beam, and beam with an n-gram ban")
-st.caption(
-    "The chapter's comparison, each on the same prompt and number of steps: greedy search often loops; beam "
-    "search finds a likelier text (a higher log-probability: the sum of its tokens' log-probabilities) that may "
-    f"loop too; banning any repeated {ban}-gram (no_repeat_ngram_size={ban}) stops the loop at some cost in "
-    "log-probability. Greedy search and the first beam search use no ban."
-)
 beam_label = f"beam search, {beams} beam{'s' if beams > 1 else ''}"
 compared = {
     "greedy search, no ban": greedy,
@@ -181,6 +188,17 @@ for column, (label, shown) in zip(st.columns(3), compared.items(), strict=True):
         st.caption(f"Repeated {ban}-grams: {repeats(shown.generated_tokens[0], size=ban)}")
 labels = list(compared)
 logprobs = [float(shown.sequence_logprobs[0]) for shown in compared.values()]
+# Written from the numbers shown above: which is likelier, and what the ban changed, differ by prompt and model.
+st.caption(
+    comparison_caption(
+        *(
+            (logprob, repeats(shown.generated_tokens[0], size=ban))
+            for logprob, shown in zip(logprobs, compared.values(), strict=True)
+        ),
+        ban=ban,
+        prompt_counts=not trace.is_seq2seq,
+    )
+)
 texts = [shown.continuations[0] for shown in compared.values()]
 compare_info = FigureInfo(
     "Greedy, beam, beam with a ban", model=lm.name, text=prompt, where=(f"{beams} beams", f"{steps} steps")

@@ -5,6 +5,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
+from explorer.compute.ablation import ablation_summary, probability
 from explorer.compute.sampling import softmax
 from explorer.render.ablation import ablation_map, before_after_figure
 from explorer.render.style import FigureInfo
@@ -65,6 +66,7 @@ with ui.stage():
             effects.top_tokens,
             target_token=target,
             baseline_logprob=effects.baseline_logprob,
+            noise=effects.tolerance,
             ablated=heads,
             info=info,
         ),
@@ -72,13 +74,11 @@ with ui.stage():
         key="ablation-map",
         select_key=ablation.map_selection_key(),
     )
-changes = effects.changes
-layer, head = np.unravel_index(int(np.argmin(changes)), changes.shape)
 st.caption(
-    f"The model predicts {ui.literal(repr(target))} next (probability {np.exp(effects.baseline_logprob):.1%}). "
-    f"Ablating layer {layer}, head {head} alone costs it the most: log-probability "
-    f"{effects.baseline_logprob:.2f} → {effects.baseline_logprob + changes[layer, head]:.2f}. One forward pass "
-    "per head, each checked against a copy of the model whose output projection ignores that head."
+    f"The model predicts {ui.literal(repr(target))} next (probability {probability(effects.baseline_logprob)}). "
+    + ablation_summary(effects.changes, effects.baseline_logprob, tolerance=effects.tolerance, dtype=effects.dtype)
+    + " One forward pass per head, each checked against a copy of the model whose output projection ignores "
+    "that head."
 )
 
 if heads:

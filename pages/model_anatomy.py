@@ -4,8 +4,13 @@ import pandas as pd
 import streamlit as st
 
 from explorer import ui
-from explorer.compute.anatomy import lecture_count, lecture_rows, memory_mb
-from explorer.models.anatomy import explain_layer, textbook_layer
+from explorer.compute.anatomy import (
+    layer_against_textbook,
+    lecture_count,
+    lecture_rows,
+    memory_mb,
+    textbook_formula,
+)
 from explorer.render.anatomy import parameters_figure
 from explorer.render.style import FigureInfo
 
@@ -66,31 +71,52 @@ totals = pd.DataFrame(
 st.dataframe(totals, hide_index=True, column_config={"share": st.column_config.NumberColumn(format="percent")})
 
 st.subheader("One layer against the textbook")
-first = next((row for row in anatomy.layer_counts if row.layer == 0), None)
-if first is not None and anatomy.width and anatomy.ffn_size:
-    book = textbook_layer(anatomy.width, anatomy.ffn_size)
-    st.latex(
-        r"\text{attention: } 4d^2 + 4d \qquad \text{feed-forward: } 2\,d\,d_{ff} + d_{ff} + d \qquad "
-        r"\text{norms: } 2 \cdot 2d \qquad " + rf"(d = {anatomy.width},\ d_{{ff}} = {anatomy.ffn_size})"
-    )
-    comparison = pd.DataFrame(
-        [
-            {
-                "block": kind,
-                "textbook": book[kind],
-                "this model (layer 0)": first.counts[kind],
-                "difference": first.counts[kind] - book[kind],
-            }
-            for kind in book
-        ]
-    )
-    st.dataframe(
-        comparison,
-        hide_index=True,
-        column_config={column: COUNT for column in ("textbook", "this model (layer 0)", "difference")},
-    )
-    for note in explain_layer(anatomy):
-        st.markdown(f"- {ui.literal(note)}")
+# The first layer (layer 0: layers count from 0) of each stack: an encoder-decoder's encoder and decoder differ.
+STACKS = {"main": "The encoder's" if anatomy.kind != "decoder" else "The model's", "decoder": "The decoder's"}
+if anatomy.width and anatomy.ffn_size:
+    for row in sorted((row for row in anatomy.layer_counts if row.layer == 0), key=lambda row: row.stack != "main"):
+        blocks = layer_against_textbook(
+            row.parts,
+            d=anatomy.width,
+            d_ff=anatomy.ffn_size,
+            heads=anatomy.heads,
+            kv_heads=anatomy.kv_heads,
+            head_dim=anatomy.head_dim,
+            norm_kind=anatomy.norm_kind,
+        )
+        cross = row.parts.get("cross-attention weights", 0) > 0
+        layers = sum(1 for other in anatomy.layer_counts if other.stack == row.stack and other.layer is not None)
+        st.markdown(
+            f"**{STACKS.get(row.stack, ui.literal(row.stack))} layer 0** (the first of {layers}) against the original "
+            f"Transformer's {'decoder layer: self-attention, cross-attention' if cross else 'encoder layer: attention'}"
+            ", feed-forward, a LayerNorm after each block, every projection with a bias"
+            + (
+                " (a decoder-only model's layer has the same parts, its attention masked)"
+                if anatomy.kind == "decoder"
+                else ""
+            )
+            + "."
+        )
+        st.latex(textbook_formula(cross=cross) + rf"\qquad (d = {anatomy.width},\ d_{{ff}} = {anatomy.ffn_size})")
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {"block": b.block, "textbook": b.textbook, "this model": b.actual, "difference": b.difference}
+                    for b in blocks
+                ]
+            ),
+            hide_index=True,
+            column_config={column: COUNT for column in ("textbook", "this model", "difference")},
+        )
+        differing = [b for b in blocks if b.terms]
+        for b in differing:
+            st.markdown(
+                f"- {b.block.capitalize()}, {b.difference:+,}: "
+                + "; ".join(f"{t.parameters:+,}, {ui.literal(t.reason)}" for t in b.terms)
+                + "."
+            )
+        if not differing:
+            st.markdown("Exactly the textbook layer.")
 
 st.subheader("The whole model, as the lecture counts it")
 if anatomy.width and anatomy.ffn_size:

@@ -8,7 +8,7 @@ from explorer import ui
 from explorer.compute.anatomy import shape_trail
 from explorer.compute.positions import find_token, layerwise_cosine, rotary_angles, sinusoidal_encoding
 from explorer.render.style import FigureInfo
-from explorer.render.vectors import cosine_figure, vectors_heatmap
+from explorer.render.vectors import cosine_figure, sinusoidal_figure, vectors_heatmap
 from explorer.ui.attention import DEFAULT_PAIR, DEFAULT_TEXT
 
 ui.page_shell()
@@ -93,12 +93,13 @@ if found.position is not None:
     with right:
         formula = FigureInfo("Sinusoidal encoding (Vaswani et al., 2017)", where=(f"d = {found.token.shape[1]}",))
         encoding = sinusoidal_encoding(len(found.position), found.token.shape[1])
-        ui.show_figure(
-            ui.figure_builder(vectors_heatmap, encoding, position_labels, info=formula), formula, key="sinusoidal"
-        )
+        ui.show_figure(ui.figure_builder(sinusoidal_figure, encoding, info=formula), formula, key="sinusoidal")
     st.caption(
         "Left: what this model learned for each position. Right: the original Transformer's fixed encoding, "
-        "sin and cos of the position at frequencies that fall along the dimensions, for comparison."
+        "for comparison: dimensions 2i and 2i + 1 hold the sine and the cosine of the position × 1 / "
+        f"10000^(2i / {found.token.shape[1]}), so pair i turns slower as i grows. Where the figure has fewer "
+        "pixels than pairs it shows 1 pair in k (the axis says so): drawn narrower than its columns, the stripes "
+        "would blur into patterns that are not in the values."
     )
 elif found.inverse_frequency is not None:
     angles = rotary_angles(found.inverse_frequency, max(len(ids), 32))

@@ -321,3 +321,27 @@ def test_threads_ablating_different_heads_at_once_get_their_own_results(models):
         np.testing.assert_array_equal(alone.hidden_states, together.hidden_states)
     assert np.abs(sequential[0].hidden_states - sequential[2].hidden_states).max() > 1e-4
     assert recorder._keep.get() is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ([[-2e-5, 1e-5]], "No single head matters here: ablating any one of them changes its log-probability "
+         "(-1.2e-06) by at most 2e-05, less than 1e-04, what rounding alone can do in float32."),
+        ([[-2e-5, -0.5]], "Ablating layer 0, head 1 alone costs it the most: log-probability -1.2e-06 → -0.5 (-0.5)."),
+        ([[3e-4, 2e-3]], "No head helps it: ablating any one of them leaves its log-probability (-1.2e-06) as it is or "
+         "raises it (by up to 0.002)."),
+    ],
+)  # fmt: skip
+def test_the_ablation_summary_says_what_its_numbers_are(changes, says):
+    from explorer.compute.ablation import ablation_summary
+
+    assert ablation_summary(np.array(changes), -1.2e-6, tolerance=1e-4, dtype="float32") == says
+
+
+def test_probabilities_stay_true_near_one_and_zero():
+    from explorer.compute.ablation import probability
+
+    assert probability(np.log(0.25)) == "25.0%"
+    assert probability(-1.2e-6) == "1 − 1.2e-06"
+    assert probability(np.log(2e-5)) == "2e-05"

@@ -7,8 +7,17 @@ import pytest
 import torch
 
 import explorer
-from explorer.compute.anatomy import decoder_layer, encoder_layer, lecture_count, lecture_rows, memory_mb, shape_trail
-from explorer.models.anatomy import explain_layer, model_anatomy, parameter_counts, textbook_layer
+from explorer.compute.anatomy import (
+    decoder_layer,
+    encoder_layer,
+    layer_against_textbook,
+    lecture_count,
+    lecture_rows,
+    memory_mb,
+    shape_trail,
+    textbook_layer,
+)
+from explorer.models.anatomy import model_anatomy, parameter_counts
 from explorer.models.inputs import embeddings, tokenize
 from tests.devices import DEVICE
 from tests.tiny_models import TINY
@@ -33,16 +42,132 @@ def test_minilm_anatomy(minilm):
     layer = next(row.counts for row in anatomy.layer_counts if row.layer == 0)
     book = textbook_layer(384, 1536)
     assert {k: layer[k] for k in book} == book  # a BERT layer is exactly the textbook layer
-    assert explain_layer(anatomy) == ["Exactly the textbook layer."]
+    assert all(not block.terms for block in first_layers_against_textbook(anatomy)["main"])
+
+
+def first_layers_against_textbook(anatomy) -> dict:
+    """{stack: layer 0 of that stack against the textbook}, as the anatomy page sets them side by side."""
+    return {
+        row.stack: layer_against_textbook(
+            row.parts,
+            d=anatomy.width,
+            d_ff=anatomy.ffn_size,
+            heads=anatomy.heads,
+            kv_heads=anatomy.kv_heads,
+            head_dim=anatomy.head_dim,
+            norm_kind=anatomy.norm_kind,
+        )
+        for row in anatomy.layer_counts
+        if row.layer == 0
+    }
+
+
+# Each architecture's first layer of each stack, as the model's own modules name its blocks: what the
+# comparison's "this model" column must equal (sum of numel() of their parameters).
+OWN_MODULES = {
+    "bert": {
+        "main": ("encoder.layer.0", {
+            "attention": ["attention.self", "attention.output.dense"],
+            "feed-forward": ["intermediate", "output.dense"],
+            "norms": ["attention.output.LayerNorm", "output.LayerNorm"],
+        })
+    },
+    "gpt2": {"main": ("transformer.h.0", {"attention": ["attn"], "feed-forward": ["mlp"], "norms": ["ln_1", "ln_2"]})},
+    "llama": {
+        "main": ("model.layers.0", {
+            "attention": ["self_attn"],
+            "feed-forward": ["mlp"],
+            "norms": ["input_layernorm", "post_attention_layernorm"],
+        })
+    },
+    "qwen3": {
+        "main": ("model.layers.0", {
+            "attention": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj"],
+            "feed-forward": ["mlp"],
+            "norms": ["input_layernorm", "post_attention_layernorm", "self_attn.q_norm", "self_attn.k_norm"],
+        })
+    },
+    "gemma2": {
+        "main": ("model.layers.0", {
+            "attention": ["self_attn"],
+            "feed-forward": ["mlp"],
+            "norms": ["input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                      "post_feedforward_layernorm"],
+        })
+    },
+    "t5": {
+        "main": ("encoder.block.0", {
+            "attention": ["layer.0.SelfAttention"],
+            "feed-forward": ["layer.1.DenseReluDense"],
+            "norms": ["layer.0.layer_norm", "layer.1.layer_norm"],
+        }),
+        "decoder": ("decoder.block.0", {
+            "attention": ["layer.0.SelfAttention", "layer.1.EncDecAttention"],
+            "feed-forward": ["layer.2.DenseReluDense"],
+            "norms": ["layer.0.layer_norm", "layer.1.layer_norm", "layer.2.layer_norm"],
+        }),
+    },
+}  # fmt: skip
+ARCHITECTURES = {**{name: name for name in OWN_MODULES}, "prose-gpt2": "gpt2", "dates-t5": "t5", "minilm": "bert"}
+
+
+def _load(name: str, tiny_models, minilm):
+    if name == "minilm":
+        return minilm
+    path = {"prose-gpt2": explorer.DEFAULT_DECODER, "dates-t5": explorer.DEFAULT_SEQ2SEQ}.get(name)
+    return explorer.load_model(path or tiny_models[name], device=DEVICE)
+
+
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_each_first_layer_against_the_textbook_is_the_models_own_and_fully_explained(tiny_models, minilm, name):
+    """Every stack's layer 0: each block's count is the numel() of the model's own modules for it, and the reasons
+    given for a difference add up to it exactly, none of them "not recognised"."""
+    lm = _load(name, tiny_models, minilm)
+    anatomy = model_anatomy(lm)
+    compared = first_layers_against_textbook(anatomy)
+    own = OWN_MODULES[ARCHITECTURES[name]]
+    assert set(compared) == set(own)
+    for stack, (layer_path, blocks) in own.items():
+        layer = lm.model.get_submodule(layer_path)
+        assert [block.block for block in compared[stack]] == ["attention", "feed-forward", "norms"]
+        assert sum(block.actual for block in compared[stack]) == sum(p.numel() for p in layer.parameters())
+        for block in compared[stack]:
+            modules = [layer.get_submodule(path) for path in blocks[block.block]]
+            assert block.actual == sum(p.numel() for module in modules for p in module.parameters()), block
+            assert block.textbook + sum(term.parameters for term in block.terms) == block.actual, block
+            assert "not recognised here" not in [term.reason for term in block.terms], block
+
+
+def test_the_date_converters_layers_say_what_differs(tiny_models):
+    """dates-t5 (issue 27): the decoder layer is set against the textbook's decoder layer (cross-attention
+    included), T5's missing biases and its relative position table are counted, and its norms are 3 × d."""
+    lm = explorer.load_model(explorer.DEFAULT_SEQ2SEQ, device=DEVICE)
+    anatomy = model_anatomy(lm)
+    d, d_ff = anatomy.width, anatomy.ffn_size
+    compared = first_layers_against_textbook(anatomy)
+    attention, feed_forward, norms = compared["decoder"]
+    assert attention.textbook == 2 * (4 * d * d + 4 * d)  # self- and cross-attention
+    table = lm.model.decoder.block[0].layer[0].SelfAttention.relative_attention_bias.weight.numel()
+    assert {term.parameters for term in attention.terms} == {-2 * 4 * d, table}
+    assert [term.parameters for term in feed_forward.terms] == [-(d_ff + d)]
+    assert norms.actual == 3 * d and "3 × 128 values" in norms.terms[0].reason
+    assert compared["main"][0].textbook == 4 * d * d + 4 * d and compared["main"][2].actual == 2 * d
 
 
 def test_llama_differences_are_explained(tiny_models):
-    lm = explorer.load_model(tiny_models["llama"], device=DEVICE)
-    anatomy = model_anatomy(lm)
-    notes = " ".join(explain_layer(anatomy))
+    anatomy = model_anatomy(explorer.load_model(tiny_models["llama"], device=DEVICE))
+    reasons = " ".join(term.reason for block in first_layers_against_textbook(anatomy)["main"] for term in block.terms)
     assert anatomy.position_scheme == "rotary" and anatomy.norm_kind == "RMSNorm" and anatomy.kv_heads == 2
-    assert "Grouped-query" in notes and "gated feed-forward" in notes and "without a bias" in notes
-    assert "No biases in the attention" in notes
+    assert "grouped-query attention: 4 query heads share 2 key/value heads" in reasons
+    assert "gated feed-forward" in reasons and "RMSNorm has a scale and no bias" in reasons
+    assert "no biases in Q, K, V and O" in reasons
+
+
+def test_the_textbook_layers():
+    assert textbook_layer(512, 2048) == {"attention": 4 * 512**2 + 4 * 512, "feed-forward": 2 * 512 * 2048 + 2048 + 512,
+                                         "norms": 2 * 2 * 512}  # fmt: skip
+    assert textbook_layer(512, 2048, cross=True)["attention"] == 2 * (4 * 512**2 + 4 * 512)
+    assert textbook_layer(512, 2048, cross=True)["norms"] == 3 * 2 * 512
 
 
 def test_t5_has_two_stacks_and_relative_bias(tiny_models):

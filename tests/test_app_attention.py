@@ -91,6 +91,29 @@ def test_model_anatomy_numbers_are_the_models(minilm):
     assert shown_metrics["Weights at 32 bits"] == f"{anatomy.total_parameters * 4 / 2**20:,.1f} MB"
 
 
+def test_model_anatomy_of_the_date_converter_explains_each_stacks_first_layer():
+    """dates-t5 (issue 27): each stack's layer 0 is named, set against the textbook layer of its kind (the
+    decoder's with cross-attention), and every difference is taken apart into reasons that add up to it."""
+    at = open_page("pages/model_anatomy.py", model=explorer.DEFAULT_SEQ2SEQ)
+    assert not at.exception
+    text = " ".join(shown(m.value) for m in at.markdown)
+    assert "The encoder's layer 0** (the first of 2)" in text and "The decoder's layer 0** (the first of 2)" in text
+    assert "decoder layer: self-attention, cross-attention" in text
+    encoder, decoder = at.dataframe[1].value, at.dataframe[2].value
+    d, d_ff = 128, 512
+    assert list(decoder["textbook"]) == [2 * (4 * d * d + 4 * d), 2 * d * d_ff + d_ff + d, 3 * 2 * d]
+    assert list(decoder["this model"]) == [131_136, 131_072, 3 * d]
+    assert list(encoder["textbook"]) == [4 * d * d + 4 * d, 2 * d * d_ff + d_ff + d, 2 * 2 * d]
+    notes = [shown(m.value) for m in at.markdown if m.value.startswith("- ")]
+    assert "- Attention, -960: -1,024, no biases in Q, K, V and O" in " ".join(notes)
+    assert "+64, the relative position bias table (16 buckets × 4 heads)" in " ".join(notes)
+    assert "RMSNorm has a scale and no bias: 3 × 128 values" in " ".join(notes)
+    for note in notes:  # each line's terms add up to its difference
+        difference, terms = re.match(r"- [\w-]+, ([-+][\d,]+): (.*)\.$", note).groups()
+        amounts = re.findall(r"(?:^|; )([-+][\d,]+), ", terms)
+        assert sum(int(a.replace(",", "")) for a in amounts) == int(difference.replace(",", "")), note
+
+
 def test_step_by_step_restores_from_a_link_and_equals_the_capture(minilm):
     at = open_page("pages/attention_step_by_step.py", layer="3", head="4", query="2")
     assert not at.exception

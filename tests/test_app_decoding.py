@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
-from explorer.compute.decoding import repeats
+from explorer.compute.decoding import comparison_caption, repeats
 from explorer.compute.sampling import distribution_from_logits
 from explorer.serving import IDLE_WORK
 from explorer.ui.caches import results_cache
@@ -134,7 +134,7 @@ def test_beam_search_restores_from_a_link_and_replays_without_running_the_model(
     shown_nodes = sum(len(trace_["x"]) for trace_ in tree["data"] if trace_.get("mode", "").startswith("markers"))
     assert shown_nodes == len(trace.tree)  # every candidate, the prompt included
     pool = at.dataframe[0].value
-    assert list(pool["length-normalised score"][:2]) == pytest.approx(list(trace.sequence_scores), abs=1e-3)
+    assert list(pool["normalised score"][:2]) == pytest.approx(list(trace.sequence_scores), abs=1e-3)
     assert "n-gram ban" in " ".join(h.value for h in at.subheader)
     runs = len(count_runs)
     at.slider(key="upto").set_value(3).run()  # steps count from 1, as in the title
@@ -308,6 +308,94 @@ def test_a_click_on_a_beam_node_branches_every_beam_there(prose):
         prose, PROMPT, strategy="beam", num_beams=3, max_new_tokens=5, top_n=5, force=(parent.token_id, node.token_id)
     )
     assert any(branched.continuations[0].strip()[:10].replace(",", "\\,") in m.value for m in at.markdown)
+
+
+def test_a_branched_beam_pool_scores_only_the_chosen_tokens_as_generate_does(prose):
+    """Issue 27: after a branch, the pool's normalised score is its score ÷ the tokens the search chose
+    (not counting the forced ones) ** length_penalty, and the returned one is generate()'s sequences_scores given
+    the prompt followed by the forced tokens; the table says how many were forced, and with them the
+    continuation's log-probability is the one the branch shows above."""
+    import torch
+
+    from tests.test_decoding import reference_config
+
+    own = explorer.decode(prose, PROMPT, strategy="beam", num_beams=3, max_new_tokens=8, top_n=5)
+    nodes = {node.id: node for node in own.tree}
+    node = next(n for n in own.tree if n.step == 2 and n.status == "pruned")
+    force = (nodes[nodes[node.parent].parent].token_id, nodes[node.parent].token_id, node.token_id)
+    at = open_page("pages/beam_search.py", model=DECODER, steps="8", beams="3", lp="2", force=",".join(map(str, force)))
+    assert not at.exception
+    pool = at.dataframe[0].value
+    assert set(pool["forced tokens"]) == {3}
+    assert list(pool["normalised score"]) == pytest.approx(list(pool["score"] / pool["scored tokens"] ** 2), abs=1e-3)
+    ids = prose.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
+    config = reference_config(prose, {"strategy": "beam", "num_beams": 3, "max_new_tokens": 5, "length_penalty": 2.0})
+    with torch.inference_mode():
+        reference = prose.model.generate(torch.cat([ids, torch.tensor([force])], dim=1), generation_config=config)
+    returned = pool[pool["returned"]].iloc[0]
+    assert returned["normalised score"] == pytest.approx(float(reference.sequences_scores[0]), abs=1e-4)
+    own_metric, branch_metric = [m for m in at.metric if m.label == "Log-probability of the continuation"]
+    assert own_metric.value != branch_metric.value
+    assert f"{returned['log-prob., forced included']:.2f}" == branch_metric.value
+    caption = " ".join(c.value for c in at.caption)
+    assert "3 forced tokens are the search's input" in caption and "scored tokens^2" in caption
+
+
+@pytest.mark.parametrize(
+    ("greedy", "beam", "banned", "says", "never"),
+    [
+        # The default prompt's case (issue 27): no loop to stop, and the ban scores better.
+        ((-20.1, 2), (-18.6, 0), (-18.31, 0), ["likelier text than greedy", "has no repeat", "even finds a likelier "
+         "text (-18.31 against -18.60)"], ["costs", "some cost"]),
+        # The chapter's case: the ban stops a loop and costs log-probability.
+        ((-20.1, 3), (-18.6, 2), (-19.0, 0), ["leaves 0 of beam search's 2", "costs 0.40 in log-probability"],
+         ["likelier text (", "has no repeat"]),
+        # Beam search below greedy, and a ban that changes nothing.
+        ((-17.1, 0), (-18.6, 0), (-18.6, 0), ["less likely than greedy search's (-18.60 against -17.10)",
+         "stays -18.60", "Neither repeats"], ["found a likelier", "costs"]),
+    ],
+)  # fmt: skip
+def test_the_comparison_caption_follows_its_numbers(greedy, beam, banned, says, never):
+    caption = comparison_caption(greedy, beam, banned, ban=2, prompt_counts=True)
+    assert all(phrase in caption for phrase in says), caption
+    assert not any(phrase in caption for phrase in never), caption
+
+
+def test_the_beam_pages_comparison_caption_says_what_its_numbers_show(prose):
+    """On the default prompt the ban scores better than the unbanned beam and no text repeats a 2-gram (issue
+    27): the caption says so, from the numbers the page shows, rather than a fixed "at some cost"."""
+    at = open_page("pages/beam_search.py", model=DECODER)
+    assert not at.exception
+    shown = [float(m.value) for m in at.metric if m.label == "Log-probability"]
+    repeated = [c.value for c in at.caption if c.value.startswith("Repeated 2-grams")]
+    caption = next(c.value for c in at.caption if "no_repeat_ngram_size=2" in c.value)
+    greedy, beam, banned = shown
+    assert f"({banned:.2f} against {beam:.2f})" in caption
+    assert ("even finds a likelier text" in caption) == (banned > beam)
+    assert ("costs" in caption) == (banned < beam)
+    assert ("has no repeat" in caption) == (repeated[1] == "Repeated 2-grams: 0")
+    assert ("found a likelier text than greedy" in caption) == (beam > greedy)
+    assert "some cost" not in caption
+
+
+def test_the_ngram_ban_table_follows_the_replay_slider(prose):
+    """Issue 27: replayed to step 4, the table lists only the bans of steps 1-4, as the tree and the pool; before
+    the first ban, it says there is none yet."""
+
+    def bans_shown(at) -> list[int]:
+        tables = [d.value for d in at.dataframe if "banned token" in d.value.columns]
+        return list(tables[0]["step"]) if tables else []
+
+    at = open_page("pages/beam_search.py", model=DECODER, beams="4", ngram="2", steps="8")
+    trace = explorer.decode(prose, PROMPT, strategy="beam", num_beams=4, max_new_tokens=8, no_repeat_ngram_size=2)
+    steps = [ban.step + 1 for ban in trace.bans]
+    assert min(steps) <= 4 < max(steps)  # bans before and after the replayed step
+    assert bans_shown(at) == steps
+    at.slider(key="upto").set_value(4).run()
+    assert bans_shown(at) == [step for step in steps if step <= 4]
+    at.slider(key="upto").set_value(min(steps) - 1).run()
+    assert bans_shown(at) == []
+    assert any(f"no candidate by step {min(steps) - 1}" in c.value for c in at.caption)
 
 
 def test_a_branch_link_the_model_cannot_take_says_why():

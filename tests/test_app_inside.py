@@ -5,6 +5,7 @@ ablation map toggles a head, and bad links give a notice."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -43,6 +44,40 @@ def test_the_ablation_map_is_each_heads_effect(prose):
     colours = decode_plotly_array(spec["data"][0]["marker"]["color"])
     np.testing.assert_allclose(colours, effects.changes.reshape(-1), atol=1e-6)
     assert "the model as it is" not in " ".join(m.value for m in at.markdown)  # nothing ablated yet
+
+
+def _ablation_caption(at) -> str:
+    return next(c.value for c in at.caption if c.value.startswith("The model predicts"))
+
+
+def test_the_ablation_caption_says_when_no_head_matters():
+    """dates-t5 (issue 27) predicts its next token with probability 1 − 1e-6: no single head changes its
+    log-probability by more than float32's rounding (1e-4), and the caption says so with significant digits
+    (it used to say "costs it the most: log-probability -0.00 → -0.00")."""
+    at = open_decoding_page("pages/head_ablation.py", model=explorer.DEFAULT_SEQ2SEQ)
+    assert not at.exception and not at.error
+    effects = explorer.head_ablation_effects(
+        explorer.load_model(explorer.DEFAULT_SEQ2SEQ, device="cpu"), at.text_area(key="prompt").value
+    )
+    largest = float(np.abs(effects.changes).max())
+    assert largest < effects.tolerance == 1e-4  # the case this test is about
+    caption = _ablation_caption(at)
+    assert "No single head matters here" in caption and not re.search(r"-0\.00(?!\d)", caption)
+    assert f"by at most {largest:.2g}, less than 1e-04" in caption
+    assert f"({effects.baseline_logprob:.3g})" in caption and "probability 1 − " in caption
+    spec = _charts(at)[0]
+    assert spec["data"][0]["marker"]["cmax"] == pytest.approx(effects.tolerance)  # the noise stays pale
+
+
+def test_the_ablation_caption_names_the_head_that_matters_most(prose):
+    at = open_page("pages/head_ablation.py")
+    effects = explorer.head_ablation_effects(prose, PROMPT)
+    layer, head = np.unravel_index(int(np.argmin(effects.changes)), effects.changes.shape)
+    change = float(effects.changes[layer, head])
+    assert -change > effects.tolerance
+    after = effects.baseline_logprob + change
+    expected = f"costs it the most: log-probability {effects.baseline_logprob:.3g} → {after:.3g} ({change:.3g})"
+    assert f"layer {layer}, head {head} alone {expected}" in _ablation_caption(at)
 
 
 def test_a_link_ablates_its_heads_and_says_which_do_not_exist(prose):

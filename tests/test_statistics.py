@@ -14,6 +14,7 @@ from explorer.compute.positions import (
     layerwise_cosine,
     rotary_angles,
     rotary_frequencies,
+    shown_pairs,
     sinusoidal_encoding,
 )
 from explorer.compute.statistics import (
@@ -122,6 +123,14 @@ def test_sinusoidal_encoding_by_the_formula():
     assert encoding[3, 2] == pytest.approx(np.sin(3 / 10000 ** (2 / 8)), abs=1e-6)
     assert encoding[3, 3] == pytest.approx(np.cos(3 / 10000 ** (2 / 8)), abs=1e-6)
     np.testing.assert_allclose(encoding[0, 1::2], 1.0)
+
+
+@pytest.mark.parametrize(("width", "columns"), [(384, 500), (384, 192), (384, 191), (384, 64), (383, 60), (8, 1)])
+def test_shown_pairs_fit_the_columns_with_the_smallest_stride(width, columns):
+    pairs = shown_pairs(width, columns)
+    stride = pairs[1] - pairs[0] if len(pairs) > 1 else (width + 1) // 2
+    assert pairs[0] == 0 and len(pairs) <= columns and np.all(np.diff(pairs) == stride)
+    assert stride == 1 or len(np.arange(0, (width + 1) // 2, stride - 1)) > columns  # one less would not fit
 
 
 def test_rotary_frequencies_equal_the_models_own(tiny_models):

@@ -6,6 +6,9 @@ feed-forward block of width 4d) + 2·2d (two layer norms) = 12d² + 4d; a decode
 Here the same sums use the model's own feed-forward width d_ff (2·d·d_ff instead of 8d²), so the formula stays
 the chapter's when d_ff = 4d and stays right when it is not. ``lecture_count`` sets the formula beside the
 model's real count; the difference is the biases (counted) and whatever the lecture's model does not have.
+
+``layer_against_textbook`` sets one layer of a model beside the original Transformer's layer, biases included,
+block by block, with every difference taken apart into reasons that add up to it.
 """
 
 from __future__ import annotations
@@ -61,6 +64,151 @@ def lecture_count(
         actual_total=actual,
         biases=biases,
     )
+
+
+def textbook_layer(d: int, d_ff: int, *, cross: bool = False) -> dict[str, int]:
+    """The original Transformer's layer (Vaswani et al., 2017), biases included: 4d² + 4d per attention block
+    (Q, K, V and O, each with a bias), a feed-forward 2·d·d_ff + d_ff + d, and a LayerNorm (scale and bias, 2d)
+    after each block. An encoder layer has one attention block; a decoder layer with cross-attention two."""
+    blocks = 2 if cross else 1
+    return {
+        "attention": blocks * (4 * d * d + 4 * d),
+        "feed-forward": 2 * d * d_ff + d_ff + d,
+        "norms": (blocks + 1) * 2 * d,
+    }
+
+
+def textbook_formula(*, cross: bool = False) -> str:
+    """``textbook_layer``'s formula in LaTeX."""
+    attention = r"2\,(4d^2 + 4d)" if cross else r"4d^2 + 4d"
+    return (
+        rf"\text{{attention: }} {attention} \qquad \text{{feed-forward: }} 2\,d\,d_{{ff}} + d_{{ff}} + d \qquad "
+        rf"\text{{norms: }} {3 if cross else 2} \cdot 2d"
+    )
+
+
+@dataclass(frozen=True)
+class Term:
+    """One reason a block of a model's layer differs from the textbook's, and by how many parameters."""
+
+    reason: str
+    parameters: int
+
+
+@dataclass(frozen=True)
+class BlockComparison:
+    """One block of a layer (attention, feed-forward, norms, other) against the textbook's; ``terms`` add up
+    to ``actual − textbook`` exactly (what no rule here explains is a term of its own, "not recognised")."""
+
+    block: str
+    textbook: int
+    actual: int
+    terms: tuple[Term, ...]
+
+    @property
+    def difference(self) -> int:
+        return self.actual - self.textbook
+
+
+# Which block each part of a layer (``explorer.models.anatomy.PARTS``) belongs to; anything else is "other".
+_BLOCK_OF_PART = {
+    "attention weights": "attention",
+    "attention biases": "attention",
+    "cross-attention weights": "attention",
+    "cross-attention biases": "attention",
+    "relative position bias": "attention",
+    "feed-forward weights": "feed-forward",
+    "feed-forward biases": "feed-forward",
+    "norm scales": "norms",
+    "norm biases": "norms",
+    "query/key norm scales": "norms",
+    "query/key norm biases": "norms",
+}
+
+
+def layer_against_textbook(
+    parts: dict[str, int], *, d: int, d_ff: int, heads: int, kv_heads: int, head_dim: int, norm_kind: str
+) -> tuple[BlockComparison, ...]:
+    """A layer's parameters by part (``LayerCounts.parts``) against ``textbook_layer`` with the same d and d_ff
+    (with cross-attention where the layer has it), block by block, each difference explained."""
+    cross = parts.get("cross-attention weights", 0) > 0
+    book = textbook_layer(d, d_ff, cross=cross)
+    blocks = 2 if cross else 1
+    terms = {
+        "attention": _attention_terms(parts, d, heads, kv_heads, head_dim, blocks),
+        "feed-forward": _feed_forward_terms(parts, d, d_ff),
+        "norms": _norm_terms(parts, d, blocks, norm_kind, head_dim),
+    }
+    actual = dict.fromkeys([*book, "other"], 0)
+    for part, count in parts.items():
+        actual[_BLOCK_OF_PART.get(part, "other")] += count
+    rows = [_comparison(block, book[block], actual[block], terms[block]) for block in book]
+    if actual["other"]:
+        rows.append(
+            BlockComparison("other", 0, actual["other"], (Term("parts the textbook layer has not", actual["other"]),))
+        )
+    return tuple(rows)
+
+
+def _comparison(block: str, textbook: int, actual: int, terms: list[Term]) -> BlockComparison:
+    rest = actual - textbook - sum(term.parameters for term in terms)
+    return BlockComparison(
+        block, textbook, actual, tuple(terms) + ((Term("not recognised here", rest),) if rest else ())
+    )
+
+
+def _attention_terms(parts, d: int, heads: int, kv_heads: int, head_dim: int, blocks: int) -> list[Term]:
+    inner, kv = heads * head_dim, kv_heads * head_dim
+    each = " in each attention block" if blocks > 1 else ""
+    terms = []
+    if inner != d:
+        terms.append(Term(f"Q and O are d × {inner:,} ({heads} heads × head_dim {head_dim}), not d × d{each}",
+                          blocks * 2 * d * (inner - d)))  # fmt: skip
+    if kv != d:
+        why = (
+            f"grouped-query attention: {heads} query heads share {kv_heads} key/value heads, so K and V are d × {kv:,}"
+            if kv_heads < heads
+            else f"K and V are d × {kv:,} ({kv_heads} heads × head_dim {head_dim})"
+        )
+        terms.append(Term(f"{why}, not d × d{each}", blocks * 2 * d * (kv - d)))
+    biases = parts.get("attention biases", 0) + parts.get("cross-attention biases", 0)
+    if biases != blocks * 4 * d:
+        why = "no biases in Q, K, V and O" if biases == 0 else f"{biases:,} attention biases"
+        terms.append(Term(f"{why}, where the textbook has 4d{each}", biases - blocks * 4 * d))
+    table = parts.get("relative position bias", 0)
+    if table:
+        size = f"{table // heads} buckets × {heads} heads" if table % heads == 0 else f"{table:,} values"
+        terms.append(Term(f"the relative position bias table ({size}): a stack's first layer holds it for all", table))
+    return terms
+
+
+def _feed_forward_terms(parts, d: int, d_ff: int) -> list[Term]:
+    weights, biases = parts.get("feed-forward weights", 0), parts.get("feed-forward biases", 0)
+    terms = []
+    if weights == 3 * d * d_ff:
+        terms.append(Term("a gated feed-forward (gate, up and down): three d × d_ff matrices, not two", d * d_ff))
+    elif weights != 2 * d * d_ff:
+        terms.append(Term(f"{weights:,} feed-forward weights, where the textbook has 2·d·d_ff", weights - 2 * d * d_ff))
+    if biases != d_ff + d:
+        why = "no biases in the feed-forward" if biases == 0 else f"{biases:,} feed-forward biases"
+        terms.append(Term(f"{why}, where the textbook has d_ff + d", biases - d_ff - d))
+    return terms
+
+
+def _norm_terms(parts, d: int, blocks: int, norm_kind: str, head_dim: int) -> list[Term]:
+    expected = blocks + 1  # one after each block
+    scales, biases = parts.get("norm scales", 0), parts.get("norm biases", 0)
+    norms = scales // d
+    terms = []
+    if norms != expected:
+        terms.append(Term(f"{norms} norms of width d, where the textbook has {expected}", (norms - expected) * 2 * d))
+    if biases != norms * d:
+        why = f"{norm_kind} has a scale and no bias" if biases == 0 else f"{biases:,} norm biases"
+        terms.append(Term(f"{why}: {norms} × {d:,} values, not {norms} × 2 × {d:,}", biases - norms * d))
+    inside = parts.get("query/key norm scales", 0) + parts.get("query/key norm biases", 0)
+    if inside:
+        terms.append(Term(f"norms of the queries and keys inside attention (width head_dim {head_dim})", inside))
+    return terms
 
 
 def memory_mb(parameters: int, bits: int) -> float:

@@ -176,27 +176,108 @@ def tree_positions(tree: tuple[BeamNode, ...], upto_step: int | None = None) -> 
 
 
 def pool_table(trace: DecodeTrace, upto_step: int, tokenizer=None) -> list[dict]:
-    """The finished pool after ``upto_step``, best first: each hypothesis, when it finished, its scores."""
+    """The finished pool after ``upto_step``, best first: each hypothesis, when it finished, its scores.
+
+    As in generate() given the prompt followed by a branch's forced tokens, the search scores only the tokens
+    it chose ("scored tokens", the end token included): "score" is their summed log-probability and the pool
+    ranks by "normalised score" = score / scored tokens ** length_penalty. A branch's rows also give the forced
+    tokens and the log-probability of the whole continuation, forced tokens included."""
     if not trace.pool_history:
         return []
     nodes = {node.id: node for node in trace.tree}
+    forced = trace.num_forced
     rows = []
     for place, node_id in enumerate(trace.pool_history[min(upto_step, len(trace.pool_history) - 1)], start=1):
         node = nodes[node_id]
         path = path_to(nodes, node_id)
         text = "".join(nodes[i].token for i in path)
-        rows.append(
-            {
-                "place": place,
-                "continuation": text if tokenizer is None else tokenizer.decode([nodes[i].token_id for i in path]),
-                "finished at step": node.step + 1,
-                "tokens": len(path),
-                "score (sum of log-probs)": round(node.score, 4),
-                "length-normalised score": round(float(node.normalized_score), 4),
-                "returned": node.status == RETURNED,
-            }
-        )
+        row = {
+            "place": place,
+            "continuation": text if tokenizer is None else tokenizer.decode([nodes[i].token_id for i in path]),
+            "finished at step": node.step + 1,
+        }
+        if forced:
+            row["forced tokens"] = forced
+        row |= {
+            "scored tokens": len(path) - forced,
+            "score": round(node.score, 4),
+            "normalised score": round(float(node.normalized_score), 4),
+        }
+        if forced:
+            row["log-prob., forced included"] = round(sum(nodes[i].token_logprob for i in path), 4)
+        rows.append(row | {"returned": node.status == RETURNED})
     return rows
+
+
+def comparison_caption(
+    greedy: tuple[float, int], beam: tuple[float, int], banned: tuple[float, int], *, ban: int, prompt_counts: bool
+) -> str:
+    """The chapter's comparison in words, written from its own numbers: (log-probability, repeated ``ban``-grams
+    in the generated text) of greedy search, beam search, and beam search banning repeated ``ban``-grams,
+    log-probabilities compared as shown (2 decimals). ``prompt_counts``: the ban also forbids the prompt's
+    n-grams (a decoder-only model's prompt is part of the text the ban reads)."""
+    (g, repeats_g), (b, repeats_b), (n, repeats_n) = [(round(lp, 2), count) for lp, count in (greedy, beam, banned)]
+    return " ".join(
+        (
+            _beam_against_greedy(g, b),
+            _loops(repeats_g, repeats_b, ban),
+            _ban_effect(b, n, repeats_b, repeats_n, ban, prompt_counts),
+            "Greedy search and the first beam search use no ban.",
+        )
+    )
+
+
+def _beam_against_greedy(greedy: float, beam: float) -> str:
+    if beam > greedy:
+        return (
+            f"Beam search found a likelier text than greedy search ({beam:.2f} against {greedy:.2f}; the "
+            "log-probability is the sum of the text's token log-probabilities)."
+        )
+    if beam < greedy:
+        return f"Here beam search's text is less likely than greedy search's ({beam:.2f} against {greedy:.2f})."
+    return f"Beam search and greedy search reach the same log-probability ({beam:.2f})."
+
+
+def _loops(greedy: int, beam: int, ban: int) -> str:
+    if not greedy and not beam:
+        return f"Neither repeats a {ban}-gram."
+    return f"Without a ban, greedy search repeats {greedy} {ban}-gram{'s' * (greedy != 1)} and beam search {beam}."
+
+
+def _ban_effect(beam: float, banned: float, repeats: int, left: int, ban: int, prompt_counts: bool) -> str:
+    what = f"Banning repeated {ban}-grams (no_repeat_ngram_size={ban})"
+    if repeats:
+        outcome = f"leaves {left} of beam search's {repeats}"
+    else:
+        outcome = "has no repeat to stop" + (f" but also forbids the prompt's {ban}-grams" if prompt_counts else "")
+    if banned < beam:
+        change = f"and costs {beam - banned:.2f} in log-probability ({banned:.2f} against {beam:.2f})"
+    elif banned > beam:
+        change = (
+            f"and even finds a likelier text ({banned:.2f} against {beam:.2f}): beam search is not exhaustive, and "
+            "the ban led it down a path it had left"
+        )
+    else:
+        change = f"and the log-probability stays {beam:.2f}"
+    return f"{what} {outcome}, {change}."
+
+
+def pool_caption(trace: DecodeTrace) -> str:
+    """What ``pool_table``'s scores count, in words, with this search's length penalty and forced tokens."""
+    penalty = trace.settings.length_penalty
+    text = (
+        "Score: the summed log-probability of the scored tokens (the ones the search chose, the end token "
+        f"included). Normalised score: score ÷ scored tokens^{penalty:g} (the length penalty), what the pool is "
+        "ranked by and what generate() returns as sequences_scores."
+    )
+    if trace.num_forced:
+        forced = trace.num_forced
+        text += (
+            f" The branch's {forced} forced token{'s are' if forced > 1 else ' is'} the search's input, as for "
+            "generate() given the prompt followed by them, and not scored; the last column adds their "
+            "log-probabilities (the branch's log-probability above, for the returned text)."
+        )
+    return text
 
 
 def path_to(nodes: Mapping[int, BeamNode] | Sequence[BeamNode], node_id: int) -> list[int]:
@@ -234,9 +315,10 @@ def status_counts(tree: tuple[BeamNode, ...]) -> dict[str, int]:
     return counts
 
 
-def bans_table(trace: DecodeTrace) -> list[dict]:
-    """Each token a no-repeat n-gram ban removed, with the n-gram it would have repeated and how much the model
-    wanted it (its rank in the model's own distribution: 1 = its favourite)."""
+def bans_table(trace: DecodeTrace, upto_step: int | None = None) -> list[dict]:
+    """Each token a no-repeat n-gram ban removed (up to ``upto_step``, 0-based, as the replay shows the search),
+    with the n-gram it would have repeated and how much the model wanted it (its rank in the model's own
+    distribution: 1 = its favourite)."""
     return [
         {
             "step": ban.step + 1,
@@ -247,6 +329,7 @@ def bans_table(trace: DecodeTrace) -> list[dict]:
             "model's rank": ban.would_rank + 1,
         }
         for ban in trace.bans
+        if upto_step is None or ban.step <= upto_step
     ]
 
 

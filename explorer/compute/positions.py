@@ -1,7 +1,8 @@
 """Position signals and how context changes a token: pure NumPy.
 
 - ``sinusoidal_encoding``: the original Transformer's fixed position encoding (Vaswani et al., 2017):
-  PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)).
+  PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)); ``shown_pairs`` picks the
+  pairs i a chart has the pixels for.
 - ``rotary_frequencies``: the angle per position of each rotated pair in rotary embeddings (RoPE).
 - ``layerwise_cosine``: cosine similarity, layer by layer, of one token's hidden state in two captures.
 """
@@ -20,6 +21,16 @@ def sinusoidal_encoding(positions: int, width: int, base: float = 10000.0) -> np
     encoding[:, 0::2] = np.sin(angles)
     encoding[:, 1::2] = np.cos(angles[:, : width // 2])
     return encoding.astype(np.float32)
+
+
+def shown_pairs(width: int, columns: int) -> np.ndarray:
+    """The pairs i (dimensions 2i and 2i+1) of a ``width``-wide encoding that a panel of ``columns`` columns
+    can show, one pair per column: all of them, or every k-th from the fastest (i = 0) with k as small as fits.
+    A heatmap given more columns than it has pixels aliases: neighbouring columns merge into patterns that are
+    not in the values."""
+    pairs = (width + 1) // 2
+    stride = -(-pairs // max(int(columns), 1))
+    return np.arange(0, pairs, max(stride, 1))
 
 
 def rotary_frequencies(head_dim: int, base: float = 10000.0) -> np.ndarray:

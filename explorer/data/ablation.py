@@ -12,6 +12,7 @@ import numpy as np
 
 from explorer.data._display import Displayed
 from explorer.data._freeze import freeze_arrays
+from explorer.data.attention import TOLERANCE
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,6 +24,8 @@ class HeadAblationEffects(Displayed):
     logprobs                  [layer, head] float32: its log-probability with only that head ablated
     top_ids                   [layer, head] int: the model's top token with only that head ablated
     top_tokens                readable labels of ``top_ids``, a tuple per layer
+    dtype                     the dtype the model ran in ("float32", "float16", ...): its ``tolerance`` is the
+                              smallest change in log-probability that is more than rounding
     """
 
     model_name: str
@@ -34,9 +37,14 @@ class HeadAblationEffects(Displayed):
     logprobs: np.ndarray
     top_ids: np.ndarray
     top_tokens: tuple[tuple[str, ...], ...]
+    dtype: str = "float32"
 
     def __post_init__(self):
         freeze_arrays(self)
+
+    @property
+    def tolerance(self) -> float:
+        return TOLERANCE[self.dtype]
 
     @property
     def changes(self) -> np.ndarray:

@@ -6,7 +6,7 @@ Axes: ``token`` (input positions), ``position`` (positions a model can encode), 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,11 +27,14 @@ class ModuleRow:
 @dataclass(frozen=True)
 class LayerCounts:
     """Parameters by kind (embeddings, attention, feed-forward, norms, other) of one layer of one stack;
-    ``layer`` is None for what lies outside the layers (embeddings, final norm, heads)."""
+    ``layer`` is None for what lies outside the layers (embeddings, final norm, heads). ``parts``: the same
+    parameters by what they are within their kind (``explorer.models.anatomy.PARTS``), for the comparison with
+    the textbook layer."""
 
     stack: str
     layer: int | None
     counts: dict[str, int]
+    parts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

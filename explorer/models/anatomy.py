@@ -34,6 +34,20 @@ ANATOMY_QUIRKS = {
     "phi3": ("pre", "rotary"),
 }
 KINDS = ("embeddings", "attention", "feed-forward", "norms", "other")
+# What ``parameter_part`` tells apart inside a layer (other kinds: "<kind> weights" and "<kind> biases").
+PARTS = (
+    "attention weights",
+    "attention biases",
+    "cross-attention weights",
+    "cross-attention biases",
+    "relative position bias",
+    "feed-forward weights",
+    "feed-forward biases",
+    "norm scales",
+    "norm biases",
+    "query/key norm scales",
+    "query/key norm biases",
+)
 _LAYER_INDEX = re.compile(r"\.(?:layer|layers|h|block|blocks)\.(\d+)\.")
 _ATTENTION = re.compile(r"(attn|attention|selfattention|encdecattention|q_proj|k_proj|v_proj|o_proj|query|key|value)")
 _FFN = re.compile(
@@ -110,14 +124,18 @@ def parameter_counts(model) -> list[LayerCounts]:
     """Parameters by kind, per layer (``layer`` None: outside the layers, e.g. embeddings). Shared (tied)
     parameters are counted once, as ``sum(p.numel() for p in model.parameters())`` does."""
     rows: dict[tuple[str, int | None], dict[str, int]] = {}
+    parts: dict[tuple[str, int | None], dict[str, int]] = {}
     for name, parameter in model.named_parameters():  # named_parameters skips tied duplicates
         match = _LAYER_INDEX.search("." + name)
         stack = "decoder" if ".decoder." in "." + name or name.startswith("decoder.") else "main"
         key = (stack, int(match.group(1)) if match else None)
+        kind = parameter_kind(name)
         row = rows.setdefault(key, dict.fromkeys(KINDS, 0))
-        row[parameter_kind(name)] += int(parameter.numel())
+        row[kind] += int(parameter.numel())
+        part = parameter_part(name, kind)
+        parts.setdefault(key, {})[part] = parts.get(key, {}).get(part, 0) + int(parameter.numel())
     return [
-        LayerCounts(stack=stack, layer=layer, counts=counts)
+        LayerCounts(stack=stack, layer=layer, counts=counts, parts=parts[stack, layer])
         for (stack, layer), counts in sorted(
             rows.items(), key=lambda item: (item[0][0], -1 if item[0][1] is None else item[0][1])
         )
@@ -140,56 +158,27 @@ def parameter_kind(name: str) -> str:
     return "other"
 
 
+_CROSS = re.compile(r"(encdecattention|encoder_attn|crossattention|cross_attn)")
+_QK_NORM = re.compile(r"\.(q_norm|k_norm|q_layernorm|k_layernorm)\.")
+
+
+def parameter_part(name: str, kind: str) -> str:
+    """What a parameter is within its kind, one of ``PARTS`` (``kind`` + " weights"/" biases" otherwise):
+    what the textbook comparison needs to tell apart (``explorer.compute.anatomy.layer_against_textbook``)."""
+    lowered = name.lower()
+    role = "biases" if lowered.endswith("bias") else "weights"
+    if "relative_attention_bias" in lowered:
+        return "relative position bias"
+    if kind == "attention":
+        return f"{'cross-' if _CROSS.search(lowered) else ''}attention {role}"
+    if kind == "norms":
+        return f"{'query/key ' if _QK_NORM.search(lowered) else ''}norm {'biases' if role == 'biases' else 'scales'}"
+    return f"{kind} {role}"
+
+
 def _is_ffn_output(name: str) -> bool:
     """BERT's FFN output is ``layer.N.output.dense`` (not ``attention.output.dense``)."""
     return ".output.dense" in name and ".attention." not in name
-
-
-def textbook_layer(width: int, ffn: int) -> dict[str, int]:
-    """The original Transformer layer: attention 4d² + 4d (Q, K, V, O with biases), feed-forward
-    2·d·d_ff + d_ff + d, two layer norms 2·2d."""
-    return {
-        "attention": 4 * width * width + 4 * width,
-        "feed-forward": 2 * width * ffn + ffn + width,
-        "norms": 4 * width,
-    }
-
-
-def explain_layer(anatomy: ModelAnatomy, stack: str = "main", layer: int = 0) -> list[str]:
-    """Why this model's layer differs from the textbook formula, one sentence per difference found."""
-    actual = next((row.counts for row in anatomy.layer_counts if row.stack == stack and row.layer == layer), None)
-    if actual is None or not anatomy.width or not anatomy.ffn_size:
-        return []
-    book = textbook_layer(anatomy.width, anatomy.ffn_size)
-    d, kv = anatomy.width, anatomy.kv_heads * anatomy.head_dim
-    notes = []
-    if anatomy.kv_heads < anatomy.heads:
-        notes.append(
-            f"Grouped-query attention: {anatomy.heads} query heads share {anatomy.kv_heads} key/value heads, so K "
-            f"and V are d × {kv} instead of d × d ({2 * d * (d - kv):,} fewer weights)."
-        )
-    if actual["attention"] == 2 * d * d + 2 * d * kv:
-        notes.append("No biases in the attention projections (the textbook's 4d bias values are absent).")
-    ffn_matrices = round((actual["feed-forward"]) / (d * anatomy.ffn_size)) if anatomy.ffn_size else 0
-    if ffn_matrices >= 3:
-        notes.append(
-            "A gated feed-forward (SwiGLU/GeGLU): three matrices (gate, up, down) instead of two, "
-            f"3 · d · d_ff = {3 * d * anatomy.ffn_size:,} weights."
-        )
-    if actual["norms"] < book["norms"]:
-        notes.append(
-            f"{anatomy.norm_kind} without a bias: {actual['norms'] // d} vectors of width d where the textbook's "
-            "two layer norms have four (scale and bias each)."
-        )
-    elif actual["norms"] > book["norms"]:
-        notes.append(f"More norms than the textbook's two ({actual['norms'] // d} vectors of width d).")
-    if anatomy.position_scheme == "relative bias" and layer == 0:
-        notes.append("The first layer also holds the relative position bias table shared by every layer.")
-    total_actual = sum(actual[k] for k in ("attention", "feed-forward", "norms"))
-    total_book = sum(book.values())
-    if not notes and total_actual == total_book:
-        notes.append("Exactly the textbook layer.")
-    return notes
 
 
 def module_rows(model, max_depth: int = 4) -> list[ModuleRow]:

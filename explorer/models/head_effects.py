@@ -19,6 +19,7 @@ from explorer.data.ablation import HeadAblationEffects
 from explorer.errors import InputError
 from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_ENCODER_DECODER
+from explorer.models.capture import dtype_name
 from explorer.models.decoding import special_token_ids
 from explorer.models.distribution import prompt_ids
 from explorer.models.tokens import token_labels
@@ -61,6 +62,7 @@ def head_ablation_effects(
         logprobs=logprobs.reshape(shape),
         top_ids=top_ids,
         top_tokens=tuple(token_labels(lm.tokenizer, row) for row in top_ids),
+        dtype=dtype_name(lm.model),
     )
 
 

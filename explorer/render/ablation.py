@@ -26,20 +26,23 @@ def ablation_map(
     *,
     target_token: str,
     baseline_logprob: float,
+    noise: float = 0.0,
     ablated=(),
     info: FigureInfo,
     look: Look = SCREEN,
 ) -> go.Figure:
     """changes [layer, head]: log-probability change of ``target_token`` with that head ablated alone;
-    top_tokens [layer][head]: the model's top token then. ``ablated``: (layer, head) pairs to outline."""
+    top_tokens [layer][head]: the model's top token then. ``ablated``: (layer, head) pairs to outline.
+    ``noise``: the largest change rounding alone can make; the colour scale reaches at least that far, so
+    changes within it stay pale instead of filling the scale."""
     layers, heads = changes.shape
     cell = _cell_size(layers, heads, look)
-    limit = float(np.abs(changes).max()) or 1.0
+    limit = max(float(np.abs(changes).max()), noise) or 1.0
     layer_of, head_of = np.divmod(np.arange(layers * heads), heads)
     target = escape(repr(target_token))
     hover = [
-        f"<b>layer {layer}, head {head}</b> ablated<br>log p({target}): {baseline_logprob:.3f} → "
-        f"{baseline_logprob + changes[layer, head]:.3f} ({changes[layer, head]:+.3f})<br>"
+        f"<b>layer {layer}, head {head}</b> ablated<br>log p({target}): {baseline_logprob:.4g} → "
+        f"{baseline_logprob + changes[layer, head]:.4g} ({changes[layer, head]:+.3g})<br>"
         f"top token then: {escape(repr(top_tokens[layer][head]))}"
         for layer, head in zip(layer_of, head_of, strict=True)
     ]

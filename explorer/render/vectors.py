@@ -10,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.compute.positions import shown_pairs
 from explorer.render.layout import annotation_font, batched, relayout, subplots, update_axes
 from explorer.render.style import (
     CATEGORICAL,
+    CHAR_WIDTH,
     GRID,
     INK,
     SCREEN,
@@ -88,6 +90,74 @@ def vectors_heatmap(
             automargin=True,
         )
         update_axes(figure, "x", title=x_title, tickfont={"size": look.smaller_ticks(2)}, showgrid=False)
+    return figure
+
+
+MIN_COLUMN_PX = 2  # the narrowest column a heatmap of stripes is drawn with: narrower ones alias
+
+
+def sinusoidal_figure(encoding: np.ndarray, *, info: FigureInfo, look: Look = SCREEN) -> go.Figure:
+    """The sinusoidal encoding [position, dimension] as two panels, sin (even dimensions) and cos (odd), each
+    with its pairs' frequencies falling left to right. Drawn as one band of alternating sin and cos columns,
+    a figure narrower than its columns showed fading waves and a solid block that are not in the values: each
+    panel keeps every k-th pair, k the smallest that gives each column ``MIN_COLUMN_PX`` pixels."""
+    encoding = np.asarray(encoding, dtype=np.float32)
+    positions, width = encoding.shape
+    spacing = 0.06
+    margin = {
+        "l": int(look.tick_size * CHAR_WIDTH * len(str(positions - 1)) + look.font_size * 1.6 + 24),
+        "r": int(look.tick_size * 3 + 40),  # the colour bar
+        "t": look.title_band + look.font_size * 2,
+        "b": look.font_size * 4,
+    }
+    panel = (look.width - margin["l"] - margin["r"]) * (1 - spacing) / 2
+    pairs = shown_pairs(width, int(panel // MIN_COLUMN_PX))
+    figure = subplots(
+        rows=1,
+        cols=2,
+        shared_yaxes=True,
+        horizontal_spacing=spacing,
+        subplot_titles=["sin (even dimensions)", "cos (odd dimensions)"],
+    )
+    for col, (offset, wave) in enumerate(((0, "sin"), (1, "cos")), start=1):
+        kept = pairs[2 * pairs + offset < width]
+        figure.add_trace(
+            go.Heatmap(
+                z=encoding[:, 2 * kept + offset],
+                x=kept,
+                y=list(range(positions)),
+                customdata=np.broadcast_to(2 * kept + offset, (positions, len(kept))),
+                zmin=-1.0,
+                zmax=1.0,
+                colorscale=DIVERGING,
+                showscale=col == 1,
+                colorbar={
+                    "title": {"text": "value", "side": "top"},
+                    "thickness": 14,
+                    "tickfont": {"size": look.smaller_ticks(2)},
+                },
+                hovertemplate=f"position %{{y}}, dimension %{{customdata}} ({wave}, pair %{{x}}): "
+                "<b>%{z:.4f}</b><extra></extra>",
+            ),
+            1,
+            col,
+        )
+    # Short: two panels share a narrow column. The caption and the hover say the rest (frequencies, dimensions).
+    every = "" if len(pairs) < 2 or pairs[1] == 1 else f" (1 in {pairs[1]})"
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(figure, margin=margin)
+        annotation_font(figure, {"size": look.font_size, "color": INK})
+        update_axes(figure, "y", autorange="reversed", tickfont={"size": look.smaller_ticks(1)}, showgrid=False)
+        update_axes(figure, "y", title="position", row=1, col=1)
+        update_axes(
+            figure,
+            "x",
+            title=f"pair i{every}",
+            tickfont={"size": look.smaller_ticks(2)},
+            showgrid=False,
+            zeroline=False,
+        )
     return figure
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.compute.ablation import ablation_summary
 from explorer.compute.probes import SCORE_NAMES
 from explorer.compute.sampling import distribution_from_logits
 from explorer.data import AttentionCapture, DecodeTrace, NextTokenLogits, TokenDistribution
@@ -210,14 +211,12 @@ def ablation_view(effects: HeadAblationEffects, *, ablated=(), seq2seq: bool = F
         effects.top_tokens,
         target_token=effects.target_token,
         baseline_logprob=effects.baseline_logprob,
+        noise=effects.tolerance,
         ablated=ablated,
         info=info,
     )
-    layer, head = np.unravel_index(int(np.argmin(effects.changes)), effects.changes.shape)
-    summary = (
-        f"HeadAblationEffects: {effects.model_name}, next token {effects.target_token!r} (log-probability "
-        f"{effects.baseline_logprob:.2f}); ablating layer {layer}, head {head} alone costs it the most "
-        f"({float(effects.changes[layer, head]):+.3f})"
+    summary = f"HeadAblationEffects: {effects.model_name}, next token {effects.target_token!r}. " + ablation_summary(
+        effects.changes, effects.baseline_logprob, tolerance=effects.tolerance, dtype=effects.dtype
     )
     return View(info, build, summary)
 

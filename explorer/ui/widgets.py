@@ -95,21 +95,39 @@ def text_inputs_ui(
     """
     default_text, default_target = EXAMPLES.get(model_name, (default_text, ""))
     label = f"Text: {literal(_preview(_resolve('text', str, default_text, 'text')))}"
-    with (
-        slot if slot is not None else st.container(),
-        st.popover(label, width="stretch") if compact else st.container(),
-    ):
+    with slot if slot is not None else st.container():
+        box = _texts_popover(label) if compact else st.container()
+    # A closed popover draws no text boxes. Drawn there, a box the browser has not mounted keeps the value it
+    # last showed and sends it back on the next run, undoing a value set from code (a preset's text came back
+    # as the old one in presentation mode, issue 27); not drawn, it has no value to send back.
+    field = text_ui if not compact or box.open else stored_text
+    with box:
         if kind == "decoder":
-            return text_ui("Text", default_text, key="text"), None, None
+            return field("Text", default_text, key="text"), None, None
         text_column, extra_column = st.columns([3, 2])
         with text_column:
-            text = text_ui("Text", default_text, key="text")
+            text = field("Text", default_text, key="text")
         with extra_column:
             if kind == "encoder":
-                pair = text_ui("Second segment (optional)", "", key="pair", placeholder=PAIR_HINT)
+                pair = field("Second segment (optional)", "", key="pair", placeholder=PAIR_HINT)
                 return text, pair if pair.strip() else None, None
-            target = text_ui("Decoder text (target)", default_target, key="target", placeholder=TARGET_HINT)
+            target = field("Decoder text (target)", default_target, key="target", placeholder=TARGET_HINT)
             return text, None, target if target.strip() else None
+
+
+_TEXTS_POPOVER = "texts"
+_TEXTS_OPEN = "_texts_open"
+
+
+def _texts_popover(label: str):
+    """The text inputs' popover, which reruns the page when it opens or closes. Streamlit tells popovers apart
+    by their labels, and this one shows the text: whether it is open is carried over to the next text here."""
+    st.session_state[_TEXTS_POPOVER] = st.session_state.get(_TEXTS_OPEN, False)
+    return st.popover(label, width="stretch", key=_TEXTS_POPOVER, on_change=_remember_texts_open)
+
+
+def _remember_texts_open() -> None:
+    st.session_state[_TEXTS_OPEN] = bool(st.session_state[_TEXTS_POPOVER])
 
 
 def _preview(text: str, limit: int = 48) -> str:
@@ -133,14 +151,25 @@ def text_ui(label: str, default: str, *, key: str, height: int | None = 80, plac
         args=(key,),
         **sizing,
     )
-    _remember(key, text)
-    _write_url(key, None if text == default else text[:LINK_TEXT_CHARS])
+    _keep_text(key, text, default)
     if len(text) > LINK_TEXT_CHARS:
         st.caption(
             f"This text is too long for a link: the page's link keeps its first {LINK_TEXT_CHARS:,} characters "
             f"(of {len(text):,})."
         )
     return text
+
+
+def stored_text(label: str, default: str, *, key: str, placeholder: str | None = None) -> str:
+    """The text ``text_ui`` would show, without its box (a closed popover's): remembered and in the URL."""
+    text = _resolve(key, str, default, label)[:MAX_TEXT_CHARS]
+    _keep_text(key, text, default)
+    return text
+
+
+def _keep_text(key: str, text: str, default: str) -> None:
+    _remember(key, text)
+    _write_url(key, None if text == default else text[:LINK_TEXT_CHARS])
 
 
 # -- numbers and indices ------------------------------------------------------------------------------------
