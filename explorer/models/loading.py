@@ -306,6 +306,10 @@ def in_hub_cache(repo_id: str) -> bool:
 
 
 def _load_config(name: str, source: str, hub: dict | None = None):
+    folder = Path(source)
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        # transformers would blame an unknown architecture and ask for a `model_type` key: the folder holds no model.
+        raise ModelLoadError(_no_model_in(name, folder))
     try:
         return AutoConfig.from_pretrained(source, trust_remote_code=False, **(hub or {}))
     except Exception as error:  # transformers raises OSError, ValueError, KeyError, ... here
@@ -331,6 +335,14 @@ def _explain_config_failure(name: str, error: Exception) -> str:
     return (
         f"“{name}” is not a model id on the Hugging Face Hub or a folder with a `config.json`. "
         "Check the spelling (e.g. openai-community/gpt2)."
+    )
+
+
+def _no_model_in(name: str, folder: Path) -> str:
+    held = "is empty: it holds no model" if not any(folder.iterdir()) else "holds no model (no config.json)"
+    return (
+        f"The folder “{name}” {held}. A saved model's folder holds config.json, its weights and its tokenizer "
+        "files (what save_pretrained writes): give that folder, or a Hugging Face Hub id (e.g. openai-community/gpt2)."
     )
 
 
