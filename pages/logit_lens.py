@@ -32,7 +32,9 @@ try:
         if lm.kind != "encoder":
             raise
         # An encoder saved without its masked-LM head (the bundled MiniLM): say why, read the bundled decoder.
-        st.caption(f"{ui.literal(error)} This page reads the bundled {ui.literal(explorer.DEFAULT_DECODER)} instead.")
+        st.caption(
+            f"{ui.literal(error)} This page reads the bundled {ui.display_name(explorer.DEFAULT_DECODER)} instead."
+        )
         lm = ui.cached_model(explorer.DEFAULT_DECODER)
         lens = cached_lens(lm.name, text, None)
 except explorer.InputError as error:
@@ -40,7 +42,10 @@ except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
 if lens.truncated:
-    st.warning(f"The text is longer than {ui.literal(lm.name)} accepts: the last {lens.truncated} tokens were cut.")
+    st.warning(
+        f"The text is longer than {ui.literal(ui.display_name(lm.name))} accepts: "
+        f"the last {lens.truncated} tokens were cut."
+    )
 
 with ui.controls():
     position = ui.index_slider_ui(

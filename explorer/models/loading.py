@@ -69,6 +69,15 @@ BUNDLED_MODELS = {
 }
 
 
+# What pages call the bundled models: "bundled/prose-gpt2" is an id for links and code, not a name for people.
+DISPLAY_NAMES = {DEFAULT_ENCODER: "all-MiniLM-L6-v2", DEFAULT_DECODER: "prose-gpt2", DEFAULT_SEQ2SEQ: "dates-t5"}
+
+
+def display_name(name: str) -> str:
+    """The name a page shows for a model: a bundled one by its own name, any other as it was given."""
+    return DISPLAY_NAMES.get(name.strip(), name)
+
+
 def resolve_source(name: str) -> str:
     """A bundled name becomes its folder; anything else is passed to transformers as given."""
     name = name.strip()

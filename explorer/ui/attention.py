@@ -17,6 +17,7 @@ import streamlit as st
 
 import explorer
 from explorer.compute.statistics import head_statistics, rollout, without_tokens
+from explorer.models.loading import display_name
 from explorer.render.heatmap import blank_masked, masked_weights
 from explorer.ui.caches import results_cache
 from explorer.ui.captures import cached_capture
@@ -59,7 +60,7 @@ def capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks: boo
         st.stop()
     if capture.truncated:
         st.warning(
-            f"The text is longer than {literal(lm.name)} accepts ({lm.max_tokens} tokens): "
+            f"The text is longer than {literal(display_name(lm.name))} accepts ({lm.max_tokens} tokens): "
             f"the last {capture.truncated} tokens were cut."
         )
     for note in capture.notes:

@@ -15,6 +15,7 @@ import streamlit as st
 import explorer
 from explorer.hosting import POLICY
 from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS
+from explorer.models.loading import display_name
 from explorer.serving import FORWARD_GATE
 from explorer.ui.caches import results_cache
 from explorer.ui.models import cached_model
@@ -94,9 +95,10 @@ def generative_model(lm) -> explorer.LoadedModel:
     if lm.kind in ("decoder", "encoder-decoder"):
         return lm
     st.caption(
-        f"{literal(lm.name)} is an encoder: it reads text but has no language-model head, so it cannot choose a "
-        f"next token. This page uses the bundled {literal(explorer.DEFAULT_DECODER)} instead (offline); pick a "
-        "decoder or a seq2seq model in the sidebar to use your own."
+        f"{literal(display_name(lm.name))} is an encoder: it reads text but has no language-model head, so it cannot "
+        "choose a next token. This page uses the bundled "
+        f"{literal(display_name(explorer.DEFAULT_DECODER))} instead (offline); pick a decoder or a seq2seq model in "
+        "the sidebar to use your own."
     )
     return cached_model(explorer.DEFAULT_DECODER)
 

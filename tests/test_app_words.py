@@ -1,0 +1,100 @@
+"""What the pages say, run headless by AppTest: models by their names, settings in the page's words, one name
+and one unit for each thing on every page, and defaults that do not depend on how a visitor arrived."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.ui.navigation import PAGES
+
+TIMEOUT = 90
+ROOT = Path(__file__).resolve().parent.parent
+PAGE_FILES = [path for _, path, _, _ in PAGES]
+# The proto fields that hold words a visitor reads: bodies of text, labels, help, options and their captions.
+_READ_FIELDS = {"body", "label", "help", "placeholder", "options", "captions", "caption", "value"}
+
+
+def open_page(page: str, **params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update(params)
+    at.run()
+    at.switch_page(page)
+    return at.run()
+
+
+def _strings(message) -> list[str]:
+    found = []
+    for field, value in message.ListFields():
+        items = list(value) if field.is_repeated else [value]
+        if field.message_type is not None:
+            for item in items:
+                found += _strings(item)
+        elif field.name in _READ_FIELDS:
+            found += [item for item in items if isinstance(item, str)]
+    return found
+
+
+def words(at: AppTest) -> str:
+    """Every word the page and its sidebar show (Markdown escapes undone), one line per element."""
+    lines = []
+
+    def walk(node) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            lines.extend(_strings(proto))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return "\n".join(re.sub(r"\\(.)", r"\1", line) for line in lines)
+
+
+# -- item 14: models by their names -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", PAGE_FILES)
+def test_no_page_shows_a_bundled_models_id(page):
+    """The encoder is loaded: the decoding pages and the lens say they use the bundled decoder, by its name."""
+    said = words(open_page(page))
+    assert "bundled bundled" not in said
+    assert "bundled/" not in said
+    assert explorer.DEFAULT_DECODER not in said and explorer.DEFAULT_SEQ2SEQ not in said
+
+
+def test_a_preset_that_falls_back_names_both_models_by_their_names():
+    at = open_page("pages/greedy_search.py", model=explorer.DEFAULT_DECODER)
+    next(button for button in at.button if "Chapter preset" in button.label).click().run()
+    said = words(at)
+    assert "shows the bundled prose-gpt2 instead" in said
+    assert "bundled/" not in said
+
+
+# -- item 15: a preset says what it set in the page's words -----------------------------------------------------
+
+
+def test_a_preset_notice_names_the_widgets_not_their_keys():
+    at = open_page("pages/bertviz_views.py")
+    next(button for button in at.button if "Chapter preset" in button.label).click().run()
+    assert not at.exception
+    notice = next(info.value for info in at.info if "Preset applied" in info.value)
+    assert "bv_" not in notice
+    assert "view “head”" in notice and "head 8" in notice and "second segment “fruit flies" in notice
+    assert at.radio(key="bv_view").label == "View" and at.radio(key="bv_view").value == "head"
+
+
+# -- item 19: a preset's button says offline what it loads -------------------------------------------------------
+
+
+def test_a_preset_button_names_what_it_loads_offline():
+    """gpt2 cannot be downloaded in the tests (the Hub is switched off): the button says it loads the bundled
+    decoder and the text chosen for it, before anyone clicks it."""
+    at = open_page("pages/attention_heatmaps.py")
+    label = next(button.label for button in at.button if "causal mask" in button.label)
+    assert "offline: prose-gpt2, “She was not at home”" in label
+    cross = next(button.label for button in at.button if "date converter" in button.label)
+    assert "offline" not in cross  # the bundled model it names is the one it loads
