@@ -98,3 +98,65 @@ def test_a_preset_button_names_what_it_loads_offline():
     assert "offline: prose-gpt2, “She was not at home”" in label
     cross = next(button.label for button in at.button if "date converter" in button.label)
     assert "offline" not in cross  # the bundled model it names is the one it loads
+
+
+def pick_model(at: AppTest, name: str) -> AppTest:
+    at.selectbox(key="model_choice").set_value(name)
+    return at.run()
+
+
+def test_picking_the_date_model_starts_from_its_own_example():
+    """The sentence the page started with was its default, not the visitor's: the date model gets its own text."""
+    at = open_page("pages/attention_heatmaps.py")
+    assert at.text_area(key="text").value == "time flies like an arrow"
+    pick_model(at, explorer.DEFAULT_SEQ2SEQ)
+    assert not at.exception
+    assert at.text_area(key="text").value == "Thursday, March 5, 2021"
+    assert not any("unknown to" in caption.value for caption in at.caption)
+
+
+def test_a_text_the_model_does_not_know_is_said_so_with_its_own_example_offered():
+    at = open_page("pages/attention_heatmaps.py", model=explorer.DEFAULT_SEQ2SEQ, text="time flies like an arrow")
+    note = next(caption.value for caption in at.caption if "unknown to" in caption.value)
+    assert "5 of this text's 5 tokens are unknown to dates" in note and "unk" in note
+    next(button for button in at.button if "own example" in button.label).click().run()
+    assert at.text_area(key="text").value == "Thursday, March 5, 2021"
+    assert at.text_area(key="target").value == "2021-03-05"
+    assert not any("unknown to" in caption.value for caption in at.caption)
+
+
+def test_the_tokens_page_says_the_small_vocabulary_splits_words():
+    at = open_page("pages/tokens_embeddings.py", model=explorer.DEFAULT_DECODER)
+    said = words(at)
+    assert "vocabulary holds 6,144 tokens" in said
+    assert "“time” becomes t + ime" in said and "“flies” becomes ␣f + lies" in said
+
+
+# -- item 21: one set of defaults, however a visitor arrives ---------------------------------------------------
+
+
+COMPARE_DEFAULTS = {"steps": 16, "beams": 4, "temperature": 0.8}
+
+
+@pytest.mark.parametrize("before", [None, "pages/beam_search.py", "pages/sampling.py", "pages/greedy_search.py"])
+def test_compare_strategies_starts_from_its_own_defaults_however_one_arrives(before):
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params["model"] = explorer.DEFAULT_DECODER
+    at.run()
+    if before:
+        at.switch_page(before).run()
+        assert not at.exception
+    at.switch_page("pages/compare_strategies.py").run()
+    assert not at.exception
+    assert {key: at.slider(key=key).value for key in COMPARE_DEFAULTS} == COMPARE_DEFAULTS
+
+
+def test_a_value_the_visitor_chose_still_follows_them_to_the_next_page():
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params["model"] = explorer.DEFAULT_DECODER
+    at.run()
+    at.switch_page("pages/beam_search.py").run()
+    at.slider(key="steps").set_value(5).run()
+    at.switch_page("pages/compare_strategies.py").run()
+    assert at.slider(key="steps").value == 5
+    assert at.slider(key="beams").value == COMPARE_DEFAULTS["beams"]

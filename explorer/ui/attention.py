@@ -17,13 +17,14 @@ import streamlit as st
 
 import explorer
 from explorer.compute.statistics import head_statistics, rollout, without_tokens
+from explorer.compute.tokens import unknown_share
 from explorer.models.loading import display_name
 from explorer.render.heatmap import blank_masked, masked_weights
 from explorer.ui.caches import results_cache
 from explorer.ui.captures import cached_capture
 from explorer.ui.shell import controls, presenting
 from explorer.ui.text import literal
-from explorer.ui.widgets import stack_ui, text_inputs_ui
+from explorer.ui.widgets import EXAMPLES, set_value, stack_ui, text_inputs_ui
 
 DEFAULT_TEXT = "time flies like an arrow"
 DEFAULT_PAIR = "fruit flies like a banana"
@@ -65,10 +66,38 @@ def capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks: boo
         )
     for note in capture.notes:
         st.caption(literal(note))
+    unknown_tokens_ui(lm, capture.token_ids)
     names = list(capture.stacks)
     with controls():
         stack_name = stack_ui(names) if stacks else names[0]
     return CaptureView(text, text_pair, target, capture, stack_name, capture.stacks[stack_name])
+
+
+def unknown_tokens_ui(lm, token_ids) -> None:
+    """One line when most of a text's tokens are unknown to the model (each one the same ``<unk>``, whatever the
+    word), with a button for the model's own example text where it has one."""
+    tokenizer = lm.tokenizer
+    unknown, total = unknown_share(token_ids, tokenizer.unk_token_id, tokenizer.all_special_ids)
+    if 2 * unknown <= total:
+        return
+    st.caption(
+        f"{unknown} of this text's {total} tokens are unknown to {literal(display_name(lm.name))}: it reads each as "
+        f"{literal(tokenizer.unk_token)}, the same token whatever the word, so its attention cannot tell them apart. "
+        "Its vocabulary does not hold these words: give it text of the kind it was trained on."
+    )
+    if lm.name in EXAMPLES:
+        text, target = EXAMPLES[lm.name]
+        st.button(
+            f"Use {display_name(lm.name)}'s own example: “{text}” → “{target}”",
+            on_click=_use_example,
+            args=(text, target),
+            icon=":material/lightbulb:",
+        )
+
+
+def _use_example(text: str, target: str) -> None:
+    set_value("text", text)
+    set_value("target", target)
 
 
 def _derived_key(view: CaptureView, *what) -> tuple:

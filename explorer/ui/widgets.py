@@ -48,6 +48,13 @@ def _remember(key: str, value) -> None:
     st.session_state.setdefault(_VALUES, {})[key] = value
 
 
+def _keep(key: str, value, default) -> None:
+    """Remember a value the visitor chose or a link gave; a page's own default is not carried to the next page,
+    so every page starts from its own defaults however the visitor arrived (a direct link or another page)."""
+    if value != default or _remembered(key) is not _MISSING:
+        _remember(key, value)
+
+
 def _on_change(key: str) -> None:
     _remember(key, st.session_state[key])
 
@@ -133,7 +140,7 @@ def text_ui(label: str, default: str, *, key: str, height: int | None = 80, plac
         args=(key,),
         **sizing,
     )
-    _remember(key, text)
+    _keep(key, text, default)
     _write_url(key, None if text == default else text[:LINK_TEXT_CHARS])
     if len(text) > LINK_TEXT_CHARS:
         st.caption(
@@ -227,7 +234,7 @@ def number_slider_ui(
         on_change=_on_change,
         args=(key,),
     )
-    _remember(key, shown)
+    _keep(key, shown, default)
     _write_url(key, None if shown == default else _number_text(shown))
     return shown
 
