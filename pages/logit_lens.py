@@ -5,7 +5,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.render.lens import lens_figure, lens_trajectory_figure
+from explorer.render.lens import LAYERS_COUNTED, lens_figure, lens_trajectory_figure
 from explorer.render.style import FigureInfo
 from explorer.ui.lens import cached_lens
 
@@ -17,7 +17,7 @@ header = ui.page_header(
     "After the embeddings and after every layer, the residual stream is read through the model's own final "
     "norm and unembedding, as if the model stopped there. Each cell is the token that reading predicts next, "
     "coloured by its probability; the top row is the model's real prediction. Early layers often predict the "
-    "input token itself or a frequent token; the answer settles layer by layer.",
+    "input token itself or a frequent token; the answer settles layer by layer. " + LAYERS_COUNTED,
 )
 lm = ui.require_model()
 text, _, target = ui.text_inputs_ui(lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header, model_name=lm.name)
@@ -80,7 +80,7 @@ ui.show_figure(
     trajectory_info,
     key="lens-trajectory",
 )
-where_settled = "after the embeddings" if settled == 0 else f"after layer {settled}"
+where_settled = "after the embeddings" if settled == 0 else f"after layer {settled - 1}"  # row 0: the embeddings
 predicts = f"At {token}, the model guesses" if lens.masked else f"After {token}, the model predicts"
 st.caption(
     f"{predicts} {ui.literal(repr(final))} ({np.exp(logprobs[-1]):.1%}). It is the lens's "

@@ -9,6 +9,7 @@ from explorer import ui
 from explorer.compute.anatomy import shape_trail
 from explorer.compute.positions import find_token, layerwise_cosine, rotary_angles, sinusoidal_encoding
 from explorer.compute.tokens import split_words
+from explorer.render.lens import LAYERS_COUNTED
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import cosine_figure, vectors_heatmap
 from explorer.ui.attention import DEFAULT_PAIR, DEFAULT_TEXT, unknown_tokens_ui
@@ -161,5 +162,5 @@ ui.show_figure(ui.figure(cosine_figure, series, info=context), context, key="con
 st.caption(
     f"Cosine similarity of the vector of “{ui.literal(word)}” in the two sentences: {similarity[0]:.3f} after the "
     f"embeddings, {similarity[-1]:.3f} after the last layer. The same token starts near identical (position "
-    "aside) and drifts apart as each layer mixes in its neighbours."
+    "aside) and drifts apart as each layer mixes in its neighbours. " + LAYERS_COUNTED
 )

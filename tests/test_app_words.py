@@ -3,6 +3,7 @@ and one unit for each thing on every page, and defaults that do not depend on ho
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -160,3 +161,48 @@ def test_a_value_the_visitor_chose_still_follows_them_to_the_next_page():
     at.switch_page("pages/compare_strategies.py").run()
     assert at.slider(key="steps").value == 5
     assert at.slider(key="beams").value == COMPARE_DEFAULTS["beams"]
+
+
+# -- item 17: one convention for layers, one unit for entropy, one name per score --------------------------------
+
+
+def test_the_lens_and_the_tokens_page_count_layers_from_0_as_the_heatmaps_do():
+    """The heatmaps' "layer 0" is the first layer; the lens's rows and the context curve say the same."""
+    lm = explorer.load_model(explorer.DEFAULT_DECODER, device="cpu")
+    expected = ["embeddings", *(f"layer {layer}" for layer in range(lm.num_layers))]
+    at = open_page("pages/logit_lens.py", model=explorer.DEFAULT_DECODER)
+    lens = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert lens["layout"]["yaxis"]["ticktext"] == expected[::-1]  # the last layer on top
+    assert json.loads(at.get("plotly_chart")[1].proto.spec)["data"][0]["x"] == expected
+    assert "“layer 0” is the first layer" in words(at)
+    settled = re.search(r"from after layer (\d+) on", words(at))
+    assert settled is None or int(settled.group(1)) < lm.num_layers
+    at = open_page("pages/tokens_embeddings.py", model=explorer.DEFAULT_DECODER, word="like")  # one token here
+    context = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    assert context["data"][0]["x"] == expected
+    assert context["layout"]["xaxis"]["title"]["text"] == "residual stream after"
+    heatmaps = open_page("pages/attention_heatmaps.py", model=explorer.DEFAULT_DECODER)
+    assert heatmaps.slider(key="layer").min == 0 and heatmaps.slider(key="layer").max == lm.num_layers - 1
+
+
+UNIT = re.compile(r"entropy[^.]{0,60}?\b(bits|nats)\b", re.IGNORECASE | re.DOTALL)
+
+
+def test_every_entropy_the_pages_and_figures_show_is_in_nats():
+    files = [*ROOT.glob("pages/*.py"), *ROOT.glob("explorer/render/*.py"), *ROOT.glob("explorer/compute/*.py")]
+    units = {path.name: {unit.lower() for unit in UNIT.findall(path.read_text())} for path in files}
+    assert set().union(*units.values()) == {"nats"}, units
+    at = open_page("pages/head_statistics.py")
+    assert "entropy (nats)" in at.dataframe[0].value.columns
+    assert "bits" not in words(at).replace("32 bits", "")
+
+
+def test_head_types_name_each_score_once():
+    """The radio and the table call the first-token score the same ("sink" was the radio's word)."""
+    at = open_page("pages/head_types.py", model=explorer.DEFAULT_DECODER)
+    radio = at.radio(key="probe")
+    table = at.dataframe[0].value
+    assert set(radio.options) <= set(table.columns)
+    assert "sink" not in radio.options and "First token" in radio.options
+    radio.set_value("sink").run()  # the link's word stays the same
+    assert at.query_params["probe"] == ["sink"] or at.query_params["probe"] == "sink"

@@ -270,10 +270,12 @@ def choice_ui(
     captions: dict[str, str] | None = None,
     horizontal: bool = True,
     help: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> str:
     """One of a few options, as a radio kept in the URL; an unknown option in a link gives a notice.
 
-    Options are short words shown as they are and carried by the URL; ``captions`` explain each under it.
+    Options are short words carried by the URL and shown as they are, or as ``labels`` names them (the name the
+    page's tables use); ``captions`` explain each under it.
     """
     default = default if default in options else options[0]
 
@@ -291,6 +293,7 @@ def choice_ui(
         horizontal=horizontal,
         help=help,
         captions=[captions.get(option, "") for option in options] if captions else None,
+        format_func=lambda option: (labels or {}).get(option, option),
         on_change=_on_change,
         args=(key,),
     )
