@@ -13,7 +13,7 @@ from explorer.render.heatmap import (
     weights_heatmap,
 )
 from explorer.render.style import FigureInfo
-from explorer.ui.attention import capture_ui
+from explorer.ui.attention import capture_ui, decoder_rows_caption
 
 SHOW = {
     "weights": "after softmax",
@@ -154,16 +154,8 @@ with ui.stage():
         )
 
 if view.target and stack_name in ("decoder", "cross"):  # an encoder-decoder's decoder, fed the target
-    st.caption(
-        "Rows are the decoder's input: the target text shifted right behind the decoder's start token (teacher "
-        "forcing, as in training). The row of a token is the step that writes the next one: the start row "
-        f"“{ui.literal(query_tokens[0])}” writes the first target token."
-        + (
-            " Read the cross-attention this way: which input words each output token was written from."
-            if stack_name == "cross"
-            else ""
-        )
-    )
+    with ui.explanation():  # "What am I looking at?" in presentation mode
+        st.caption(decoder_rows_caption(stack, stack_name, masked_weights(stack, layer, head)))
 error = ui.cached_verification(lm.name, view.text, view.text_pair, view.target)[stack_name]
 check_column, size_column = st.columns([1, 2])
 with check_column:

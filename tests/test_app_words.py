@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -206,3 +207,33 @@ def test_head_types_name_each_score_once():
     assert "sink" not in radio.options and "First token" in radio.options
     radio.set_value("sink").run()  # the link's word stays the same
     assert at.query_params["probe"] == ["sink"] or at.query_params["probe"] == "sink"
+
+
+# -- item 18: cross-attention's rows explained where presentation mode explains --------------------------------
+
+
+def explained(at: AppTest) -> str:
+    """The words inside presentation mode's "What am I looking at?"."""
+    found = []
+
+    def walk(node) -> None:
+        proto = getattr(node, "proto", None)
+        popover = getattr(proto, "popover", None) if proto is not None and hasattr(proto, "HasField") else None
+        if popover is not None and proto.HasField("popover") and popover.label.startswith("What am I"):
+            found.append(words(SimpleNamespace(_tree=node)))
+            return
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return "\n".join(found)
+
+
+def test_cross_attention_explains_that_each_decoder_row_writes_the_next_token():
+    at = open_page(
+        "pages/attention_heatmaps.py", model=explorer.DEFAULT_SEQ2SEQ, stack="cross", layer="1", present="true"
+    )
+    assert not at.exception
+    said = explained(at)
+    assert "Each row is the token from which the decoder predicts the next one" in said
+    assert "row “-” reads “ March” (1.00) because it writes “03”" in said

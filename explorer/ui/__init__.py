@@ -27,7 +27,7 @@ from explorer.ui.models import (
     selected_model,
 )
 from explorer.ui.presets import apply_pending_preset, preset_button, preset_notice
-from explorer.ui.shell import app_shell, controls, page_header, page_shell, presenting, stage
+from explorer.ui.shell import app_shell, controls, explanation, page_header, page_shell, presenting, stage
 from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import (
     STACK_LABELS,
@@ -59,6 +59,7 @@ __all__ = [
     "choice_ui",
     "controls",
     "display_name",
+    "explanation",
     "export_buttons",
     "figure",
     "figure_look",

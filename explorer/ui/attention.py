@@ -73,6 +73,33 @@ def capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks: boo
     return CaptureView(text, text_pair, target, capture, stack_name, capture.stacks[stack_name])
 
 
+def decoder_rows_caption(stack, stack_name: str, weights: np.ndarray) -> str:
+    """What an encoder-decoder's decoder rows are (the target shifted right: each row predicts the next token),
+    and for cross-attention an example from the head shown, ``weights`` [query, key] (NaN where masked): the row
+    with the strongest single weight on a word, the word it reads and the token it writes. Rows that write a word
+    come first (the start row and punctuation show the shift less clearly)."""
+    rows = stack.query_tokens
+    said = (
+        "Rows are the decoder's input: the target text shifted right behind the decoder's start token (teacher "
+        "forcing, as in training). Each row is the token from which the decoder predicts the next one: the start "
+        f"row “{literal(rows[0])}” writes the first target token."
+    )
+    if stack_name != "cross" or len(rows) < 2:
+        return said
+    peaks = np.nan_to_num(weights[:-1], nan=-1.0)  # the last row writes nothing the target shows
+    wordy = (
+        np.array([any(c.isalnum() for c in token) for token in rows[1:]])[:, None]
+        & np.array([any(c.isalnum() for c in token) for token in stack.key_tokens])[None, :]
+    )
+    wordy[0] = False  # the start row: the clearest example is a row that is itself a target token
+    row, key = np.unravel_index(int(np.argmax(np.where(wordy, peaks, peaks - 2.0))), peaks.shape)
+    return said + (
+        " So a row of cross-attention shows which input words the decoder reads to write the token after it: "
+        f"here row “{literal(rows[row])}” reads “{literal(stack.key_tokens[key])}” "
+        f"({float(weights[row, key]):.2f}) because it writes “{literal(rows[row + 1])}”."
+    )
+
+
 def unknown_tokens_ui(lm, token_ids) -> None:
     """One line when most of a text's tokens are unknown to the model (each one the same ``<unk>``, whatever the
     word), with a button for the model's own example text where it has one."""
