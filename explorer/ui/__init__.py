@@ -12,7 +12,9 @@ One module per concern; pages import what they need from here:
 - ``text``: visitor-controlled text shown literally inside Markdown messages.
 """
 
-from explorer.ui import wakeups
+# loading first: importing it draws the app's first line, as the imports after it take seconds on a server's
+# first run (see explorer.ui.loading)
+from explorer.ui import loading, wakeups  # noqa: F401 (loading draws as it is imported)
 from explorer.ui.captures import cached_capture, cached_verification
 from explorer.ui.figures import export_buttons, figure, figure_look, show_figure
 from explorer.ui.models import (
