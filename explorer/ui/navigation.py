@@ -82,6 +82,6 @@ def menu_ui(sections: dict[str, list], slot) -> None:
     """The sidebar menu in ``slot``: each section's pages as links (the page shown is highlighted)."""
     with slot:
         for section, pages in sections.items():
-            st.caption(section)
+            st.markdown(f":gray[{section}]")  # a heading, not a caption: captions are the sidebar's notes
             for page in pages:
                 st.page_link(page)
