@@ -20,6 +20,8 @@ notebook by ``explorer.render.notebook``, imported here). Importing ``explorer``
 ``explorer.ui`` and the app's pages do.
 """
 
+import importlib
+
 from explorer.data import (
     AttentionCapture,
     AttentionStack,
@@ -31,17 +33,45 @@ from explorer.data import (
 from explorer.data.lens import LogitLens
 from explorer.data.probes import HeadProbes
 from explorer.errors import InputError, ModelLoadError
-from explorer.models.anatomy import model_anatomy
-from explorer.models.capture import capture
-from explorer.models.decoding import MAX_BEAMS, MAX_NEW_TOKENS, decode
-from explorer.models.distribution import next_token_distribution, next_token_logits
-from explorer.models.head_effects import head_ablation_effects
-from explorer.models.inputs import embeddings, first_layer_input, summed_embeddings, tokenize
-from explorer.models.lens import logit_lens
-from explorer.models.loading import DEFAULT_DECODER, DEFAULT_ENCODER, DEFAULT_SEQ2SEQ, LoadedModel, load_model
-from explorer.models.probes import head_probes
-from explorer.models.reference import torch_attention
-from explorer.render import notebook as _notebook  # noqa: F401  (results display as their pages' figures)
+
+# The model-facing functions import torch and transformers (about 6 s): loaded at first use, so that the app can
+# draw its first line (explorer.ui.loading) before a server's first visitor waits for them.
+_LAZY = {
+    "model_anatomy": "explorer.models.anatomy",
+    "capture": "explorer.models.capture",
+    "decode": "explorer.models.decoding",
+    "next_token_distribution": "explorer.models.distribution",
+    "next_token_logits": "explorer.models.distribution",
+    "head_ablation_effects": "explorer.models.head_effects",
+    "embeddings": "explorer.models.inputs",
+    "first_layer_input": "explorer.models.inputs",
+    "summed_embeddings": "explorer.models.inputs",
+    "tokenize": "explorer.models.inputs",
+    "logit_lens": "explorer.models.lens",
+    "DEFAULT_DECODER": "explorer.models.loading",
+    "DEFAULT_ENCODER": "explorer.models.loading",
+    "DEFAULT_SEQ2SEQ": "explorer.models.loading",
+    "LoadedModel": "explorer.models.loading",
+    "load_model": "explorer.models.loading",
+    "head_probes": "explorer.models.probes",
+    "torch_attention": "explorer.models.reference",
+    "MAX_BEAMS": "explorer.models.decoding",
+    "MAX_NEW_TOKENS": "explorer.models.decoding",
+    "display_name": "explorer.models.loading",
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'explorer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # once: later reads find it without this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "DEFAULT_DECODER",

@@ -6,7 +6,8 @@ import streamlit as st
 
 import explorer
 from explorer import ui, views
-from explorer.ui.attention import run_capture_ui
+from explorer.render.heatmap import masked_weights
+from explorer.ui.attention import decoder_rows_caption, run_capture_ui
 
 SHOW = {
     "weights": "after softmax",
@@ -106,16 +107,8 @@ with ui.stage():
         )
 
 if view.target and stack_name in ("decoder", "cross"):  # an encoder-decoder's decoder, fed the target
-    st.caption(
-        "Rows are the decoder's input: the target text shifted right behind the decoder's start token (teacher "
-        "forcing, as in training). The row of a token is the step that writes the next one: the start row "
-        f"“{ui.literal(query_tokens[0])}” writes the first target token."
-        + (
-            " Read the cross-attention this way: which input words each output token was written from."
-            if stack_name == "cross"
-            else ""
-        )
-    )
+    with ui.explanation():  # "What am I looking at?" in presentation mode
+        st.caption(decoder_rows_caption(stack, stack_name, masked_weights(stack, layer, head)))
 error = head_view.check(progress=ui.shown_progress)
 check_column, size_column = st.columns([1, 2])
 with check_column:

@@ -17,7 +17,8 @@ ui.page_header(
     "Greedy search",
     "At every step the model gives a probability to each token of its vocabulary, and greedy search appends "
     "the most likely one. Each row shows the text so far and the five most likely next tokens; the boxed cell "
-    "is the token taken. Entropy measures how unsure the model is (0 = certain).",
+    "is the token taken. Entropy measures how unsure the model is (0 = certain), in nats: natural logarithms, "
+    "like the log-probabilities.",
 )
 lm = ui.require_model()
 lm = decoding.generative_model(lm)

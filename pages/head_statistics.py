@@ -18,7 +18,8 @@ from explorer.ui.attention import (
 ui.page_shell()
 header = ui.page_header(
     "Head statistics",
-    "Each row is one head. Entropy (bits): low when the head looks at few tokens. Mean distance: how far, in "
+    "Each row is one head. Entropy (in nats, like every entropy here): low when the head looks at few tokens. "
+    "Mean distance: how far, in "
     "tokens, it looks on average. First-token and special-token share: how much of its attention goes to the "
     "first token or to special tokens ([CLS], [SEP], …), often a resting place. Previous-token score: near 1 for "
     "heads that look one token back. Click a column to sort; select a row to open that head.",

@@ -28,7 +28,7 @@ with ui.controls():
     with seed_column:
         seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="Which random tokens.")
     with score_column:
-        score = ui.choice_ui("Show the best head for", list(SCORES), key="probe")
+        score = ui.choice_ui("Show the best head for", list(SCORES), key="probe", labels=SCORES)
 ui.notices_ui()
 try:
     probes = ui.run_model("probes", lm.name, n, seed)

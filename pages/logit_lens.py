@@ -5,7 +5,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.render.lens import lens_figure, lens_trajectory_figure
+from explorer.render.lens import LAYERS_COUNTED, lens_figure, lens_trajectory_figure
 from explorer.render.style import FigureInfo
 
 DEFAULT_TEXT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
@@ -16,7 +16,7 @@ header = ui.page_header(
     "After the embeddings and after every layer, the residual stream is read through the model's own final "
     "norm and unembedding, as if the model stopped there. Each cell is the token that reading predicts next, "
     "coloured by its probability; the top row is the model's real prediction. Early layers often predict the "
-    "input token itself or a frequent token; the answer settles layer by layer.",
+    "input token itself or a frequent token; the answer settles layer by layer. " + LAYERS_COUNTED,
 )
 lm = ui.require_model()
 text, _, target = ui.text_inputs_ui(lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header, model_name=lm.name)
@@ -31,7 +31,9 @@ try:
         if lm.kind != "encoder":
             raise
         # An encoder saved without its masked-LM head (the bundled MiniLM): say why, read the bundled decoder.
-        st.caption(f"{ui.literal(error)} This page reads the bundled {ui.literal(explorer.DEFAULT_DECODER)} instead.")
+        st.caption(
+            f"{ui.literal(error)} This page reads the bundled {ui.display_name(explorer.DEFAULT_DECODER)} instead."
+        )
         lm = ui.cached_model(explorer.DEFAULT_DECODER)
         lens = ui.run_model("lens", lm.name, text, None)
 except explorer.InputError as error:
@@ -39,7 +41,10 @@ except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
 if lens.truncated:
-    st.warning(f"The text is longer than {ui.literal(lm.name)} accepts: the last {lens.truncated} tokens were cut.")
+    st.warning(
+        f"The text is longer than {ui.literal(ui.display_name(lm.name))} accepts: "
+        f"the last {lens.truncated} tokens were cut."
+    )
 
 with ui.controls():
     position = ui.index_slider_ui(
@@ -74,7 +79,7 @@ ui.show_figure(
     trajectory_info,
     key="lens-trajectory",
 )
-where_settled = "after the embeddings" if settled == 0 else f"after layer {settled}"
+where_settled = "after the embeddings" if settled == 0 else f"after layer {settled - 1}"  # row 0: the embeddings
 predicts = f"At {token}, the model guesses" if lens.masked else f"After {token}, the model predicts"
 st.caption(
     f"{predicts} {ui.literal(repr(final))} ({np.exp(logprobs[-1]):.1%}). It is the lens's "

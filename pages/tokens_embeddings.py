@@ -7,9 +7,11 @@ import explorer
 from explorer import ui
 from explorer.compute.anatomy import shape_trail
 from explorer.compute.positions import find_token, layerwise_cosine, rotary_angles, sinusoidal_encoding
+from explorer.compute.tokens import split_words
+from explorer.render.lens import LAYERS_COUNTED
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import cosine_figure, sinusoidal_figure, vectors_heatmap
-from explorer.ui.attention import DEFAULT_PAIR, DEFAULT_TEXT
+from explorer.ui.attention import DEFAULT_PAIR, DEFAULT_TEXT, unknown_tokens_ui
 
 ui.page_shell()
 header = ui.page_header(
@@ -46,6 +48,17 @@ st.dataframe(
     column_config={"token": st.column_config.TextColumn(help="␣ marks a space the token starts with")},
 )
 st.caption(f"{len(rows)} tokens, {sum(r.special for r in rows)} of them special (added by the tokenizer).")
+unknown_tokens_ui(ui.cached_model(lm.name), [row.token_id for row in rows])
+split = split_words(text, rows)
+if split:  # a small vocabulary (the bundled decoder has 6,144 tokens, gpt2 50,257) cuts common words too
+    st.caption(
+        f"{ui.literal(ui.display_name(lm.name))}'s vocabulary holds {ui.run_model('anatomy', lm.name).vocabulary:,} "
+        "tokens: a word it has no token for is cut into pieces it has, so "
+        + "; ".join(
+            f"“{ui.literal(word)}” becomes {' + '.join(ui.literal(p) for p in pieces)}" for word, pieces in split
+        )
+        + ". The smaller the vocabulary, the more words are cut."
+    )
 
 ids = [row.token_id for row in rows]
 labels = [f"#{r.position} {r.token}" for r in rows]
@@ -149,5 +162,5 @@ ui.show_figure(ui.figure_builder(cosine_figure, series, info=context), context, 
 st.caption(
     f"Cosine similarity of the vector of “{ui.literal(word)}” in the two sentences: {similarity[0]:.3f} after the "
     f"embeddings, {similarity[-1]:.3f} after the last layer. The same token starts near identical (position "
-    "aside) and drifts apart as each layer mixes in its neighbours."
+    "aside) and drifts apart as each layer mixes in its neighbours. " + LAYERS_COUNTED
 )

@@ -209,7 +209,7 @@ def test_head_statistics_table_hidden_tokens_and_rollout(minilm):
     capture = explorer.capture(minilm, TEXT)
     table = at.dataframe[0].value
     expected = head_statistics(capture.attentions, [0, len(capture.tokens) - 1])
-    np.testing.assert_allclose(table["entropy"], [row["entropy"] for row in expected], atol=1e-9)
+    np.testing.assert_allclose(table["entropy (nats)"], [row["entropy (nats)"] for row in expected], atol=1e-9)
     np.testing.assert_allclose(table["special-token share"], [row["special-token share"] for row in expected])
     rolled = decode_plotly_array(figures(at)[1]["data"][0]["z"])
     np.testing.assert_allclose(rolled, rollout(capture.attentions)[-1], atol=1e-6)

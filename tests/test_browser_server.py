@@ -27,6 +27,9 @@ from tests.browser import (
 pytestmark = needs_chromium
 PHISHING = "x` [Your session expired, log in again](https://evil.example/login) ![i](https://evil.example/i.png) `"
 TIMES = ROOT / "tests" / "artifacts" / "cold-start.json"
+MENU = ".st-key-menu"  # the app's own menu (explorer/ui/navigation.py); Streamlit's is switched off
+# Streamlit's list of the pages/ folder, were it ever shown: file names, not the app's titles.
+RAW_NAMES = ("head ablation", "attention heatmaps", "View 8 more", "heads overview", "bertviz views")
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +80,7 @@ def test_cold_start_shows_the_frame_then_the_chart_on_a_shared_link(browser, tmp
         _record("shared link: app frame painted", time.monotonic() - start)
         wait_for_chart(tab.page)
         _record("shared link: first chart", time.monotonic() - start)
-        nav = tab.page.locator("[data-testid='stSidebarNav']").inner_text()
+        nav = tab.page.locator(MENU).inner_text()
         assert "Decoding" in nav and "Beam search" in nav and "app" not in nav.split()
         assert tab.external == [] and tab.errors == []
         tab.context.close()
@@ -93,15 +96,50 @@ def test_after_a_restart_each_visitor_keeps_their_page_and_text(browser, tmp_pat
     with served_app(tmp_path / "second.log", port=port):
         start = time.monotonic()
         tab.page.wait_for_function(
-            "() => document.querySelector(\"[data-testid='stSidebarNav']\")?.innerText.includes('Attention step')",
+            f"() => document.querySelector('{MENU}')?.innerText.includes('Attention step')",
             timeout=60_000,
         )
         wait_until_idle(tab.page)
         wait_for_chart(tab.page)
         _record("after a restart: chart again", time.monotonic() - start)
         assert "/attention_step_by_step" in tab.page.url
-        nav = tab.page.locator("[data-testid='stSidebarNav']").inner_text()
+        nav = tab.page.locator(MENU).inner_text()
         assert "pages" not in nav.lower() and "attention heatmaps" not in nav.split("\n")[0].lower()
         assert tab.page.locator("textarea").first.input_value() == text
         assert "head 3" in tab.page.locator(f"{CHART} .gtitle").first.text_content()
     tab.context.close()
+
+
+@pytest.mark.parametrize("path", ["/", "/head_ablation"])
+def test_from_the_first_paint_a_fresh_server_shows_the_app_never_its_file_names(browser, tmp_path, path):
+    """Polled from the first paint after a server start until the chart is drawn: never Streamlit's list of the
+    pages/ folder's file names; once anything is painted, the app's loading line or its own menu."""
+    with served_app(tmp_path / "server.log") as url:
+        tab = open_tab(browser)
+        tab.page.goto(f"{url}{path}", wait_until="commit")
+        seen, start = [], time.monotonic()
+        while time.monotonic() - start < 120:
+            seen.append(
+                tab.page.evaluate(
+                    """() => ({
+                        text: [...document.querySelectorAll("[data-testid='stMain'], [data-testid='stSidebar']")]
+                            .map((element) => element.innerText).join(" | "),
+                        streamlitNav: !!document.querySelector("[data-testid='stSidebarNav']"),
+                        menu: !!document.querySelector(".st-key-menu"),
+                        chart: !!document.querySelector("[data-testid='stPlotlyChart'] .main-svg"),
+                    })"""
+                )
+            )
+            if seen[-1]["chart"]:
+                break
+            time.sleep(0.05)
+        assert seen[-1]["chart"], "the page was never drawn"
+        assert not any(snapshot["streamlitNav"] for snapshot in seen)
+        assert not [name for snapshot in seen for name in RAW_NAMES if name in snapshot["text"]]
+        painted = [s for s in seen if s["text"].strip()]
+        assert painted and all("Starting the Attention" in s["text"] or s["menu"] for s in painted)
+        assert any("Starting the Attention" in s["text"] for s in painted)  # the first seconds are said
+        loading = sum("Starting the Attention" in s["text"] for s in painted)
+        print(f"{len(seen)} snapshots, {len(painted)} painted, {loading} with the loading line")
+        assert tab.external == [] and tab.errors == []
+        tab.context.close()

@@ -136,3 +136,16 @@ def test_a_hub_download_announces_its_size(monkeypatch):
         "Asking the Hugging Face Hub about “someone/some-model”…",
         "Downloading and loading the decoder weights (548 MB)…",
     ]
+
+
+@pytest.mark.parametrize("content", ["empty", "random files"])
+def test_a_folder_without_a_model_says_so(tmp_path, content):
+    """Not an unknown architecture, nor a `model_type` key to add: the folder holds no model."""
+    if content == "random files":
+        (tmp_path / "notes.txt").write_text("shopping list")
+        (tmp_path / "blob.bin").write_bytes(bytes(range(256)))
+    with pytest.raises(explorer.ModelLoadError) as error:
+        explorer.load_model(str(tmp_path))
+    message = str(error.value)
+    assert "holds no model" in message
+    assert "model_type" not in message and "architecture" not in message

@@ -10,10 +10,10 @@ import numpy as np
 
 
 def entropy(weights: np.ndarray) -> np.ndarray:
-    """Mean over queries of each row's entropy in bits: 0 when a head looks at one token, log2(n) when spread
-    evenly over n. [layer, head]"""
+    """Mean over queries of each row's entropy in nats (natural logarithms, the unit of every entropy and
+    log-probability the app shows): 0 when a head looks at one token, ln(n) when spread evenly over n. [layer, head]"""
     p = weights.astype(np.float64)
-    terms = np.where(p > 0, -p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
+    terms = np.where(p > 0, -p * np.log(np.where(p > 0, p, 1.0)), 0.0)
     return terms.sum(axis=-1).mean(axis=-1)
 
 
@@ -64,7 +64,7 @@ def max_weight(weights: np.ndarray) -> np.ndarray:
 def head_statistics(weights: np.ndarray, special_positions=(), key_positions=None) -> list[dict]:
     """One row per (layer, head) with every statistic, for a sortable table (``key_positions``: see above)."""
     columns = {
-        "entropy": entropy(weights),
+        "entropy (nats)": entropy(weights),
         "mean distance": mean_distance(weights, key_positions),
         "first-token share": share_on(weights, [0], key_positions),
         "special-token share": share_on(weights, special_positions, key_positions),

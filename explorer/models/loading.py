@@ -69,6 +69,15 @@ BUNDLED_MODELS = {
 }
 
 
+# What pages call the bundled models: "bundled/prose-gpt2" is an id for links and code, not a name for people.
+DISPLAY_NAMES = {DEFAULT_ENCODER: "all-MiniLM-L6-v2", DEFAULT_DECODER: "prose-gpt2", DEFAULT_SEQ2SEQ: "dates-t5"}
+
+
+def display_name(name: str) -> str:
+    """The name a page shows for a model: a bundled one by its own name, any other as it was given."""
+    return DISPLAY_NAMES.get(name.strip(), name)
+
+
 def resolve_source(name: str) -> str:
     """A bundled name becomes its folder; anything else is passed to transformers as given."""
     name = name.strip()
@@ -306,6 +315,10 @@ def in_hub_cache(repo_id: str) -> bool:
 
 
 def _load_config(name: str, source: str, hub: dict | None = None):
+    folder = Path(source)
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        # transformers would blame an unknown architecture and ask for a `model_type` key: the folder holds no model.
+        raise ModelLoadError(_no_model_in(name, folder))
     try:
         return AutoConfig.from_pretrained(source, trust_remote_code=False, **(hub or {}))
     except Exception as error:  # transformers raises OSError, ValueError, KeyError, ... here
@@ -331,6 +344,14 @@ def _explain_config_failure(name: str, error: Exception) -> str:
     return (
         f"“{name}” is not a model id on the Hugging Face Hub or a folder with a `config.json`. "
         "Check the spelling (e.g. openai-community/gpt2)."
+    )
+
+
+def _no_model_in(name: str, folder: Path) -> str:
+    held = "is empty: it holds no model" if not any(folder.iterdir()) else "holds no model (no config.json)"
+    return (
+        f"The folder “{name}” {held}. A saved model's folder holds config.json, its weights and its tokenizer "
+        "files (what save_pretrained writes): give that folder, or a Hugging Face Hub id (e.g. openai-community/gpt2)."
     )
 
 

@@ -21,9 +21,14 @@ from explorer.render.style import CATEGORICAL, GRID, SCREEN, FigureInfo, Look, a
 CELL_LABEL_CHARS = 6  # a cell prints the first characters of its top token; the hover has it whole
 
 
+# Layers are counted from 0 on every page (the heatmaps' "layer 0" is the first layer, as in code and links), so
+# the residual stream reads "embeddings", then "layer 0" (after the first layer), ..., "layer L-1" (after the last).
+LAYERS_COUNTED = "Layers are counted from 0, as on every page: “layer 0” is the first layer."
+
+
 def layer_names(num_layers: int) -> list[str]:
-    """Row names, bottom to top: the embeddings, then the residual stream after each layer (counted from 1)."""
-    return ["embeddings", *(f"layer {layer}" for layer in range(1, num_layers + 1))]
+    """Names of the residual stream's readings, bottom to top: the embeddings, then after each layer (from 0)."""
+    return ["embeddings", *(f"layer {layer}" for layer in range(num_layers))]
 
 
 def lens_figure(

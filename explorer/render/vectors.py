@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.compute.positions import shown_pairs
 from explorer.render.layout import annotation_font, batched, relayout, subplots, update_axes
+from explorer.render.lens import layer_names
 from explorer.render.style import (
     CATEGORICAL,
     CHAR_WIDTH,
@@ -162,18 +163,19 @@ def sinusoidal_figure(encoding: np.ndarray, *, info: FigureInfo, look: Look = SC
 
 
 def cosine_figure(series: dict[str, np.ndarray], *, info: FigureInfo, look: Look = SCREEN) -> go.Figure:
-    """Cosine similarity per layer (0 = after the embeddings) for one or more token pairs."""
+    """Cosine similarity of the residual stream after the embeddings and after each layer (``layer_names``: the
+    layers counted from 0, as on every page) for one or more token pairs."""
     figure = go.Figure()
     for index, (label, values) in enumerate(series.items()):
         figure.add_trace(
             go.Scatter(
-                x=list(range(len(values))),
+                x=layer_names(len(values) - 1),
                 y=[float(v) for v in values],
                 mode="lines+markers",
                 name=escape(label),
                 line={"color": CATEGORICAL[index % len(CATEGORICAL)], "width": 3},
                 marker={"size": 9},
-                hovertemplate="after layer %{x}: cosine %{y:.3f}<extra></extra>",
+                hovertemplate="after %{x}: cosine %{y:.3f}<extra></extra>",
             )
         )
     with batched(figure):
@@ -187,8 +189,8 @@ def cosine_figure(series: dict[str, np.ndarray], *, info: FigureInfo, look: Look
         update_axes(
             figure,
             "x",
-            title="layer (0 = the embeddings)",
-            dtick=1,
+            title="residual stream after",
+            type="category",
             range=[-0.3, last + 0.3],
             gridcolor=GRID,
             tickfont={"size": look.tick_size},

@@ -13,12 +13,15 @@ One module per concern; pages import what they need from here:
 - ``text``: visitor-controlled text shown literally inside Markdown messages.
 """
 
-from explorer.ui import wakeups
+# loading first: importing it draws the app's first line, as the imports after it take seconds on a server's
+# first run (see explorer.ui.loading)
+from explorer.ui import loading, wakeups  # noqa: F401 (loading draws as it is imported)
 from explorer.ui.figures import export_buttons, figure_builder, figure_look, show_figure
 from explorer.ui.models import (
     MODEL_KEY,
     bundled_choices,
     cached_model,
+    display_name,
     model_picker_ui,
     request_model,
     require_model,
@@ -26,7 +29,7 @@ from explorer.ui.models import (
 )
 from explorer.ui.presets import apply_pending_preset, preset_button, preset_notice
 from explorer.ui.results import run_model, run_view, show_view, shown_progress
-from explorer.ui.shell import app_shell, controls, page_header, page_shell, presenting, stage
+from explorer.ui.shell import app_shell, controls, explanation, page_header, page_shell, presenting, stage
 from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import (
     STACK_LABELS,
@@ -54,6 +57,8 @@ __all__ = [
     "cached_model",
     "choice_ui",
     "controls",
+    "display_name",
+    "explanation",
     "export_buttons",
     "figure_builder",
     "figure_look",

@@ -17,12 +17,14 @@ import streamlit as st
 
 import explorer
 from explorer.compute.statistics import head_statistics, rollout, without_tokens
+from explorer.compute.tokens import unknown_share
+from explorer.models.loading import display_name
 from explorer.render.heatmap import blank_masked, masked_weights
 from explorer.ui.caches import results_cache
 from explorer.ui.results import run_model
 from explorer.ui.shell import controls, presenting
 from explorer.ui.text import literal
-from explorer.ui.widgets import stack_ui, text_inputs_ui
+from explorer.ui.widgets import EXAMPLES, set_value, stack_ui, text_inputs_ui
 
 DEFAULT_TEXT = "time flies like an arrow"
 DEFAULT_PAIR = "fruit flies like a banana"
@@ -60,15 +62,70 @@ def run_capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks:
         st.stop()
     if capture.truncated:
         st.warning(
-            f"The text is longer than {literal(lm.name)} accepts ({lm.max_tokens} tokens): "
+            f"The text is longer than {literal(display_name(lm.name))} accepts ({lm.max_tokens} tokens): "
             f"the last {capture.truncated} tokens were cut."
         )
     for note in capture.notes:
         st.caption(literal(note))
+    unknown_tokens_ui(lm, capture.token_ids)
     names = list(capture.stacks)
     with controls():
         stack_name = stack_ui(names) if stacks else names[0]
     return CaptureView(text, text_pair, target, capture, stack_name, capture.stacks[stack_name])
+
+
+def decoder_rows_caption(stack, stack_name: str, weights: np.ndarray) -> str:
+    """What an encoder-decoder's decoder rows are (the target shifted right: each row predicts the next token),
+    and for cross-attention an example from the head shown, ``weights`` [query, key] (NaN where masked): the row
+    with the strongest single weight on a word, the word it reads and the token it writes. Rows that write a word
+    come first (the start row and punctuation show the shift less clearly)."""
+    rows = stack.query_tokens
+    said = (
+        "Rows are the decoder's input: the target text shifted right behind the decoder's start token (teacher "
+        "forcing, as in training). Each row is the token from which the decoder predicts the next one: the start "
+        f"row “{literal(rows[0])}” writes the first target token."
+    )
+    if stack_name != "cross" or len(rows) < 2:
+        return said
+    peaks = np.nan_to_num(weights[:-1], nan=-1.0)  # the last row writes nothing the target shows
+    wordy = (
+        np.array([any(c.isalnum() for c in token) for token in rows[1:]])[:, None]
+        & np.array([any(c.isalnum() for c in token) for token in stack.key_tokens])[None, :]
+    )
+    wordy[0] = False  # the start row: the clearest example is a row that is itself a target token
+    row, key = np.unravel_index(int(np.argmax(np.where(wordy, peaks, peaks - 2.0))), peaks.shape)
+    return said + (
+        " So a row of cross-attention shows which input words the decoder reads to write the token after it: "
+        f"here row “{literal(rows[row])}” reads “{literal(stack.key_tokens[key])}” "
+        f"({float(weights[row, key]):.2f}) because it writes “{literal(rows[row + 1])}”."
+    )
+
+
+def unknown_tokens_ui(lm, token_ids) -> None:
+    """One line when most of a text's tokens are unknown to the model (each one the same ``<unk>``, whatever the
+    word), with a button for the model's own example text where it has one."""
+    tokenizer = lm.tokenizer
+    unknown, total = unknown_share(token_ids, tokenizer.unk_token_id, tokenizer.all_special_ids)
+    if 2 * unknown <= total:
+        return
+    st.caption(
+        f"{unknown} of this text's {total} tokens are unknown to {literal(display_name(lm.name))}: it reads each as "
+        f"{literal(tokenizer.unk_token)}, the same token whatever the word, so its attention cannot tell them apart. "
+        "Its vocabulary does not hold these words: give it text of the kind it was trained on."
+    )
+    if lm.name in EXAMPLES:
+        text, target = EXAMPLES[lm.name]
+        st.button(
+            f"Use {display_name(lm.name)}'s own example: “{text}” → “{target}”",
+            on_click=_use_example,
+            args=(text, target),
+            icon=":material/lightbulb:",
+        )
+
+
+def _use_example(text: str, target: str) -> None:
+    set_value("text", text)
+    set_value("target", target)
 
 
 def _derived_key(view: CaptureView, *what) -> tuple:

@@ -11,7 +11,7 @@ import functools
 import streamlit as st
 
 import explorer
-from explorer import gateway
+from explorer import display_name, gateway
 from explorer.compute.decoding import first_steps, prefix_consistent
 from explorer.hosting import POLICY
 from explorer.serving import IDLE_WORK
@@ -88,9 +88,10 @@ def generative_model(lm) -> explorer.LoadedModel:
     if lm.kind in ("decoder", "encoder-decoder"):
         return lm
     st.caption(
-        f"{literal(lm.name)} is an encoder: it reads text but has no language-model head, so it cannot choose a "
-        f"next token. This page uses the bundled {literal(explorer.DEFAULT_DECODER)} instead (offline); pick a "
-        "decoder or a seq2seq model in the sidebar to use your own."
+        f"{literal(display_name(lm.name))} is an encoder: it reads text but has no language-model head, so it cannot "
+        "choose a next token. This page uses the bundled "
+        f"{literal(display_name(explorer.DEFAULT_DECODER))} instead (offline); pick a decoder or a seq2seq model in "
+        "the sidebar to use your own."
     )
     return cached_model(explorer.DEFAULT_DECODER)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 import explorer
-from explorer import gateway
+from explorer import display_name, gateway
 from explorer.gateway import BUNDLED_MODELS
 from explorer.hosting import DOWNLOADS, POLICY
 from explorer.ui.text import literal
@@ -24,9 +24,9 @@ _FALLBACK_KEY = "_model_fallback"  # what to load instead if the requested model
 _CHOICE_KEY = "model_choice"
 _CUSTOM_KEY = "model_custom"
 BUNDLED_LABELS = {
-    explorer.DEFAULT_ENCODER: "all-MiniLM-L6-v2 (encoder)",
-    explorer.DEFAULT_DECODER: "prose-gpt2 (decoder)",
-    explorer.DEFAULT_SEQ2SEQ: "dates-t5 (encoder-decoder)",
+    explorer.DEFAULT_ENCODER: f"{display_name(explorer.DEFAULT_ENCODER)} (encoder)",
+    explorer.DEFAULT_DECODER: f"{display_name(explorer.DEFAULT_DECODER)} (decoder)",
+    explorer.DEFAULT_SEQ2SEQ: f"{display_name(explorer.DEFAULT_SEQ2SEQ)} (encoder-decoder)",
 }
 
 
@@ -139,7 +139,7 @@ def _load_requested(slot) -> None:
             st.session_state[_REQUEST_KEY] = fallback
             _load_requested(slot)
         shown = st.session_state.get(MODEL_KEY)
-        message = str(error) + (f" Showing {shown} instead." if shown else "")
+        message = str(error) + (f" Showing {display_name(shown)} instead." if shown else "")
         # A preset that falls back (its model cannot be downloaded here) did what it promised: a note, not an error.
         st.session_state[_NOTE_KEY if planned and shown == fallback else _ERROR_KEY] = message
         return
@@ -159,7 +159,7 @@ def _load_once(name: str, slot) -> explorer.LoadedModel:
     if gated and not DOWNLOADS.try_start(name):
         raise explorer.ModelLoadError(DOWNLOADS.busy_message())
     try:
-        with slot.status(f"Loading {literal(name)}…", expanded=False) as status:
+        with slot.status(f"Loading {literal(display_name(name))}…", expanded=False) as status:
             try:
                 return cached_model(name, _progress=lambda stage: status.update(label=literal(stage)))
             except explorer.ModelLoadError as error:

@@ -1,8 +1,14 @@
 """The app's menu and its run: ``run_app`` is all of app.py.
 
 The pages are the scripts in ``pages/`` beside the app's main script, listed here with their sections,
-titles and icons. ``run_app`` draws what every page shares (``shell.app_shell``) and runs the page the
-visitor asked for through ``st.navigation``.
+titles and icons. ``run_app`` draws the menu and what every page shares (``shell.app_shell``) and runs the page
+the visitor asked for through ``st.navigation``.
+
+The menu is drawn by the app (``menu_ui``), not by Streamlit: with a ``pages/`` folder, Streamlit lists the
+folder's raw file names ("app", "head ablation", "View 8 more") above a blank page until some run calls
+``st.navigation``, seconds into a server's first run. ``.streamlit/config.toml`` switches that list off
+(``client.showSidebarNavigation = false``, which hides ``st.navigation``'s own menu too), so a visitor only
+ever sees the app's loading line (``explorer.ui.loading``), then this menu.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from pathlib import Path
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from explorer.ui import loading
 from explorer.ui.shell import app_shell
 
 # (section, file, title, icon) in menu order; the first is the default page. A listed page whose file does
@@ -37,6 +44,9 @@ PAGES = [
 ]
 
 
+MENU_KEY = "menu"  # the menu's container: class "st-key-menu" in the page
+
+
 def app_root() -> Path:
     """The folder of the script Streamlit was started with (app.py, in a checkout or an installed package)."""
     return Path(get_script_run_ctx().main_script_path).resolve().parent
@@ -58,6 +68,20 @@ def navigation_pages(root: Path) -> dict[str, list]:
 
 
 def run_app() -> None:
-    """The whole app: the shared shell (page config, sidebar), then the chosen page through the navigation."""
-    app_shell()
-    st.navigation(navigation_pages(app_root()), expanded=True).run()
+    """The whole app: the menu and the shared shell (page config, sidebar), then the chosen page."""
+    menu = st.sidebar.container(key=MENU_KEY)  # on top of the sidebar, drawn once the pages are known
+    app_shell()  # first: its page config (the app's icon) must come before st.navigation sets the page's
+    sections = navigation_pages(app_root())
+    page = st.navigation(sections, position="hidden")  # routing only: the menu is menu_ui's
+    menu_ui(sections, menu)
+    loading.clear()
+    page.run()
+
+
+def menu_ui(sections: dict[str, list], slot) -> None:
+    """The sidebar menu in ``slot``: each section's pages as links (the page shown is highlighted)."""
+    with slot:
+        for section, pages in sections.items():
+            st.markdown(f":gray[{section}]")  # a heading, not a caption: captions are the sidebar's notes
+            for page in pages:
+                st.page_link(page)

@@ -7,8 +7,11 @@ loaded instead, the preset's values for it are applied, and the page says what h
 
 from __future__ import annotations
 
+import huggingface_hub
 import streamlit as st
 
+from explorer.models.loading import BUNDLED_MODELS, display_name, in_hub_cache
+from explorer.ui.caches import models_cache
 from explorer.ui.models import request_model
 from explorer.ui.shell import controls
 from explorer.ui.text import literal
@@ -16,6 +19,24 @@ from explorer.ui.widgets import set_value
 
 _PENDING = "_pending_preset"
 _NOTICE = "_preset_notice"
+_FELL_BACK = "_preset_fell_back"  # models this session's presets asked for and could not load
+# What the notice calls each setting a preset sets: the label of its widget, in the page's words.
+SETTING_LABELS = {
+    "text": "text",
+    "pair": "second segment",
+    "target": "decoder text",
+    "prompt": "prompt",
+    "layer": "layer",
+    "head": "head",
+    "query": "query token",
+    "show": "show",
+    "stack": "attention",
+    "steps": "steps",
+    "bv_view": "view",
+    "bv_layer": "layer",
+    "bv_head": "head",
+}
+_TEXT_KEYS = ("text", "prompt")  # the setting that holds a preset's text, for the button's offline label
 
 
 def preset_button(
@@ -33,8 +54,24 @@ def preset_button(
         request_model(model, fallback=fallback)
         st.session_state[_PENDING] = {"model": model, "values": values, "fallback_values": fallback_values or values}
 
+    if _falls_back(model, fallback):  # the label names another model (and text): say what it loads here
+        label += " — offline: " + _what_loads(fallback, values, fallback_values or values)
     with controls():
         st.button(label, on_click=apply, icon=":material/auto_stories:", key=key)
+
+
+def _falls_back(model: str, fallback: str) -> bool:
+    """Whether ``model`` is known not to load here: the Hub is switched off and it is not on this machine, or a
+    preset of this session already fell back from it."""
+    if model == fallback or model in BUNDLED_MODELS or model in models_cache() or in_hub_cache(model):
+        return False
+    return bool(huggingface_hub.constants.HF_HUB_OFFLINE) or model in st.session_state.get(_FELL_BACK, ())
+
+
+def _what_loads(fallback: str, values: dict, fallback_values: dict) -> str:
+    text = next((fallback_values[key] for key in _TEXT_KEYS if key in fallback_values), None)
+    changed = text is not None and text != next((values[key] for key in _TEXT_KEYS if key in values), None)
+    return display_name(fallback) + (f", “{literal(text)}”" if changed else "")
 
 
 def apply_pending_preset(model_name: str) -> None:
@@ -49,18 +86,21 @@ def apply_pending_preset(model_name: str) -> None:
     # Say what the preset set (it replaces the visitor's text), and with which model.
     applied = "Preset applied: " + ", ".join(_setting(key, value) for key, value in values.items()) + "."
     if not exact:
+        st.session_state.setdefault(_FELL_BACK, set()).add(preset["model"])
         applied += (
-            f" {literal(preset['model'])} could not be downloaded here, so this preset shows the bundled "
-            f"{literal(model_name)} instead (the sidebar says why)"
+            f" {literal(display_name(preset['model']))} could not be downloaded here, so this preset shows the "
+            f"bundled {literal(display_name(model_name))} instead (the sidebar says why)"
             + (", with the values above chosen for it." if values != preset["values"] else ".")
         )
     st.session_state[_NOTICE] = applied
 
 
 def _setting(key: str, value) -> str:
+    """One setting as the page shows it: its widget's label and value (``head 8``, ``text “…”``)."""
+    label = SETTING_LABELS.get(key, key.replace("_", " "))
     if isinstance(value, str):
-        return f"{literal(key)} “{literal(value)}”" if value else f"no {literal(key)}"
-    return f"{literal(key)} {literal(value)}"
+        return f"{label} “{literal(value)}”" if value else f"no {label}"
+    return f"{label} {literal(value)}"
 
 
 def preset_notice() -> None:

@@ -96,7 +96,7 @@ def page_header(title: str, explanation: str):
     the controls and the explanation (behind "What am I looking at?") share one row, to leave the window
     to the figure.
     """
-    _slots.controls = _slots.stage = None
+    _slots.controls = _slots.stage = _slots.explanation = None
     if not presenting():
         st.title(title)
         st.caption(explanation)
@@ -106,7 +106,8 @@ def page_header(title: str, explanation: str):
         st.title(title)
     with columns[2]:
         _slots.controls = st.popover("Controls", icon=":material/tune:", width="stretch")
-    with columns[3], st.popover("What am I looking at?", width="stretch"):
+    _slots.explanation = columns[3].popover("What am I looking at?", width="stretch")
+    with _slots.explanation:
         st.caption(explanation)
     _slots.stage = st.container()
     return columns[1]
@@ -115,6 +116,12 @@ def page_header(title: str, explanation: str):
 def controls():
     """Where the page's controls go: in place, or behind the "Controls" button in presentation mode."""
     return getattr(_slots, "controls", None) or contextlib.nullcontext()
+
+
+def explanation():
+    """Where a page adds to its explanation what depends on the view (cross-attention's rows, say): in place, or
+    inside "What am I looking at?" in presentation mode."""
+    return getattr(_slots, "explanation", None) or contextlib.nullcontext()
 
 
 def stage():

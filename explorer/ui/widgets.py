@@ -48,6 +48,13 @@ def _remember(key: str, value) -> None:
     st.session_state.setdefault(_VALUES, {})[key] = value
 
 
+def _keep(key: str, value, default) -> None:
+    """Remember a value the visitor chose or a link gave; a page's own default is not carried to the next page,
+    so every page starts from its own defaults however the visitor arrived (a direct link or another page)."""
+    if value != default or _remembered(key) is not _MISSING:
+        _remember(key, value)
+
+
 def _on_change(key: str) -> None:
     _remember(key, st.session_state[key])
 
@@ -168,7 +175,7 @@ def stored_text(label: str, default: str, *, key: str, placeholder: str | None =
 
 
 def _keep_text(key: str, text: str, default: str) -> None:
-    _remember(key, text)
+    _keep(key, text, default)
     _write_url(key, None if text == default else text[:LINK_TEXT_CHARS])
 
 
@@ -256,7 +263,7 @@ def number_slider_ui(
         on_change=_on_change,
         args=(key,),
     )
-    _remember(key, shown)
+    _keep(key, shown, default)
     _write_url(key, None if shown == default else _number_text(shown))
     return shown
 
@@ -292,10 +299,12 @@ def choice_ui(
     captions: dict[str, str] | None = None,
     horizontal: bool = True,
     help: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> str:
     """One of a few options, as a radio kept in the URL; an unknown option in a link gives a notice.
 
-    Options are short words shown as they are and carried by the URL; ``captions`` explain each under it.
+    Options are short words carried by the URL and shown as they are, or as ``labels`` names them (the name the
+    page's tables use); ``captions`` explain each under it.
     """
     default = default if default in options else options[0]
 
@@ -313,6 +322,7 @@ def choice_ui(
         horizontal=horizontal,
         help=help,
         captions=[captions.get(option, "") for option in options] if captions else None,
+        format_func=lambda option: (labels or {}).get(option, option),
         on_change=_on_change,
         args=(key,),
     )
