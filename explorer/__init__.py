@@ -33,6 +33,7 @@ from explorer.data import (
 from explorer.data.lens import LogitLens
 from explorer.data.probes import HeadProbes
 from explorer.errors import InputError, ModelLoadError
+from explorer.render import notebook as _notebook  # noqa: F401  (results display as their pages' figures)
 
 # The model-facing functions import torch and transformers (about 6 s): loaded at first use, so that the app can
 # draw its first line (explorer.ui.loading) before a server's first visitor waits for them.
