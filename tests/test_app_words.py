@@ -137,7 +137,7 @@ def test_the_tokens_page_says_the_small_vocabulary_splits_words():
 # -- item 21: one set of defaults, however a visitor arrives ---------------------------------------------------
 
 
-COMPARE_DEFAULTS = {"steps": 16, "beams": 4, "temperature": 0.8}
+COMPARE_DEFAULTS = {"steps": 16, "beams": 4, "temperature": 0.75}
 
 
 @pytest.mark.parametrize("before", [None, "pages/beam_search.py", "pages/sampling.py", "pages/greedy_search.py"])
