@@ -5,7 +5,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.compute.decoding import greedy_table, looks_untrained, repeated_ngram, visible
+from explorer.compute.decoding import greedy_table, looks_untrained, mark_leading_space, repeated_ngram
 from explorer.render.decoding import candidates_figure
 from explorer.render.style import FigureInfo
 from explorer.ui import branching, clicks, decoding
@@ -123,4 +123,4 @@ entropy_column.metric(
     "Mean entropy per step",
     f"{sum(float(s.entropy[0]) for s in trace.steps) / max(trace.num_steps, 1):.2f} nats",
 )
-st.caption("Tokens: " + " · ".join(ui.literal(visible(t)) for t in trace.generated_tokens[0]))
+st.caption("Tokens: " + " · ".join(ui.literal(mark_leading_space(t)) for t in trace.generated_tokens[0]))

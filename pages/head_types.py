@@ -5,11 +5,9 @@ import streamlit as st
 
 import explorer
 from explorer import ui
-from explorer.compute.probes import MEANINGS
+from explorer.compute.probes import MEANINGS, SCORE_NAMES
 from explorer.render.heatmap import masked_weights, weights_heatmap
 from explorer.render.style import FigureInfo
-
-SCORES = {"induction": "Induction", "duplicate": "Duplicate token", "previous": "Previous token", "sink": "First token"}
 
 ui.page_shell()
 ui.page_header(
@@ -28,7 +26,7 @@ with ui.controls():
     with seed_column:
         seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="Which random tokens.")
     with score_column:
-        score = ui.choice_ui("Show the best head for", list(SCORES), key="probe")
+        score = ui.choice_ui("Show the best head for", list(SCORE_NAMES), key="probe")
 ui.notices_ui()
 try:
     probes = ui.run_model("probes", lm.name, n, seed)
@@ -43,7 +41,7 @@ info = FigureInfo(
     "Attention weights",
     model=lm.name,
     text=f"{n} random tokens, twice (seed {seed})",
-    where=(f"layer {layer}", f"head {head}", f"best {SCORES[score].lower()} score"),
+    where=(f"layer {layer}", f"head {head}", f"best {SCORE_NAMES[score].lower()} score"),
 )
 with ui.stage():
     ui.show_figure(
@@ -60,7 +58,7 @@ with ui.stage():
         key="probe-head",
     )
 st.caption(
-    f"{SCORES[score]} score of layer {layer}, head {head}: {float(probes.scores[score][layer, head]):.3f} "
+    f"{SCORE_NAMES[score]} score of layer {layer}, head {head}: {float(probes.scores[score][layer, head]):.3f} "
     f"(a head spreading its weight evenly would score {probes.uniform[score]:.3f}). "
     + MEANINGS[score]
     + (
@@ -71,16 +69,16 @@ st.caption(
     )
 )
 rows = [
-    {"layer": la, "head": he, **{SCORES[s]: float(probes.scores[s][la, he]) for s in SCORES}}
+    {"layer": la, "head": he, **{SCORE_NAMES[s]: float(probes.scores[s][la, he]) for s in SCORE_NAMES}}
     for la in range(stack.num_layers)
     for he in range(stack.num_heads)
 ]
-table = pd.DataFrame(rows).sort_values(SCORES[score], ascending=False)
+table = pd.DataFrame(rows).sort_values(SCORE_NAMES[score], ascending=False)
 st.dataframe(
     table,
     hide_index=True,
     width="stretch",
-    column_config={name: st.column_config.NumberColumn(format="%.3f") for name in SCORES.values()},
+    column_config={name: st.column_config.NumberColumn(format="%.3f") for name in SCORE_NAMES.values()},
 )
 for name, meaning in MEANINGS.items():
-    st.caption(f"**{SCORES[name]}**: {meaning}")
+    st.caption(f"**{SCORE_NAMES[name]}**: {meaning}")
