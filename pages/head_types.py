@@ -4,10 +4,8 @@ import pandas as pd
 import streamlit as st
 
 import explorer
-from explorer import ui
+from explorer import ui, views
 from explorer.compute.probes import MEANINGS, SCORE_NAMES
-from explorer.render.heatmap import masked_weights, weights_heatmap
-from explorer.render.style import FigureInfo
 
 ui.page_shell()
 ui.page_header(
@@ -29,34 +27,16 @@ with ui.controls():
         score = ui.choice_ui("Show the best head for", list(SCORE_NAMES), key="probe")
 ui.notices_ui()
 try:
-    probes = ui.run_model("probes", lm.name, n, seed)
+    best_head = views.probes.BestHead(lm.name, n, seed, score)
+    probes = ui.run_view(best_head)
 except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
 
 layer, head = probes.best(score)
 stack = probes.capture.main
-copies = (probes.offset + probes.n,)  # where the second copy starts: a dashed line
-info = FigureInfo(
-    "Attention weights",
-    model=lm.name,
-    text=f"{n} random tokens, twice (seed {seed})",
-    where=(f"layer {layer}", f"head {head}", f"best {SCORE_NAMES[score].lower()} score"),
-)
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(
-            weights_heatmap,
-            masked_weights(stack, layer, head),
-            stack.query_tokens,
-            stack.key_tokens,
-            color_max=None,  # stretched to the head's largest weight: a weak stripe still shows
-            info=info,
-            boundaries=copies,
-        ),
-        info,
-        key="probe-head",
-    )
+    ui.show_view(best_head, probes, key="probe-head")
 st.caption(
     f"{SCORE_NAMES[score]} score of layer {layer}, head {head}: {float(probes.scores[score][layer, head]):.3f} "
     f"(a head spreading its weight evenly would score {probes.uniform[score]:.3f}). "

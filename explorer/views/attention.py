@@ -38,6 +38,12 @@ class Head:
     stretch: bool = False
     skip_first_row: bool = False
 
+    @classmethod
+    def for_result(cls, capture: AttentionCapture) -> Head:
+        """The page as it opens on this capture: the first stack, layer 0, head 0, its weights; the text as typed is
+        not kept, its tokens joined stand for it."""
+        return cls(capture.model_name, " ".join(capture.tokens), stack=next(iter(capture.stacks)))
+
     @property
     def shown_text(self) -> str:
         return " / ".join(part for part in (self.text, self.text_pair, self.target) if part)
@@ -83,3 +89,25 @@ class Head:
 
     def check_caption(self, result: AttentionCapture, error: float) -> str:
         return verification_caption(error, tolerance=result.stacks[self.stack].tolerance)
+
+
+def summary(capture: AttentionCapture) -> str:
+    shown = capture.main
+    return (
+        f"AttentionCapture: {capture.model_name}, {len(capture.tokens)} tokens, {shown.num_layers} layers × "
+        f"{shown.num_heads} heads{_capture_remarks(capture)}, stacks {', '.join(capture.stacks)} (shown: layer 0, "
+        "head 0; any other with explorer.render.attention_heatmap(capture.main, layer, head))"
+    )
+
+
+def _capture_remarks(capture: AttentionCapture) -> str:
+    """What changes how the numbers read, from fields alone (nothing is recomputed: ``verify()`` is the check)."""
+    kv_heads = len(set(capture.main.kv_head_of_query.tolist()))
+    remarks = [
+        f"{kv_heads} KV heads" if kv_heads < capture.main.num_heads else "",
+        f"{capture.truncated} tokens cut to fit" if capture.truncated else "",
+        capture.dtype if capture.dtype != "float32" else "",
+        f"{len(capture.ablated)} head{'s' if len(capture.ablated) > 1 else ''} ablated" if capture.ablated else "",
+    ]
+    present = [remark for remark in remarks if remark]
+    return f" ({'; '.join(present)})" if present else ""
