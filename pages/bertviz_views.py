@@ -3,8 +3,7 @@
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.render.bertviz import frame_height, head_view_html, head_view_zoom, model_view_html
+from explorer import ui, views
 from explorer.ui.attention import DEFAULT_PAIR, run_capture_ui
 
 LONG = 128  # tokens: past this, line views are limited to chosen layers or heads
@@ -49,14 +48,11 @@ if tokens > LONG:
     )
 with ui.stage():
     # On a projector the head view is enlarged to the room the window leaves (thicker lines too).
-    zoom = head_view_zoom(capture, ui.figure_look("bertviz").height) if which == "head" and ui.presenting() else 1.0
-    if which == "head":
-        html = head_view_html(
-            capture, layers=layers or None, heads=[head], layer=layers[0] if layers else None, zoom=zoom
-        )
-    else:
-        html = model_view_html(capture, layers=layers)
-    st.iframe(html, height=frame_height(which, capture, layers=None if layers is None else len(layers), zoom=zoom))
+    bertviz = views.attention.BertViz(
+        lm.name, view.text, view.text_pair, view.target, view.stack_name, which, layers and tuple(layers), head
+    )
+    zoom = bertviz.zoom(capture, ui.figure_look("bertviz").height) if ui.presenting() else 1.0
+    st.iframe(bertviz.html(capture, zoom), height=bertviz.height(capture, zoom))
 st.caption(
     "Drawn by BertViz's own JavaScript, served with this page (no internet needed); weights are sent to the "
     "browser at 8-bit precision (±0.002), which line darkness cannot show anyway."

@@ -4,7 +4,6 @@ import streamlit as st
 
 import explorer
 from explorer import ui, views
-from explorer.render.heatmap import verification_caption
 from explorer.ui import decoding
 
 ui.page_shell()
@@ -65,4 +64,4 @@ st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq
 view = views.decoding.GenerationAttention(lm.name, prompt, decoding_settings, stack_name, layer, head, step)
 with ui.stage():
     ui.show_view(view, trace, key="generation")
-st.caption(verification_caption(stack.verify(), tolerance=stack.tolerance))
+st.caption(view.caption(trace))

@@ -28,6 +28,17 @@ def builder(render, *args, **kwargs) -> Builder:
 
 
 # After ``builder``, which they use: ``views.sampling.Distribution`` reads as what it is at a page's call site.
-from explorer.views import ablation, attention, decoding, lens, probes, sampling  # noqa: E402
+from explorer.views import ablation, anatomy, attention, decoding, lens, probes, sampling, tokens  # noqa: E402
 
-__all__ = ["Builder", "ablation", "attention", "builder", "decoding", "lens", "probes", "sampling"]
+__all__ = [
+    "Builder",
+    "ablation",
+    "anatomy",
+    "attention",
+    "builder",
+    "decoding",
+    "lens",
+    "probes",
+    "sampling",
+    "tokens",
+]

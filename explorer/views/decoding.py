@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from explorer import gateway
 from explorer.data import DecodeTrace
 from explorer.render.decoding import beam_tree_figure, candidates_figure, logprob_figure
-from explorer.render.heatmap import colorbar_title, masked_weights, token_matrix
+from explorer.render.heatmap import colorbar_title, masked_weights, token_matrix, verification_caption
 from explorer.render.style import FigureInfo, snippet
 from explorer.views import Builder, builder
 
@@ -152,3 +152,8 @@ class GenerationAttention:
             colorbar_title=colorbar_title(1.0, stretched=False),
             boundaries=(trace.prompt_length,) if self.stack == "decoder" else (),
         )
+
+    def caption(self, trace: DecodeTrace) -> str:
+        """The recorded weights checked against a recomputation from the recorded queries and keys."""
+        stack = trace.attention[self.stack]
+        return verification_caption(stack.verify(), tolerance=stack.tolerance)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from explorer import gateway
 from explorer.compute.sampling import distribution_from_logits
 from explorer.data import NextTokenLogits, TokenDistribution
-from explorer.render.sampling import distribution_panels, stages_figure, temperature_figure
+from explorer.render.sampling import distribution_panels, stages_figure, stages_rows, temperature_figure
 from explorer.render.style import FigureInfo, snippet
 from explorer.views import Builder, builder
 
@@ -75,6 +75,10 @@ class Stages(Distribution):
 
     def figure(self, result: TokenDistribution) -> Builder:
         return builder(stages_figure, result, info=self.info())
+
+    def rows(self, result: TokenDistribution) -> list[dict]:
+        """The figure as a table: one row per stage (tokens still possible, mass removed, the likeliest token)."""
+        return stages_rows(result)
 
 
 @dataclass(frozen=True)
