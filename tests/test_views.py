@@ -56,6 +56,15 @@ def test_a_page_draws_only_through_views(page):
     }
 
 
+def test_the_ui_draws_a_figure_only_through_show_view():
+    """Besides figures.py (show_figure itself) and results.py (show_view), no ui module draws a figure of its own
+    (the step-by-step page's chapter toy went through ui/steps.py)."""
+    drawing = {"figure_builder", "show_figure"}
+    for path in sorted((ROOT / "explorer" / "ui").glob("*.py")):
+        if path.stem not in {"figures", "results", "__init__"}:
+            assert not _calls(ast.parse(path.read_text())) & drawing, path.name
+
+
 def test_every_view_module_is_one_feature_and_imports_no_streamlit():
     modules = {path.stem for path in (ROOT / "explorer" / "views").glob("*.py")} - {"__init__", "display"}
     assert modules == {"ablation", "anatomy", "attention", "decoding", "lens", "probes", "sampling", "tokens"}

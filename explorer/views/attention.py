@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer import gateway
-from explorer.compute.attention import score_stages
+from explorer.compute.attention import score_stages, toy_stages
 from explorer.compute.statistics import rollout, without_tokens
 from explorer.data import AttentionCapture
 from explorer.render.bertviz import frame_height, head_view_html, head_view_zoom, model_view_html
@@ -346,3 +346,53 @@ class BertViz(OnCapture):
     def height(self, capture: AttentionCapture, zoom: float = 1.0) -> int:
         shown = None if self.layers is None else len(self.layers)
         return frame_height(self.which, capture, layers=shown, zoom=zoom)
+
+
+# The chapter toy's figures: (title, where).
+TOY_FIGURES = {
+    "steps": ("Chapter toy attention", None),
+    "mask": ("Attention mask", ("chapter toy",)),
+    "scores": ("Masked scores", ("chapter toy",)),
+}
+
+
+@dataclass(frozen=True)
+class Toy:
+    """The chapter's attention with no learnt weights (q = k = v = the tokens' embeddings, no positions): one
+    query's stages (``show`` "steps"), or, causal, the mask and the scores it masks ("mask", "scores")."""
+
+    model: str
+    text: str  # as the page shows it
+    token_ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    query: int = 0
+    causal: bool = False
+    show: str = "steps"
+
+    def result(self, progress=None):
+        """The tokens' embeddings (``Embeddings``: the model's input embedding rows)."""
+        return gateway.run("embeddings", self.model, self.token_ids, progress=progress)
+
+    def stages(self, found) -> dict:
+        return toy_stages(found.token, causal=self.causal)
+
+    def info(self, found=None) -> FigureInfo:
+        title, where = TOY_FIGURES[self.show]
+        return FigureInfo(title, model=self.model, text=self.text, where=where or (f"query #{self.query}",))
+
+    def figure(self, found) -> Builder:
+        vectors, tokens, info = found.token, list(self.tokens), self.info()
+        if self.show == "mask":
+            mask = np.tril(np.ones((len(tokens), len(tokens)), dtype=bool))
+            return builder(mask_heatmap, mask, tokens, tokens, info=info)
+        stages = self.stages(found)
+        if self.show == "scores":
+            return builder(scores_heatmap, stages["masked"], tokens, tokens, info=info)
+        vectors = (vectors[self.query].copy(), vectors, vectors)  # query, keys, values: the embeddings all three
+        return builder(step_by_step_figure, stages, *vectors, tokens, self.query, info=info)
+
+    def caption(self, found, reference: np.ndarray) -> str:
+        """The toy's outputs checked against ``reference`` (torch's own scaled_dot_product_attention)."""
+        difference = float(np.abs(self.stages(found)["output"] - reference).max())
+        checked = "the outputs (weights × X) against torch's own scaled_dot_product_attention"
+        return agreement_caption(checked, difference)
