@@ -15,8 +15,8 @@ The public API, for notebooks and other programs::
     ablated = explorer.next_token_logits(gen, "It is a truth", ablate=((0, 1),))  # layer 0, head 1 zeroed
     effects = explorer.head_ablation_effects(gen, "It is a truth")  # [layer, head]: each head's effect
 
-In Jupyter every result shows itself as the figure its page draws (``explorer.render.views``, registered for the
-notebook by ``explorer.render.notebook``, imported here). Importing ``explorer`` never imports Streamlit; only
+In Jupyter every result shows itself as the figure its page draws (its page's view, ``explorer.views.display``,
+imported here). Importing ``explorer`` never imports Streamlit; only
 ``explorer.ui`` and the app's pages do.
 """
 
@@ -33,7 +33,7 @@ from explorer.data import (
 from explorer.data.lens import LogitLens
 from explorer.data.probes import HeadProbes
 from explorer.errors import InputError, ModelLoadError
-from explorer.render import notebook as _notebook  # noqa: F401  (results display as their pages' figures)
+from explorer.views import display as _display  # noqa: F401  (results display as their pages' views)
 
 # The model-facing functions import torch and transformers (about 6 s): loaded at first use, so that the app can
 # draw its first line (explorer.ui.loading) before a server's first visitor waits for them.

@@ -34,11 +34,19 @@ from explorer.caching import MB, ByteBudgetCache
 from explorer.data._freeze import freeze_arrays
 from explorer.data.anatomy import Embeddings, TokenRow
 from explorer.hosting import POLICY
-from explorer.models.loading import BUNDLED_MODELS, in_hub_cache
-from explorer.models.probes import longest_n
 from explorer.serving import FORWARD_GATE, freeze_long_lived
 
-__all__ = ["BUNDLED_MODELS", "JOBS", "InputVectors", "model", "models_cache", "needs_download", "results_cache", "run"]
+__all__ = ["JOBS", "InputVectors", "model", "models_cache", "needs_download", "results_cache", "run"]
+
+
+def __getattr__(name: str):
+    # The capture layer imports torch (seconds): the app draws its loading line before anything asks for it.
+    if name == "BUNDLED_MODELS":
+        from explorer.models.loading import BUNDLED_MODELS
+
+        return BUNDLED_MODELS
+    raise AttributeError(f"module 'explorer.gateway' has no attribute {name!r}")
+
 
 DEFAULT_BUDGET_MB = 1024
 HOSTED_BUDGET_MB = 512
@@ -98,6 +106,8 @@ _LOADED: set[str] = set()  # names this server process has loaded
 
 def needs_download(name: str) -> bool:
     """Whether loading ``name`` may download it: not loaded before here, not bundled, not in the Hub cache."""
+    from explorer.models.loading import BUNDLED_MODELS, in_hub_cache  # at first use: torch (see explorer's _LAZY)
+
     return name not in _LOADED and name not in BUNDLED_MODELS and not in_hub_cache(name)
 
 
@@ -140,6 +150,8 @@ def _anatomy(lm):
 
 
 def _longest_n(lm) -> int:
+    from explorer.models.probes import longest_n  # at first use: torch (see explorer's _LAZY)
+
     return longest_n(lm)  # a scan of the whole vocabulary: once per model
 
 

@@ -6,7 +6,6 @@ import streamlit as st
 
 import explorer
 from explorer import ui, views
-from explorer.render.heatmap import masked_weights
 from explorer.ui.attention import decoder_rows_caption, run_capture_ui
 
 SHOW = {
@@ -108,7 +107,7 @@ with ui.stage():
 
 if view.target and stack_name in ("decoder", "cross"):  # an encoder-decoder's decoder, fed the target
     with ui.explanation():  # "What am I looking at?" in presentation mode
-        st.caption(decoder_rows_caption(stack, stack_name, masked_weights(stack, layer, head)))
+        st.caption(decoder_rows_caption(stack, stack_name, views.attention.masked_weights(stack, layer, head)))
 error = head_view.check(progress=ui.shown_progress)
 check_column, size_column = st.columns([1, 2])
 with check_column:

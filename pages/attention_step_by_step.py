@@ -1,14 +1,10 @@
 """Scaled dot-product attention, step by step, with the model's real numbers for one layer, head and query."""
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer import ui
+from explorer import ui, views
 from explorer.compute.attention import head_outputs, score_stages
-from explorer.render.heatmap import agreement_caption
-from explorer.render.style import FigureInfo
-from explorer.render.vectors import step_by_step_figure
 from explorer.ui import steps
 from explorer.ui.attention import run_capture_ui
 
@@ -84,25 +80,10 @@ st.caption(
     + ("; softcapping first (Gemma 2)" if "capped" in stages else "")
     + f". Query head {head} reads key/value head {int(stack.kv_head_of_query[head])}."
 )
-info = FigureInfo(
-    "Attention step by step",
-    model=lm.name,
-    text=view.shown_text,
-    where=(f"layer {layer}", f"head {head}", f"query #{query}"),
-)
-# Copies of what the figure draws, so a later export does not keep the whole capture alive.
-values = None if stack.values is None else stack.values[layer, head].copy()
-query_vector, key_vectors, key_tokens = (
-    stack.queries[layer, head, query].copy(),
-    stack.keys[layer, head].copy(),
-    stack.key_tokens,
-)
+inputs = (lm.name, view.text, view.text_pair, view.target, view.stack_name)
+step_view = views.attention.StepByStep(*inputs, layer, head, query)
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(step_by_step_figure, stages, query_vector, key_vectors, values, key_tokens, query, info=info),
-        info,
-        key="steps",
-    )
+    ui.show_view(step_view, view.capture, key="steps")
 
 table = steps.stage_table(stages, stack.key_tokens, query)
 table["captured weight"] = stack.attentions[layer, head, query]
@@ -112,8 +93,7 @@ st.dataframe(
     width="stretch",
     column_config={"captured weight": st.column_config.NumberColumn(help="What the model itself computed.")},
 )
-difference = float(np.abs(stages["weights"][query] - stack.attentions[layer, head, query]).max())
-st.caption(agreement_caption("recomputed softmax vs the model's own weights", difference))
+st.caption(step_view.caption(view.capture))
 
 if stack.values is not None:
     output = head_outputs(

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 import explorer
-from explorer import ui
+from explorer import ui, views
 from explorer.compute.decoding import (
     bans_table,
     comparison_caption,
@@ -14,8 +14,6 @@ from explorer.compute.decoding import (
     status_counts,
     tree_at,
 )
-from explorer.render.decoding import beam_tree_figure, logprob_figure
-from explorer.render.style import FigureInfo
 from explorer.ui import branching, clicks, decoding
 
 TREE = "beam-tree"  # the search tree: a click on a node branches there
@@ -135,15 +133,9 @@ with ui.controls():
         help="Replay the search: the tree and the finished pool as they stood after this step (step 1 chose the "
         "first new token).",
     )
-where = (f"{beams} beams", f"step {upto + 1} of {trace.num_steps}")
-info = FigureInfo("Beam search tree", model=lm.name, text=prompt, where=where)
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(beam_tree_figure, trace, info=info, upto_step=upto),
-        info,
-        key="tree",
-        select_key=clicks.selection_key(TREE),
-    )
+    tree = views.decoding.BeamTree(lm.name, prompt, upto_step=upto)
+    ui.show_view(tree, trace, key="tree", select_key=clicks.selection_key(TREE))
 shown_tree = tree_at(trace.tree, upto)  # the counts as the search stood at the replay step
 counts = status_counts(shown_tree)
 st.caption(
@@ -186,7 +178,6 @@ for column, (label, shown) in zip(st.columns(3), compared.items(), strict=True):
         st.markdown(ui.prompt_and_continuation(shown.prompt, shown.continuations[0], seq2seq=shown.is_seq2seq))
         st.metric("Log-probability", f"{float(shown.sequence_logprobs[0]):.2f}")
         st.caption(f"Repeated {ban}-grams: {repeats(shown.generated_tokens[0], size=ban)}")
-labels = list(compared)
 logprobs = [float(shown.sequence_logprobs[0]) for shown in compared.values()]
 # Written from the numbers shown above: which is likelier, and what the ban changed, differ by prompt and model.
 st.caption(
@@ -199,10 +190,7 @@ st.caption(
         prompt_counts=not trace.is_seq2seq,
     )
 )
-texts = [shown.continuations[0] for shown in compared.values()]
-compare_info = FigureInfo(
-    "Greedy, beam, beam with a ban", model=lm.name, text=prompt, where=(f"{beams} beams", f"{steps} steps")
+comparison = views.decoding.Comparison(
+    lm.name, prompt, (), title="Greedy, beam, beam with a ban", where=(f"{beams} beams", f"{steps} steps")
 )
-ui.show_figure(
-    ui.figure_builder(logprob_figure, labels, logprobs, texts, info=compare_info), compare_info, key="logprobs"
-)
+ui.show_view(comparison, compared, key="logprobs")

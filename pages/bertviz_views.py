@@ -3,16 +3,7 @@
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.render.bertviz import (
-    frame_height,
-    head_view_html,
-    head_view_slide,
-    head_view_zoom,
-    model_view_html,
-    model_view_slide,
-)
-from explorer.render.style import FigureInfo
+from explorer import ui, views
 from explorer.ui.attention import DEFAULT_PAIR, run_capture_ui
 
 LONG = 128  # tokens: past this, line views are limited to chosen layers or heads
@@ -58,29 +49,13 @@ if tokens > LONG:
 with ui.stage():
     # On a projector the head view is enlarged to the room the window leaves (thicker lines too), and its lines
     # stretched to the window's width.
+    bertviz = views.attention.BertViz(
+        lm.name, view.text, view.text_pair, view.target, view.stack_name, which, layers and tuple(layers), head
+    )
     look = ui.figure_look("bertviz") if which == "head" and ui.presenting() else None
-    zoom = head_view_zoom(capture, look.height) if look else 1.0
-    if which == "head":
-        html = head_view_html(
-            capture,
-            layers=layers or None,
-            heads=[head],
-            layer=layers[0] if layers else None,
-            zoom=zoom,
-            width=look.width if look else None,
-        )
-    else:
-        html = model_view_html(capture, layers=layers)
-    st.iframe(html, height=frame_height(which, capture, layers=None if layers is None else len(layers), zoom=zoom))
-    if which == "head":
-        shown = (f"layer {layers[0]}", f"head {head}")
-        info = FigureInfo("Head view", model=lm.name, text=view.shown_text, where=shown)
-        slide = ui.figure_builder(head_view_slide, capture, info=info, layers=layers, heads=[head], layer=layers[0])
-    else:
-        shown = (f"layer {layers[0]}",) if layers else (f"{stack.num_layers} layers × {stack.num_heads} heads",)
-        info = FigureInfo("Model view", model=lm.name, text=view.shown_text, where=shown)
-        slide = ui.figure_builder(model_view_slide, capture, info=info, layers=layers)
-    ui.export_buttons(slide, info, key="bertviz")
+    zoom = bertviz.zoom(capture, look.height) if look else 1.0
+    st.iframe(bertviz.html(capture, zoom, look.width if look else None), height=bertviz.height(capture, zoom))
+    ui.export_buttons(bertviz.figure(capture), bertviz.info(capture), key="bertviz")
 st.caption(
     "Drawn by BertViz's own JavaScript, served with this page (no internet needed); weights are sent to the "
     "browser at 8-bit precision (±0.002), which line darkness cannot show anyway."

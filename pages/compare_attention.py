@@ -3,9 +3,7 @@
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.render.heatmap import masked_weights, weights_heatmap
-from explorer.render.style import FigureInfo
+from explorer import ui, views
 
 ui.page_shell()
 ui.page_header(
@@ -61,23 +59,7 @@ with ui.stage():
     sides = zip(("a", "b"), st.columns(2), captures, (lm.name, other), (text_a, text_b), strict=True)
     for side, column, capture, name, text in sides:
         with column:
-            info = FigureInfo("Attention weights", model=name, text=text, where=(f"layer {layer}", f"head {head}"))
-            key = f"compare-{side}"
-            # Only the drawn matrix is kept for a later export, not the capture.
-            weights, stack = masked_weights(capture.main, layer, head), capture.main
-            b = capture.segment_b_start
-            ui.show_figure(
-                ui.figure_builder(
-                    weights_heatmap,
-                    weights,
-                    stack.query_tokens,
-                    stack.key_tokens,
-                    color_max=None if stretch else 1.0,
-                    info=info,
-                    boundaries=() if b is None else (b,),
-                ),
-                info,
-                key=key,
-            )
+            side_view = views.attention.Side(name, text, layer=layer, head=head, stretch=stretch)
+            ui.show_view(side_view, capture, key=f"compare-{side}")
 if mode == "models" and second_model.num_layers != lm.num_layers:
     st.caption(f"The two models differ in depth: layers shown go up to {layers - 1}, heads up to {heads - 1}.")

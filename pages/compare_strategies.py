@@ -3,9 +3,7 @@
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.render.decoding import logprob_figure
-from explorer.render.style import FigureInfo
+from explorer import ui, views
 from explorer.ui import decoding
 
 ui.page_shell()
@@ -40,17 +38,25 @@ if not prompt.strip():
     st.info("Type a prompt to compare the strategies on it.")
     st.stop()
 
-common = dict(max_new_tokens=steps, no_repeat_ngram_size=ngram, top_n=5)
+temperature = decoding.on_temperature_grid(temperature)
+common = (("max_new_tokens", steps), ("no_repeat_ngram_size", ngram), ("top_n", 5))
+comparison = views.decoding.Comparison(
+    lm.name,
+    prompt,
+    (
+        ("Greedy search", (("strategy", "greedy"), *common)),
+        (f"Beam search ({beams} beams)", (("strategy", "beam"), ("num_beams", beams), *common)),
+        (
+            f"Sampling (T = {temperature:g}, seed {seed})",
+            (("strategy", "sample"), ("temperature", temperature), ("seed", seed), *common),
+        ),
+    ),
+    where=(f"{steps} steps",),
+)
 try:
-    traces = {
-        "Greedy search": ui.run_model("decode", lm.name, prompt, strategy="greedy", **common),
-        f"Beam search ({beams} beams)": ui.run_model(
-            "decode", lm.name, prompt, strategy="beam", num_beams=beams, **common
-        ),
-        f"Sampling (T = {temperature:g}, seed {seed})": decoding.sampled_decoding(
-            lm.name, prompt, temperature=temperature, seed=seed, **common
-        ),
-    }
+    traces = ui.run_view(comparison)
+    # The slider's other temperatures, sampled while the server is idle: a move then runs no model.
+    decoding.sample_ahead(lm.name, prompt, temperature=temperature, seed=seed, **dict(common))
 except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
@@ -62,17 +68,5 @@ for column, (label, trace) in zip(st.columns(3), traces.items(), strict=True):
         st.metric("Log-probability", f"{float(trace.sequence_logprobs[0]):.2f}")
         st.caption(f"{len(trace.generated_tokens[0])} tokens generated")
 
-info = FigureInfo("Strategies compared", model=lm.name, text=prompt, where=(f"{steps} steps",))
-labels = list(traces)
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(
-            logprob_figure,
-            labels,
-            [float(t.sequence_logprobs[0]) for t in traces.values()],
-            [t.continuations[0] for t in traces.values()],
-            info=info,
-        ),
-        info,
-        key="compare",
-    )
+    ui.show_view(comparison, traces, key="compare")

@@ -3,9 +3,7 @@
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.render.heatmap import colorbar_title, masked_weights, token_matrix, verification_caption
-from explorer.render.style import FigureInfo
+from explorer import ui, views
 from explorer.ui import decoding
 
 ui.page_shell()
@@ -32,11 +30,10 @@ if not prompt.strip():
     ui.notices_ui()
     st.info("Type a prompt to watch its attention grow token by token.")
     st.stop()
-extra = {"seed": seed} if strategy == "sample" else {}
+extra = (("seed", seed),) if strategy == "sample" else ()
+decoding_settings = (("strategy", strategy), ("max_new_tokens", steps), *extra)
 try:
-    trace = ui.run_model(
-        "decode", lm.name, prompt, strategy=strategy, max_new_tokens=steps, record_attention=True, **extra
-    )
+    trace = ui.run_view(views.decoding.GenerationAttention(lm.name, prompt, decoding_settings))
 except explorer.InputError as error:
     ui.notices_ui()
     st.info(ui.literal(error))
@@ -64,28 +61,7 @@ with ui.controls():
 ui.notices_ui()
 st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))
 
-rows = trace.prompt_length + step + 1
-columns = rows if stack_name == "decoder" else len(stack.key_tokens)
-shown = masked_weights(stack, layer, head)[:rows, :columns]
-info = FigureInfo(
-    "Attention while generating",
-    model=lm.name,
-    text=prompt,
-    where=(f"layer {layer}", f"head {head}", f"step {step + 1} of {generated}"),
-)
+view = views.decoding.GenerationAttention(lm.name, prompt, decoding_settings, stack_name, layer, head, step)
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(
-            token_matrix,
-            shown,
-            stack.query_tokens[:rows],
-            stack.key_tokens[:columns],
-            info=info,
-            row_title="query (prompt, then each generated token)",
-            colorbar_title=colorbar_title(1.0, stretched=False),
-            boundaries=(trace.prompt_length,) if stack_name == "decoder" else (),
-        ),
-        info,
-        key="generation",
-    )
-st.caption(verification_caption(stack.verify(), tolerance=stack.tolerance))
+    ui.show_view(view, trace, key="generation")
+st.caption(view.caption(trace))

@@ -4,10 +4,8 @@ import pandas as pd
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.compute.decoding import greedy_table, looks_untrained, repeated_ngram, visible
-from explorer.render.decoding import candidates_figure
-from explorer.render.style import FigureInfo
+from explorer import ui, views
+from explorer.compute.decoding import greedy_table, looks_untrained, mark_leading_space, repeated_ngram
 from explorer.ui import branching, clicks, decoding
 
 GRID = "greedy-grid"  # the candidates grid: a click there branches
@@ -92,14 +90,8 @@ if loop:
     )
 
 st.dataframe(pd.DataFrame(greedy_table(trace, lm.tokenizer)), hide_index=True, width="stretch")
-info = FigureInfo("Greedy search", model=lm.name, text=prompt, where=(f"{trace.num_steps} steps",))
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(candidates_figure, trace, info=info),
-        info,
-        key="greedy",
-        select_key=clicks.selection_key(GRID),
-    )
+    ui.show_view(views.decoding.Greedy(lm.name, prompt), trace, key="greedy", select_key=clicks.selection_key(GRID))
 st.caption(
     "Click any candidate to make the model say it at that step: the tokens before it stay as they were, and "
     "greedy search continues from there (the branch is kept in the link)."
@@ -114,4 +106,4 @@ entropy_column.metric(
     "Mean entropy per step",
     f"{sum(float(s.entropy[0]) for s in trace.steps) / max(trace.num_steps, 1):.2f} nats",
 )
-st.caption("Tokens: " + " · ".join(ui.literal(visible(t)) for t in trace.generated_tokens[0]))
+st.caption("Tokens: " + " · ".join(ui.literal(mark_leading_space(t)) for t in trace.generated_tokens[0]))

@@ -1,14 +1,10 @@
 """Head ablation: which heads the next token depends on, and what the model says without them."""
 
-import numpy as np
 import streamlit as st
 
 import explorer
-from explorer import ui
+from explorer import ui, views
 from explorer.compute.ablation import ablation_summary, probability
-from explorer.compute.sampling import softmax
-from explorer.render.ablation import ablation_map, before_after_figure
-from explorer.render.style import FigureInfo
 from explorer.ui import ablation, decoding
 
 HEADS_KEY = "ablate"
@@ -35,7 +31,7 @@ if not prompt.strip():
     st.info("Type a prompt to see which heads its next token depends on.")
     st.stop()
 try:
-    effects = ui.run_model("ablation effects", lm.name, prompt)
+    effects = ui.run_view(views.ablation.Map(lm.name, prompt, seq2seq=seq2seq))
 except explorer.InputError as error:
     ui.notices_ui()
     st.info(ui.literal(error))
@@ -55,25 +51,10 @@ ui.notices_ui()
 # Encoder-decoder models name the stack: the map is the decoder's self-attention.
 spec = tuple(("decoder", layer, head) for layer, head in heads) if seq2seq else heads
 
-where = ("decoder self-attention",) if seq2seq else ()
-info = FigureInfo("Each head ablated alone", model=lm.name, text=prompt, where=where)
 target = effects.target_token
+heads_map = views.ablation.Map(lm.name, prompt, heads, seq2seq)
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(
-            ablation_map,
-            effects.changes,
-            effects.top_tokens,
-            target_token=target,
-            baseline_logprob=effects.baseline_logprob,
-            noise=effects.tolerance,
-            ablated=heads,
-            info=info,
-        ),
-        info,
-        key="ablation-map",
-        select_key=ablation.map_selection_key(),
-    )
+    ui.show_view(heads_map, effects, key="ablation-map", select_key=ablation.map_selection_key())
 st.caption(
     f"The model predicts {ui.literal(repr(target))} next (probability {probability(effects.baseline_logprob)}). "
     + ablation_summary(effects.changes, effects.baseline_logprob, tolerance=effects.tolerance, dtype=effects.dtype)
@@ -83,23 +64,8 @@ st.caption(
 
 if heads:
     shown = ", ".join(f"layer {layer} · head {head}" for layer, head in heads)
-    plain = ui.run_model("logits", lm.name, prompt)
-    ablated = ui.run_model("logits", lm.name, prompt, ablate=spec)
-    before, after = softmax(plain.logits.astype(np.float64)), softmax(ablated.logits.astype(np.float64))
-    top = list(dict.fromkeys([*np.argsort(-before)[:8], *np.argsort(-after)[:8]]))[:12]
-    bars_info = FigureInfo("Next token, with and without the heads", model=lm.name, text=prompt, where=(shown,))
-    ui.show_figure(
-        ui.figure_builder(
-            before_after_figure,
-            [plain.tokens[i] for i in top],
-            before[top],
-            after[top],
-            ablated_label=f"{len(heads)} head{'s' if len(heads) > 1 else ''} ablated",
-            info=bars_info,
-        ),
-        bars_info,
-        key="ablation-bars",
-    )
+    bars = views.ablation.BeforeAfter(lm.name, prompt, heads, seq2seq)
+    ui.show_view(bars, ui.run_view(bars), key="ablation-bars")
     try:
         original = ui.run_model("decode", lm.name, prompt, strategy="greedy", max_new_tokens=steps)
         changed = ui.run_model("decode", lm.name, prompt, strategy="greedy", max_new_tokens=steps, ablate=spec)

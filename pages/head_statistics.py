@@ -4,15 +4,12 @@ score, peak), sortable; select a row to open the head. Plus two view transforms,
 import pandas as pd
 import streamlit as st
 
-from explorer import ui
-from explorer.render.heatmap import token_matrix
-from explorer.render.style import FigureInfo
+from explorer import ui, views
 from explorer.ui.attention import (
     cached_head_statistics,
     cached_rollout,
     open_head_links,
     run_capture_ui,
-    shown_head,
 )
 
 ui.page_shell()
@@ -59,12 +56,10 @@ with ui.controls():
         head = ui.index_slider_ui("Head", stack.num_heads, key="head")
 ui.notices_ui()
 
-where = (f"layer {layer}", f"head {head}") + (("special tokens hidden",) if hide else ())
-info = FigureInfo("Attention weights", model=lm.name, text=view.shown_text, where=where)
-shown, keys = shown_head(stack, layer, head, special_positions if hide else ())
-query_tokens = stack.query_tokens
+inputs = (lm.name, view.text, view.text_pair, view.target, view.stack_name)
+hidden = special_positions if hide else ()
 with ui.stage():
-    ui.show_figure(ui.figure_builder(token_matrix, shown, query_tokens, keys, info=info), info, key="stats-head")
+    ui.show_view(views.attention.StatisticsHead(*inputs, layer, head, hidden), capture, key="stats-head")
 open_head_links(view, layer, head)
 
 st.subheader("View transform: attention rollout")
@@ -77,19 +72,4 @@ if stack.attentions.shape[-1] != stack.attentions.shape[-2]:
     st.caption("Rollout needs self-attention (square matrices): pick the encoder or decoder stack.")
 else:
     upto = ui.index_slider_ui("Rollout through layer", stack.num_layers, key="rollout_layer", default_last=True)
-    keys_all = stack.key_tokens
-    rolled = cached_rollout(view)[upto]
-    rollout_info = FigureInfo("Attention rollout", model=lm.name, text=view.shown_text, where=(f"layers 0–{upto}",))
-    ui.show_figure(
-        ui.figure_builder(
-            token_matrix,
-            rolled,
-            query_tokens,
-            keys_all,
-            info=rollout_info,
-            colorbar_title=f"rollout<br>darkest = {float(rolled.max()):.2f}",
-            zmax=float(rolled.max()),
-        ),
-        rollout_info,
-        key="rollout",
-    )
+    ui.show_view(views.attention.Rollout(*inputs, upto), (capture, cached_rollout(view)), key="rollout")

@@ -4,12 +4,8 @@ import pandas as pd
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.compute.probes import MEANINGS
-from explorer.render.heatmap import masked_weights, weights_heatmap
-from explorer.render.style import FigureInfo
-
-SCORES = {"induction": "Induction", "duplicate": "Duplicate token", "previous": "Previous token", "sink": "First token"}
+from explorer import ui, views
+from explorer.compute.probes import MEANINGS, SCORE_NAMES
 
 ui.page_shell()
 ui.page_header(
@@ -28,39 +24,21 @@ with ui.controls():
     with seed_column:
         seed = ui.number_slider_ui("Seed", 0, 9999, 0, key="seed", step=1, help="Which random tokens.")
     with score_column:
-        score = ui.choice_ui("Show the best head for", list(SCORES), key="probe", labels=SCORES)
+        score = ui.choice_ui("Show the best head for", list(SCORE_NAMES), key="probe", labels=SCORE_NAMES)
 ui.notices_ui()
 try:
-    probes = ui.run_model("probes", lm.name, n, seed)
+    best_head = views.probes.BestHead(lm.name, n, seed, score)
+    probes = ui.run_view(best_head)
 except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
 
 layer, head = probes.best(score)
 stack = probes.capture.main
-copies = (probes.offset + probes.n,)  # where the second copy starts: a dashed line
-info = FigureInfo(
-    "Attention weights",
-    model=lm.name,
-    text=f"{n} random tokens, twice (seed {seed})",
-    where=(f"layer {layer}", f"head {head}", f"best {SCORES[score].lower()} score"),
-)
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(
-            weights_heatmap,
-            masked_weights(stack, layer, head),
-            stack.query_tokens,
-            stack.key_tokens,
-            color_max=None,  # stretched to the head's largest weight: a weak stripe still shows
-            info=info,
-            boundaries=copies,
-        ),
-        info,
-        key="probe-head",
-    )
+    ui.show_view(best_head, probes, key="probe-head")
 st.caption(
-    f"{SCORES[score]} score of layer {layer}, head {head}: {float(probes.scores[score][layer, head]):.3f} "
+    f"{SCORE_NAMES[score]} score of layer {layer}, head {head}: {float(probes.scores[score][layer, head]):.3f} "
     f"(a head spreading its weight evenly would score {probes.uniform[score]:.3f}). "
     + MEANINGS[score]
     + (
@@ -71,16 +49,16 @@ st.caption(
     )
 )
 rows = [
-    {"layer": la, "head": he, **{SCORES[s]: float(probes.scores[s][la, he]) for s in SCORES}}
+    {"layer": la, "head": he, **{SCORE_NAMES[s]: float(probes.scores[s][la, he]) for s in SCORE_NAMES}}
     for la in range(stack.num_layers)
     for he in range(stack.num_heads)
 ]
-table = pd.DataFrame(rows).sort_values(SCORES[score], ascending=False)
+table = pd.DataFrame(rows).sort_values(SCORE_NAMES[score], ascending=False)
 st.dataframe(
     table,
     hide_index=True,
     width="stretch",
-    column_config={name: st.column_config.NumberColumn(format="%.3f") for name in SCORES.values()},
+    column_config={name: st.column_config.NumberColumn(format="%.3f") for name in SCORE_NAMES.values()},
 )
 for name, meaning in MEANINGS.items():
-    st.caption(f"**{SCORES[name]}**: {meaning}")
+    st.caption(f"**{SCORE_NAMES[name]}**: {meaning}")

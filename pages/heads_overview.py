@@ -1,11 +1,12 @@
 """All heads: every layer and head of the model as one figure of thumbnails; pick one to open it."""
 
+import dataclasses
+
 import streamlit as st
 
-from explorer import ui
-from explorer.render.grid import MAX_THUMBNAIL, tiled, tiles_figure
-from explorer.render.style import FigureInfo
+from explorer import ui, views
 from explorer.ui.attention import open_head_links, run_capture_ui
+from explorer.views.attention import MAX_THUMBNAIL
 
 ui.page_shell()
 header = ui.page_header(
@@ -31,14 +32,9 @@ with ui.controls():
     with head_column:
         head = ui.index_slider_ui("Head", stack.num_heads, key="head")
 ui.notices_ui()
-info = FigureInfo(
-    "All heads", model=lm.name, text=view.shown_text, where=(f"{stack.num_layers} layers × {stack.num_heads} heads",)
-)
-# The tiled image is all the figure (and a later export) needs: the capture itself is not kept.
-image, rows, columns = tiled(stack.attentions, stack.masks_by_layer())
-shape = (rows, columns, stack.num_layers, stack.num_heads)
+grid = views.attention.AllHeads(lm.name, view.text, view.text_pair, view.target, view.stack_name)
 with ui.stage():
-    figure = tiles_figure(image, *shape, info=info, look=ui.figure_look("grid"), selected=(layer, head))
+    figure = dataclasses.replace(grid, selected=(layer, head)).figure(view.capture)(look=ui.figure_look("grid"))
     event = st.plotly_chart(
         figure,
         theme=None,
@@ -48,7 +44,7 @@ with ui.stage():
         selection_mode="points",
         config={"displaylogo": False},
     )
-    ui.export_buttons(ui.figure_builder(tiles_figure, image, *shape, info=info), info, key="grid")
+    ui.export_buttons(grid.figure(view.capture), grid.info(view.capture), key="grid")
 points = (
     (event or {}).get("selection", {}).get("points", [])
     if isinstance(event, dict)

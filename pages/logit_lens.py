@@ -4,9 +4,7 @@ import numpy as np
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.render.lens import LAYERS_COUNTED, lens_figure, lens_trajectory_figure
-from explorer.render.style import FigureInfo
+from explorer import ui, views
 
 DEFAULT_TEXT = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
 
@@ -16,7 +14,7 @@ header = ui.page_header(
     "After the embeddings and after every layer, the residual stream is read through the model's own final "
     "norm and unembedding, as if the model stopped there. Each cell is the token that reading predicts next, "
     "coloured by its probability; the top row is the model's real prediction. Early layers often predict the "
-    "input token itself or a frequent token; the answer settles layer by layer. " + LAYERS_COUNTED,
+    "input token itself or a frequent token; the answer settles layer by layer. " + views.lens.LAYERS_COUNTED,
 )
 lm = ui.require_model()
 text, _, target = ui.text_inputs_ui(lm.kind, DEFAULT_TEXT, compact=ui.presenting(), slot=header, model_name=lm.name)
@@ -56,29 +54,15 @@ with ui.controls():
     )
 ui.notices_ui()
 
-shown = " / ".join(part for part in (text, target) if part)
-where = ("decoder",) if target else ()
-info = FigureInfo("Logit lens", model=lm.name, text=shown, where=where)
+view = views.lens.Lens(lm.name, text, target)
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(lens_figure, lens.top_tokens, lens.top_logprobs, lens.tokens, info=info, masked=lens.masked),
-        info,
-        key="lens",
-        alt=f"Logit lens of {info.subtitle()}",
-    )
+    ui.show_view(view, lens, key="lens", alt=f"Logit lens of {view.info().subtitle()}")
 
 final = lens.final_tokens[position]
 ranks, logprobs = lens.final_ranks[:, position], lens.final_logprobs[:, position]
 settled = int(np.argmax(ranks == 0))  # the last row is always 0: the model's own prediction
 token = ui.literal(repr(lens.tokens[position]))
-trajectory_info = FigureInfo(
-    "The final prediction, layer by layer", model=lm.name, text=shown, where=(f"position {position}",)
-)
-ui.show_figure(
-    ui.figure_builder(lens_trajectory_figure, logprobs, ranks, final, info=trajectory_info),
-    trajectory_info,
-    key="lens-trajectory",
-)
+ui.show_view(views.lens.Trajectory(lm.name, text, target, position), lens, key="lens-trajectory")
 where_settled = "after the embeddings" if settled == 0 else f"after layer {settled - 1}"  # row 0: the embeddings
 predicts = f"At {token}, the model guesses" if lens.masked else f"After {token}, the model predicts"
 st.caption(

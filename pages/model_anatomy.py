@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from explorer import ui
+from explorer import ui, views
 from explorer.compute.anatomy import (
     layer_against_textbook,
     lecture_count,
@@ -11,8 +11,6 @@ from explorer.compute.anatomy import (
     memory_mb,
     textbook_formula,
 )
-from explorer.render.anatomy import parameters_figure
-from explorer.render.style import FigureInfo
 
 # (has output embeddings, tied) -> what to say about the embedding tables
 EMBEDDINGS = {
@@ -34,7 +32,8 @@ ui.page_header(
 lm = ui.require_model()
 
 
-anatomy = ui.run_model("anatomy", lm.name)
+parameters = views.anatomy.Parameters(lm.name)
+anatomy = ui.run_view(parameters)
 facts = st.columns(4)
 facts[0].metric("Parameters", f"{anatomy.total_parameters:,}")
 facts[1].metric("Layers", anatomy.layers)
@@ -58,9 +57,8 @@ if anatomy.width and anatomy.heads:
     )
 
 st.subheader("Where the parameters are")
-info = FigureInfo("Parameters by kind and layer", model=lm.name, where=(f"{anatomy.total_parameters:,} in all",))
 with ui.stage():
-    ui.show_figure(ui.figure_builder(parameters_figure, anatomy, info=info), info, key="parameters")
+    ui.show_view(parameters, anatomy, key="parameters")
 totals = pd.DataFrame(
     [
         {"kind": kind, "parameters": count, "share": count / anatomy.total_parameters}

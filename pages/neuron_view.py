@@ -3,9 +3,7 @@
 import streamlit as st
 
 import explorer
-from explorer import ui
-from explorer.render.style import FigureInfo
-from explorer.render.vectors import neuron_view_figure
+from explorer import ui, views
 from explorer.ui.attention import run_capture_ui
 
 ui.page_shell()
@@ -36,19 +34,9 @@ with ui.controls():
     with query_column:
         query = ui.index_slider_ui("Query token", len(stack.query_tokens), key="query")
 ui.notices_ui()
-token = stack.query_tokens[query]
-info = FigureInfo(
-    "Neuron view", model=lm.name, text=view.shown_text, where=(f"layer {layer}", f"head {head}", f"query #{query}")
-)
-# Copies of what the figure draws, so a later export does not keep the whole capture alive.
-query_vector, key_vectors = stack.queries[layer, head, query].copy(), stack.keys[layer, head].copy()
-row, scale, key_tokens = stack.attentions[layer, head, query].copy(), float(stack.scale[layer]), stack.key_tokens
+neuron = views.attention.Neuron(lm.name, view.text, view.text_pair, view.target, view.stack_name, layer, head, query)
 with ui.stage():
-    ui.show_figure(
-        ui.figure_builder(neuron_view_figure, query_vector, key_vectors, scale, row, key_tokens, token, info=info),
-        info,
-        key="neuron",
-    )
+    ui.show_view(neuron, view.capture, key="neuron")
 st.caption(
     "These are the vectors the model's own attention used (after rotary embeddings and q/k norms where the model "
     "has them); the weights are its own. Masked keys get weight 0."

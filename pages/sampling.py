@@ -11,7 +11,6 @@ import streamlit as st
 import explorer
 from explorer import ui, views
 from explorer.compute.decoding import sampled_table
-from explorer.render.sampling import stages_rows
 from explorer.ui import decoding
 
 ui.page_shell()
@@ -67,8 +66,9 @@ def sampling_page() -> None:
     ui.show_view(temperatures, ui.run_view(temperatures), key="temperatures")
 
     st.subheader("The pipeline, stage by stage")
+    stages = views.sampling.Stages(lm.name, prompt, temperature, top_k, top_p, min_p)
     st.dataframe(
-        pa.Table.from_pylist(stages_rows(distribution)),  # Arrow as is: a pandas frame costs a slider move 1 ms
+        pa.Table.from_pylist(stages.rows(distribution)),  # Arrow as is: a pandas frame costs a slider move 1 ms
         hide_index=True,
         width="stretch",
         column_config={
@@ -76,7 +76,7 @@ def sampling_page() -> None:
             "its probability": st.column_config.NumberColumn(format="%.4f"),
         },
     )
-    ui.show_view(views.sampling.Stages(lm.name, prompt, temperature, top_k, top_p, min_p), distribution, key="stages")
+    ui.show_view(stages, distribution, key="stages")
 
     st.subheader("Seeded sampling")
     draw_column, seed_column, steps_column = st.columns([2, 1, 1], vertical_alignment="bottom")

@@ -4,13 +4,9 @@ import pandas as pd
 import streamlit as st
 
 import explorer
-from explorer import ui
+from explorer import ui, views
 from explorer.compute.anatomy import shape_trail
-from explorer.compute.positions import find_token, layerwise_cosine, rotary_angles, sinusoidal_encoding
 from explorer.compute.tokens import split_words
-from explorer.render.lens import LAYERS_COUNTED
-from explorer.render.style import FigureInfo
-from explorer.render.vectors import cosine_figure, sinusoidal_figure, vectors_heatmap
 from explorer.ui.attention import DEFAULT_PAIR, DEFAULT_TEXT, unknown_tokens_ui
 
 ui.page_shell()
@@ -31,7 +27,8 @@ if not text.strip():
     st.info("Type some text to see its tokens.")
     st.stop()
 try:
-    vectors = ui.run_model("input vectors", lm.name, text, pair or None)  # tokens, embeddings, the first layer's input
+    embeddings = views.tokens.Embeddings(lm.name, text, pair or None)
+    vectors = ui.run_view(embeddings)  # tokens, embeddings, the first layer's input
 except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
@@ -61,7 +58,6 @@ if split:  # a small vocabulary (the bundled decoder has 6,144 tokens, gpt2 50,2
     )
 
 ids = [row.token_id for row in rows]
-labels = [f"#{r.position} {r.token}" for r in rows]
 
 st.subheader("From ids to the first layer")
 st.dataframe(
@@ -88,25 +84,16 @@ else:
         "scales or offsets its embeddings, for example."
     )
 st.subheader("Token embeddings")
-info = FigureInfo("Token embeddings", model=lm.name, text=text, where=(f"{found.token.shape[1]} dimensions",))
 with ui.stage():
-    ui.show_figure(ui.figure_builder(vectors_heatmap, found.token, labels, info=info), info, key="tokens")
+    ui.show_view(embeddings, vectors, key="tokens")
 
 st.subheader("Positions")
 if found.position is not None:
     left, right = st.columns(2)
-    position_labels = [f"position {i}" for i in range(len(found.position))]
     with left:
-        learned = FigureInfo("Learned position embeddings", model=lm.name, where=(f"first {len(found.position)}",))
-        ui.show_figure(
-            ui.figure_builder(vectors_heatmap, found.position, position_labels, info=learned),
-            learned,
-            key="positions",
-        )
+        ui.show_view(views.tokens.LearnedPositions(lm.name, text, pair or None), vectors, key="positions")
     with right:
-        formula = FigureInfo("Sinusoidal encoding (Vaswani et al., 2017)", where=(f"d = {found.token.shape[1]}",))
-        encoding = sinusoidal_encoding(len(found.position), found.token.shape[1])
-        ui.show_figure(ui.figure_builder(sinusoidal_figure, encoding, info=formula), formula, key="sinusoidal")
+        ui.show_view(views.tokens.Sinusoidal(lm.name, text, pair or None), vectors, key="sinusoidal")
     st.caption(
         "Left: what this model learned for each position. Right: the original Transformer's fixed encoding, "
         "for comparison: dimensions 2i and 2i + 1 hold the sine and the cosine of the position × 1 / "
@@ -115,20 +102,7 @@ if found.position is not None:
         "would blur into patterns that are not in the values."
     )
 elif found.inverse_frequency is not None:
-    angles = rotary_angles(found.inverse_frequency, max(len(ids), 32))
-    rotary = FigureInfo("Rotary position angles", model=lm.name, where=(f"{angles.shape[1]} pairs per head",))
-    ui.show_figure(
-        ui.figure_builder(
-            vectors_heatmap,
-            angles,
-            [f"position {i}" for i in range(len(angles))],
-            info=rotary,
-            x_title="rotated pair (fast to slow)",
-            colorbar_title="angle (radians)",
-        ),
-        rotary,
-        key="rotary",
-    )
+    ui.show_view(views.tokens.RotaryAngles(lm.name, text, pair or None), vectors, key="rotary")
     st.caption(
         "This model has no position table: it rotates each pair of query and key dimensions by position × "
         "frequency (the model's own frequencies). Fast pairs turn quickly, slow ones barely: the dot product of "
@@ -145,22 +119,19 @@ with second:
     sentence_b = ui.text_ui("Sentence 2", DEFAULT_PAIR, key="ctx_b", height=68)
 with word_column:
     word = ui.text_ui("Word", "flies", key="word", height=None)
+context = views.tokens.Context(lm.name, sentence_a, sentence_b, word)
 try:
-    a = ui.run_model("capture", lm.name, sentence_a)
-    b = ui.run_model("capture", lm.name, sentence_b)
+    captures = ui.run_view(context)
 except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
-pa, pb = find_token(a.tokens, word), find_token(b.tokens, word)
-if pa is None or pb is None or a.hidden_states is None:
+similarity = context.similarity(captures)
+if similarity is None:
     st.info(f"“{ui.literal(word)}” is not a single token of both sentences for this model: pick a word in both.")
     st.stop()
-similarity = layerwise_cosine(a.hidden_states, pa, b.hidden_states, pb)
-context = FigureInfo("Context changes a token", model=lm.name, text=f"{sentence_a} / {sentence_b}", where=(word,))
-series = {f"“{word}” in sentence 1 vs sentence 2": similarity}
-ui.show_figure(ui.figure_builder(cosine_figure, series, info=context), context, key="context")
+ui.show_view(context, captures, key="context")
 st.caption(
     f"Cosine similarity of the vector of “{ui.literal(word)}” in the two sentences: {similarity[0]:.3f} after the "
     f"embeddings, {similarity[-1]:.3f} after the last layer. The same token starts near identical (position "
-    "aside) and drifts apart as each layer mixes in its neighbours. " + LAYERS_COUNTED
+    "aside) and drifts apart as each layer mixes in its neighbours. " + views.lens.LAYERS_COUNTED
 )

@@ -19,21 +19,22 @@ from nbclient import NotebookClient
 from plotly.offline import get_plotlyjs
 
 import explorer
+from explorer import views
 from explorer.compute.sampling import distribution_from_logits
 from explorer.data._display import Displayed
-from explorer.render import notebook, views
+from explorer.data.attention import STACK_LABELS
+from explorer.render import notebook
 from explorer.render.ablation import ablation_map
 from explorer.render.decoding import beam_tree_figure, candidates_figure
 from explorer.render.heatmap import masked_weights, weights_heatmap
 from explorer.render.lens import lens_figure
 from explorer.render.sampling import stages_figure
 from explorer.render.style import FigureInfo
-from explorer.ui import STACK_LABELS
 from tests.browser import ROOT, chromium, needs_chromium, open_tab
 from tests.figures import decode_plotly_array
 
 TOUR = ROOT / "docs" / "tour.ipynb"
-RESULTS = tuple(result.__name__ for result in views.VIEWS)  # every class that displays as a figure
+RESULTS = tuple(result.__name__ for result in views.display.DISPLAYS)  # every class that displays as a figure
 REMOTE_SCRIPT = re.compile(r"<script[^>]+src=[\"']?(https?:)?//|import\s*[\"'](https?:)?//", re.IGNORECASE)
 # Appended to the executed copy only: the kernel's connection guard must answer, or the run proved nothing.
 GUARD_PROBE = """import socket
@@ -180,8 +181,9 @@ def test_the_package_and_its_displays_need_no_ipython():
 
 
 def test_the_data_layer_imports_nothing_from_the_render_layer():
-    """explorer/data sits below the figures: not one import of explorer.render there, not even inside a function
-    (the display reaches the data classes through explorer.data._display, filled by explorer.render.notebook)."""
+    """explorer/data sits below the figures and the views: not one import of explorer.render or explorer.views
+    there, not even inside a function (the display reaches the data classes through explorer.data._display,
+    filled by explorer.views.display)."""
     found = []
     for path in sorted((ROOT / "explorer" / "data").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
@@ -191,7 +193,8 @@ def test_the_data_layer_imports_nothing_from_the_render_layer():
                 names = [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
             else:
                 continue
-            if any(name == "explorer.render" or name.startswith("explorer.render.") for name in names):
+            above = ("explorer.render", "explorer.views")
+            if any(name == layer or name.startswith(f"{layer}.") for name in names for layer in above):
                 found.append(f"{path.name}:{node.lineno}")
     assert found == []
 
@@ -323,9 +326,9 @@ RESULT_NAMES = ["capture", "greedy", "beam", "sample", "distribution", "logits",
 
 def test_every_result_type_that_displays_is_compared_with_its_page(results):
     assert set(results) == set(RESULT_NAMES)
-    assert {type(result) for result, _ in results.values()} == set(views.VIEWS)
+    assert {type(result) for result, _ in results.values()} == set(views.display.DISPLAYS)
     displayed = {cls for module in (explorer.data, explorer) for cls in vars(module).values() if isinstance(cls, type)}
-    assert {cls for cls in displayed if issubclass(cls, Displayed)} == set(views.VIEWS)
+    assert {cls for cls in displayed if issubclass(cls, Displayed)} == set(views.display.DISPLAYS)
 
 
 @pytest.mark.parametrize("name", RESULT_NAMES)
@@ -342,14 +345,15 @@ def test_a_view_is_its_pages_figure_at_any_setting_too(decoder):
     seq2seq = explorer.load_model(explorer.DEFAULT_SEQ2SEQ)
     text, target = "Thursday, March 5, 2021", "2021-03-05"
     capture = explorer.capture(seq2seq, text, target=target)
-    view = views.attention_view(capture, text=f"{text} / {target}", stack="cross", layer=1, head=0)
+    view = views.attention.Head(seq2seq.name, text, target=target, stack="cross", layer=1, head=0)
     page = _attention_page(capture, stack_name="cross", layer=1, head=0, text=f"{text} / {target}")
-    assert _figure_data(view.build()) == _figure_data(page)
-    assert view.info.where == ("cross-attention", "layer 1", "head 0")
+    assert _figure_data(view.figure(capture)()) == _figure_data(page)
+    assert view.info(capture).where == ("cross-attention", "layer 1", "head 0")
     beam = explorer.decode(decoder, "It is a truth", strategy="beam", num_beams=2, max_new_tokens=3)
-    assert _figure_data(views.beam_view(beam, upto_step=0).build()) == _figure_data(_beam_page(beam, upto=0))
+    tree = views.decoding.BeamTree.for_result(beam)
+    assert _figure_data(dataclasses.replace(tree, upto_step=0).figure(beam)()) == _figure_data(_beam_page(beam, upto=0))
     probes = explorer.head_probes(decoder, n=8, seed=1)
-    shown = views.probes_view(probes, score="previous").build()
+    shown = dataclasses.replace(views.probes.BestHead.for_result(probes), score="previous").figure(probes)()
     assert _figure_data(shown) == _figure_data(_probes_page(probes, "previous", "previous token"))
 
 

@@ -19,16 +19,13 @@ from dataclasses import replace
 import numpy as np
 
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, BeamNode, DecodeTrace
-from explorer.labels import visible as visible_label
+from explorer.labels import visible
 
 
 def mark_leading_space(token: str) -> str:
     """A token label with its leading space shown (``␣``), so word starts stay visible in tables (not to be confused
     with ``explorer.labels.visible``, which every label has already been through)."""
     return "␣" + token[1:] if token.startswith(" ") else token
-
-
-visible = mark_leading_space  # the old name, for pages/greedy_search.py and explorer/ui/branching.py until they move
 
 
 def greedy_table(trace: DecodeTrace, tokenizer=None, *, row: int = 0, context_chars: int = 60) -> list[dict]:
@@ -84,7 +81,7 @@ def _input_text(trace: DecodeTrace, step, row: int, tokenizer, limit: int) -> st
     # One line, as the token columns show it: a line break is "↵" (as in the chosen token), other runs of
     # whitespace one space.
     text = "↵".join(" ".join(line.split()) for line in text.replace("\r\n", "\n").split("\n"))
-    text = visible_label(text)
+    text = visible(text)
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 

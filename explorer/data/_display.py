@@ -1,16 +1,16 @@
 """How a result shows itself in Jupyter, without the data contract importing the figures.
 
 Every result class with a page of its own derives from ``Displayed``. Its ``_repr_mimebundle_`` hands the result
-to the one display function that ``explorer.render.notebook`` registers here when ``explorer`` is imported; that
-function draws the result as its page does (``explorer.render.views``). The data layer stays below the render
-layer: nothing here imports it.
+to the one display function that ``explorer.views.display`` registers here when ``explorer`` is imported; that
+function draws the result as its page does (the page's view). The data layer stays below the render and view
+layers: nothing here imports them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-# Filled once by explorer.render.notebook (imported by explorer/__init__.py): (result, include, exclude) -> bundle.
+# Filled once by explorer.views.display (imported by explorer/__init__.py): (result, include, exclude) -> bundle.
 _DISPLAY: dict[str, Callable[..., dict]] = {}
 
 

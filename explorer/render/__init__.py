@@ -4,12 +4,12 @@ How it works: each figure function takes a data record (or plain arrays from it,
 plus ``info`` (what the figure shows: a ``FigureInfo``) and ``look`` (how big: ``SCREEN``,
 ``presentation_look(...)``, ``SLIDE``), and returns a Plotly figure (or a ``PlotlySpec``, its plain dicts), an
 Altair/Vega-Lite chart or an HTML string. So the same function draws the app's figure, a notebook's and a slide's:
-a page hands it to ``explorer.ui`` (``show_figure``, sized to the window, with its export buttons); ``views``
-holds, for each result type, the page's own call with the page's opening settings, which is what a result shows
-in Jupyter (``notebook``); ``export`` writes any figure as PNG, SVG or offline HTML through native renderers in a
-worker process (``renderer``). Token labels are model output and text is visitor input: everything here escapes
-them before they reach anything that interprets HTML. Arrays keep the axis names of ``explorer.data``
-([layer, head, query, key] weights, [vocab] probabilities).
+a view (``explorer.views``) holds the page's call, which the page hands to ``explorer.ui`` (``show_figure``,
+sized to the window, with its export buttons) and Jupyter draws for a result (``notebook``); ``export`` writes
+any figure as PNG, SVG or offline HTML through native renderers in a worker process (``renderer``). Token
+labels are model output and text is visitor input: everything here escapes them before they reach anything that
+interprets HTML. Arrays keep the axis names of ``explorer.data`` ([layer, head, query, key] weights, [vocab]
+probabilities).
 
 What each module holds:
 
@@ -18,7 +18,7 @@ What each module holds:
 - One module per view family: ``heatmap`` (one head's matrices), ``grid`` (every head at once), ``vectors``
   (embeddings, positions, one head step by step), ``decoding`` (candidates, the beam tree, log-probabilities),
   ``sampling`` (the next-token distribution), ``lens``, ``ablation``, ``anatomy``, ``bertviz`` (BertViz's views).
-- ``views`` (one view per result type), ``notebook`` (Jupyter's bundles), ``export`` and ``renderer`` (files).
+- ``notebook`` (Jupyter's bundles), ``export`` and ``renderer`` (files).
 
 For example::
 

@@ -1,8 +1,8 @@
 """Results shown in Jupyter as the app's figures: what ``_repr_mimebundle_`` of the data classes returns.
 
-One function, ``mimebundle``, draws every result: it looks up the result's view in ``explorer.render.views.VIEWS``
-(the page's own render function and arguments) and registers itself with ``explorer.data._display`` when this
-module is imported (``explorer/__init__.py`` imports it), so the data classes need not import the figures.
+One function, ``mimebundle``, makes the bundle of a figure builder and a summary; ``explorer.views.display`` hands
+it each result's page view (``view.figure(result)``: the page's own render function and arguments) and registers
+the result's display with ``explorer.data._display``, so the data classes need not import the figures.
 
 Each bundle has three representations; a frontend shows the richest it can:
 
@@ -23,23 +23,20 @@ import threading
 
 import plotly.io as pio
 
-from explorer.data._display import register_display
 from explorer.render.layout import PlotlySpec
-from explorer.render.views import VIEWS
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 _plotly_js = {"sent": False}
 _plotly_js_lock = threading.Lock()
 
 
-def mimebundle(result, include=None, exclude=None) -> dict:
-    """The bundle of any result with a view (``explorer.render.views.VIEWS``: the figure its page draws, with the
-    page's default settings), with the mime types ``include`` names (all when None) less those ``exclude`` names, as
-    IPython's ``_repr_mimebundle_`` is asked for them."""
-    view = VIEWS[type(result)](result)
-    bundle = {"text/plain": view.summary}
+def mimebundle(build, summary: str, include=None, exclude=None) -> dict:
+    """The bundle of the figure ``build()`` draws (a view's figure builder, at the screen's look) with ``summary`` as
+    its text, with the mime types ``include`` names (all when None) less those ``exclude`` names, as IPython's
+    ``_repr_mimebundle_`` is asked for them."""
+    bundle = {"text/plain": summary}
     if _wanted(PLOTLY_MIME, include, exclude) or _wanted("text/html", include, exclude):
-        figure = view.build()
+        figure = build()
         figure = figure.figure() if isinstance(figure, PlotlySpec) else figure  # the validated figure, as exports
         # Through Plotly's own JSON encoder: arrays become typed-array data that Jupyter can send as JSON.
         bundle[PLOTLY_MIME] = json.loads(pio.to_json(figure, validate=False))
@@ -62,7 +59,3 @@ def reset_plotly_js() -> None:
     """Send plotly.js again with the next figure (a new notebook page, or a test)."""
     with _plotly_js_lock:
         _plotly_js["sent"] = False
-
-
-# Every result that derives from explorer.data's Displayed shows itself through this one function.
-register_display(mimebundle)

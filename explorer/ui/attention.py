@@ -16,15 +16,15 @@ import numpy as np
 import streamlit as st
 
 import explorer
-from explorer.compute.statistics import head_statistics, rollout, without_tokens
+from explorer import display_name
+from explorer.compute.statistics import head_statistics, without_tokens
 from explorer.compute.tokens import unknown_share
-from explorer.models.loading import display_name
-from explorer.render.heatmap import blank_masked, masked_weights
 from explorer.ui.caches import results_cache
 from explorer.ui.results import run_model
 from explorer.ui.shell import controls, presenting
 from explorer.ui.text import literal
 from explorer.ui.widgets import EXAMPLES, set_value, stack_ui, text_inputs_ui
+from explorer.views.attention import allowed_weights, rollout_by_layer
 
 DEFAULT_TEXT = "time flies like an arrow"
 DEFAULT_PAIR = "fruit flies like a banana"
@@ -133,21 +133,6 @@ def _derived_key(view: CaptureView, *what) -> tuple:
     return ("derived", *what, view.capture.model_name, view.text, view.text_pair, view.target, view.stack_name)
 
 
-def allowed_weights(stack, layer: int, heads: int | slice = slice(None)) -> np.ndarray:
-    """[head, query, key] of one layer (or [query, key] of one head): the weights, 0 where the mask forbids
-    attending (a copy)."""
-    return np.where(stack.masks_by_layer()[layer], stack.attentions[layer, heads], 0.0)
-
-
-def shown_head(stack, layer: int, head: int, hidden=()) -> tuple[np.ndarray, tuple[str, ...]]:
-    """One head's weights as the pages draw them, [query, key] with NaN where masked, and the key tokens;
-    with ``hidden`` key positions dropped and each row renormalised over the rest (``without_tokens``)."""
-    if not hidden:
-        return masked_weights(stack, layer, head), stack.key_tokens
-    weights, kept = without_tokens(allowed_weights(stack, layer, head), hidden)
-    return blank_masked(weights, stack.masks_by_layer()[layer][:, kept]), tuple(stack.key_tokens[i] for i in kept)
-
-
 # Both are computed a layer at a time, at once rather than queued behind the class's model runs: a session
 # waiting in the queue would hold its capture (90 MB at 500 tokens) all that while, and copies of every layer
 # at once made 200-400 MB of temporaries per session.
@@ -172,14 +157,7 @@ def cached_head_statistics(view: CaptureView, special_positions: tuple[int, ...]
 def cached_rollout(view: CaptureView) -> np.ndarray:
     """[layer, query, key] attention rollout of the view's (square) stack, up to each layer."""
 
-    def compute():
-        stack = view.stack
-        head_means = np.stack(
-            [allowed_weights(stack, layer).mean(axis=0, dtype=np.float64) for layer in range(stack.num_layers)]
-        )
-        return rollout(head_means[:, None])  # one "head" per layer: rollout's own mean over heads is then exact
-
-    return results_cache().get(_derived_key(view, "rollout"), compute)
+    return results_cache().get(_derived_key(view, "rollout"), lambda: rollout_by_layer(view.stack))
 
 
 def open_head_links(view: CaptureView, layer: int, head: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.compute.decoding import path_to, visible
+from explorer.compute.decoding import mark_leading_space, path_to
 from explorer.ui.clicks import clicked_point
 from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import set_value, token_ids_state
@@ -59,8 +59,9 @@ def _forced_label(trace, step) -> str:
     token_id = int(step.chosen_ids[0])
     candidates = list(step.candidate_ids[0])
     if token_id in candidates:
-        return visible(step.candidate_tokens[0][candidates.index(token_id)])
-    return visible(trace.generated_tokens[0][step.step]) if step.step < len(trace.generated_tokens[0]) else "?"
+        return mark_leading_space(step.candidate_tokens[0][candidates.index(token_id)])
+    generated = trace.generated_tokens[0]
+    return mark_leading_space(generated[step.step]) if step.step < len(generated) else "?"
 
 
 def side_by_side_ui(original, branch) -> None:

@@ -55,25 +55,28 @@ def greedy_decoding(model_name: str, prompt: str, *, steps: int, force=(), top_n
     return first_steps(trace, steps, cached_model(model_name).tokenizer)
 
 
-def sampled_decoding(model_name: str, prompt: str, *, temperature: float, **settings) -> explorer.DecodeTrace:
-    """Seeded sampling at ``temperature`` (a value of the ``TEMPERATURES`` slider); then, while no student's run
-    waits, the same sampling at every other value of the slider, nearest first, each cached under the key a move
-    there asks for: a move answers from the cache instead of running the model.
+def on_temperature_grid(temperature: float) -> float:
+    """``temperature`` as the ``TEMPERATURES`` slider writes it (0.15000000000000002 is 0.15): the key a move asks
+    for must be the key ``sample_ahead`` filled."""
+    nearest = min(slider_values(*TEMPERATURES), key=lambda value: abs(value - temperature))
+    return nearest if abs(nearest - temperature) < 1e-9 else temperature
+
+
+def sample_ahead(model_name: str, prompt: str, *, temperature: float, **settings) -> None:
+    """While no student's run waits, the seeded sampling of ``settings`` at every other value of the
+    ``TEMPERATURES`` slider, nearest first, each cached under the key a move there asks for: a move then answers
+    from the cache instead of running the model.
 
     Sampling at another temperature is another decoding (each draw depends on the temperature, and every later
     step on the draws), so nothing is cut or interpolated: each value is ``explorer.decode`` itself, exactly the
     run the move would have made (equal to ``generate()`` with the same seed)."""
     grid = slider_values(*TEMPERATURES)
-    nearest = min(grid, key=lambda value: abs(value - temperature))
-    temperature = nearest if abs(nearest - temperature) < 1e-9 else temperature  # 0.15000000000000002 is 0.15
-    trace = run_model("decode", model_name, prompt, strategy="sample", temperature=temperature, **settings)
     others = sorted((value for value in grid if value != temperature), key=lambda value: abs(value - temperature))
     tasks = [
         functools.partial(gateway.run, "decode", model_name, prompt, strategy="sample", temperature=value, **settings)
         for value in others
     ]
     IDLE_WORK.submit(("temperatures", model_name, prompt, tuple(sorted(settings.items()))), tasks)
-    return trace
 
 
 def slider_values(low: float, high: float, step: float) -> list[float]:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 import explorer
-from explorer.compute.attention import toy_stages
-from explorer.render.heatmap import agreement_caption, mask_heatmap, scores_heatmap
-from explorer.render.style import FigureInfo
-from explorer.render.vectors import step_by_step_figure
-from explorer.ui.figures import figure_builder, show_figure
-from explorer.ui.results import run_model
+from explorer import views
+from explorer.ui.results import run_view, show_view
 from explorer.ui.shell import stage
 
 
@@ -31,9 +29,11 @@ STAGE_COLUMNS = {"dot": "q·k", "scaled": "× scale", "capped": "softcapped", "b
 
 def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
     """The chapter's attention with no learnt weights, on this text's token embeddings, checked against torch."""
-    found = run_model("embeddings", lm.name, tuple(int(i) for i in view.capture.token_ids))
+    token_ids = tuple(int(i) for i in view.capture.token_ids)
+    toy = views.attention.Toy(lm.name, view.shown_text, token_ids, tuple(tokens), query, causal)
+    found = run_view(toy)
     vectors = found.token
-    stages = toy_stages(vectors, causal=causal)
+    stages = toy.stages(found)
     hidden = vectors.shape[-1]
     st.latex(
         r"\mathrm{Attention}(X) = \mathrm{softmax}\!\left(\frac{X X^\top}{\sqrt{%d}}" % hidden  # noqa: UP031
@@ -50,34 +50,17 @@ def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
         f"{float(np.linalg.norm(vectors, axis=1).max()):.2f})."
         + (" The causal mask hides the tokens after each query." if causal else "")
     )
-    info = FigureInfo("Chapter toy attention", model=lm.name, text=view.shown_text, where=(f"query #{query}",))
     with stage():
-        show_figure(
-            figure_builder(
-                step_by_step_figure, stages, vectors[query].copy(), vectors, vectors, tokens, query, info=info
-            ),
-            info,
-            key="toy",
-        )
+        show_view(toy, found, key="toy")
     st.dataframe(pd.DataFrame(stage_table(stages, tokens, query)), hide_index=True, width="stretch")
     reference = explorer.torch_attention(vectors, vectors, vectors, causal=causal)
-    difference = float(np.abs(stages["output"] - reference).max())
-    st.caption(
-        agreement_caption("the outputs (weights × X) against torch's own scaled_dot_product_attention", difference)
-    )
-    mask = np.tril(np.ones((len(tokens), len(tokens)), dtype=bool)) if causal else None
-    if mask is not None:
-        mask_info = FigureInfo("Attention mask", model=lm.name, text=view.shown_text, where=("chapter toy",))
-        scores_info = FigureInfo("Masked scores", model=lm.name, text=view.shown_text, where=("chapter toy",))
+    st.caption(toy.caption(found, reference))
+    if causal:
         mask_column, scores_column = st.columns(2)
         with mask_column:
-            show_figure(figure_builder(mask_heatmap, mask, tokens, tokens, info=mask_info), mask_info, key="toy-mask")
+            show_view(dataclasses.replace(toy, show="mask"), found, key="toy-mask")
         with scores_column:
-            show_figure(
-                figure_builder(scores_heatmap, stages["masked"], tokens, tokens, info=scores_info),
-                scores_info,
-                key="toy-scores",
-            )
+            show_view(dataclasses.replace(toy, show="scores"), found, key="toy-scores")
         st.caption(
             "The chapter's mask, torch.tril(torch.ones(n, n)): 1 where a query may attend, 0 where it may not; "
             "scores.masked_fill(mask == 0, −∞) gives the scores on the right."

@@ -25,6 +25,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import DEFAULT_SEQ2SEQ
+from explorer.data.attention import STACK_LABELS
 from explorer.hosting import POLICY
 from explorer.ui.text import literal
 
@@ -32,7 +33,6 @@ PAIR_HINT = "e.g. a question, as in BERT's sentence pairs"
 # Models that only read one kind of text (the bundled date converter) start from an input and target of theirs.
 EXAMPLES = {DEFAULT_SEQ2SEQ: ("Thursday, March 5, 2021", "2021-03-05")}
 TARGET_HINT = "add it to see decoder self-attention and cross-attention"
-STACK_LABELS = {"encoder": "Encoder self-attention", "decoder": "Decoder self-attention", "cross": "Cross-attention"}
 MAX_TEXT_CHARS = POLICY.max_text_chars  # 20,000 locally, 2,000 on a hosted class server
 LINK_TEXT_CHARS = 4_000  # a URL-encoded text this long stays well under the server's ~16 kB request line
 _VALUES = "_widget_values"  # {widget key: the value this session last chose or was linked to}

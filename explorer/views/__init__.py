@@ -10,8 +10,12 @@ A view is a frozen object of its inputs (model name, text, settings). Each has
   the caller.
 
 A page reads its widgets, makes the view, and hands it to ``ui.show_view``; anything else (a notebook, a deck)
-calls the same three methods. No Streamlit here. One module per feature: ``attention`` (one head's heatmap),
-``sampling`` (the next-token distribution).
+calls the same three methods. No Streamlit here. One module per feature: ``attention`` (one head's heatmap, two
+compared, statistics and rollout, all heads, step by step, the neuron view, BertViz's views), ``tokens``
+(embeddings and positions), ``anatomy``, ``decoding`` (greedy, the beam tree, comparisons, attention while
+generating), ``sampling`` (the next-token distribution), ``lens``, ``ablation``, ``probes`` (head types).
+``display``: a result in Jupyter is its page's view (``for_result``: the page's opening settings), imported by
+``explorer/__init__.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,17 @@ def builder(render, *args, **kwargs) -> Builder:
 
 
 # After ``builder``, which they use: ``views.sampling.Distribution`` reads as what it is at a page's call site.
-from explorer.views import attention, sampling  # noqa: E402
+from explorer.views import ablation, anatomy, attention, decoding, lens, probes, sampling, tokens  # noqa: E402
 
-__all__ = ["Builder", "attention", "builder", "sampling"]
+__all__ = [
+    "Builder",
+    "ablation",
+    "anatomy",
+    "attention",
+    "builder",
+    "decoding",
+    "lens",
+    "probes",
+    "sampling",
+    "tokens",
+]

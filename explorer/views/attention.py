@@ -5,11 +5,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from explorer import gateway
-from explorer.compute.attention import score_stages
+from explorer.compute.attention import score_stages, toy_stages
+from explorer.compute.statistics import rollout, without_tokens
 from explorer.data import AttentionCapture
-from explorer.render.heatmap import mask_heatmap, masked_weights, scores_heatmap, verification_caption, weights_heatmap
+from explorer.render.bertviz import (
+    frame_height,
+    head_view_html,
+    head_view_slide,
+    head_view_zoom,
+    model_view_html,
+    model_view_slide,
+)
+from explorer.render.grid import MAX_THUMBNAIL as MAX_THUMBNAIL  # the page says when a text is longer
+from explorer.render.grid import tiled, tiles_figure
+from explorer.render.heatmap import (
+    agreement_caption,
+    blank_masked,
+    mask_heatmap,
+    masked_weights,
+    scores_heatmap,
+    token_matrix,
+    verification_caption,
+    weights_heatmap,
+)
 from explorer.render.style import FigureInfo
+from explorer.render.vectors import neuron_view_figure, step_by_step_figure
 from explorer.views import Builder, builder
 
 # What a heatmap can show: its title, and whether it is one head's (else the layer's: the mask is every head's).
@@ -37,6 +60,12 @@ class Head:
     show: str = "weights"
     stretch: bool = False
     skip_first_row: bool = False
+
+    @classmethod
+    def for_result(cls, capture: AttentionCapture) -> Head:
+        """The page as it opens on this capture: the first stack, layer 0, head 0, its weights; the text as typed is
+        not kept, its tokens joined stand for it."""
+        return cls(capture.model_name, " ".join(capture.tokens), stack=next(iter(capture.stacks)))
 
     @property
     def shown_text(self) -> str:
@@ -83,3 +112,321 @@ class Head:
 
     def check_caption(self, result: AttentionCapture, error: float) -> str:
         return verification_caption(error, tolerance=result.stacks[self.stack].tolerance)
+
+
+def summary(capture: AttentionCapture) -> str:
+    shown = capture.main
+    return (
+        f"AttentionCapture: {capture.model_name}, {len(capture.tokens)} tokens, {shown.num_layers} layers × "
+        f"{shown.num_heads} heads{_capture_remarks(capture)}, stacks {', '.join(capture.stacks)} (shown: layer 0, "
+        "head 0; any other with explorer.render.attention_heatmap(capture.main, layer, head))"
+    )
+
+
+def _capture_remarks(capture: AttentionCapture) -> str:
+    """What changes how the numbers read, from fields alone (nothing is recomputed: ``verify()`` is the check)."""
+    kv_heads = len(set(capture.main.kv_head_of_query.tolist()))
+    remarks = [
+        f"{kv_heads} KV heads" if kv_heads < capture.main.num_heads else "",
+        f"{capture.truncated} tokens cut to fit" if capture.truncated else "",
+        capture.dtype if capture.dtype != "float32" else "",
+        f"{len(capture.ablated)} head{'s' if len(capture.ablated) > 1 else ''} ablated" if capture.ablated else "",
+    ]
+    present = [remark for remark in remarks if remark]
+    return f" ({'; '.join(present)})" if present else ""
+
+
+def allowed_weights(stack, layer: int, heads: int | slice = slice(None)) -> np.ndarray:
+    """[head, query, key] of one layer (or [query, key] of one head): the weights, 0 where the mask forbids
+    attending (a copy)."""
+    return np.where(stack.masks_by_layer()[layer], stack.attentions[layer, heads], 0.0)
+
+
+def shown_head(stack, layer: int, head: int, hidden=()) -> tuple[np.ndarray, tuple[str, ...]]:
+    """One head's weights as the pages draw them, [query, key] with NaN where masked, and the key tokens;
+    with ``hidden`` key positions dropped and each row renormalised over the rest (``without_tokens``)."""
+    if not hidden:
+        return masked_weights(stack, layer, head), stack.key_tokens
+    weights, kept = without_tokens(allowed_weights(stack, layer, head), hidden)
+    return blank_masked(weights, stack.masks_by_layer()[layer][:, kept]), tuple(stack.key_tokens[i] for i in kept)
+
+
+def rollout_by_layer(stack) -> np.ndarray:
+    """[layer, query, key] attention rollout of a (square) stack, up to each layer."""
+    head_means = np.stack(
+        [allowed_weights(stack, layer).mean(axis=0, dtype=np.float64) for layer in range(stack.num_layers)]
+    )
+    return rollout(head_means[:, None])  # one "head" per layer: rollout's own mean over heads is then exact
+
+
+@dataclass(frozen=True)
+class OnCapture:
+    """What every view of one capture shares: its inputs and the stack it shows."""
+
+    model: str
+    text: str
+    text_pair: str | None = None
+    target: str | None = None
+    stack: str = "encoder"
+
+    @property
+    def shown_text(self) -> str:
+        return " / ".join(part for part in (self.text, self.text_pair, self.target) if part)
+
+    def result(self, progress=None) -> AttentionCapture:
+        return gateway.run("capture", self.model, self.text, self.text_pair, self.target, progress=progress)
+
+
+@dataclass(frozen=True)
+class Side(OnCapture):
+    """One side of the comparison page: the main stack's head of one model on one text, no stack named."""
+
+    layer: int = 0
+    head: int = 0
+    stretch: bool = False
+
+    def info(self, result=None) -> FigureInfo:
+        where = (f"layer {self.layer}", f"head {self.head}")
+        return FigureInfo("Attention weights", model=self.model, text=self.shown_text, where=where)
+
+    def figure(self, capture: AttentionCapture) -> Builder:
+        # Only the drawn matrix is kept for a later export, not the capture.
+        stack, b = capture.main, capture.segment_b_start
+        return builder(
+            weights_heatmap,
+            masked_weights(stack, self.layer, self.head),
+            stack.query_tokens,
+            stack.key_tokens,
+            color_max=None if self.stretch else 1.0,
+            info=self.info(),
+            boundaries=() if b is None else (b,),
+        )
+
+
+@dataclass(frozen=True)
+class StatisticsHead(OnCapture):
+    """The head a row of the statistics table opens; ``hidden``: key positions dropped, rows renormalised."""
+
+    layer: int = 0
+    head: int = 0
+    hidden: tuple = ()
+
+    def info(self, result=None) -> FigureInfo:
+        where = (f"layer {self.layer}", f"head {self.head}") + (("special tokens hidden",) if self.hidden else ())
+        return FigureInfo("Attention weights", model=self.model, text=self.shown_text, where=where)
+
+    def figure(self, capture: AttentionCapture) -> Builder:
+        stack = capture.stacks[self.stack]
+        shown, keys = shown_head(stack, self.layer, self.head, self.hidden)
+        return builder(token_matrix, shown, stack.query_tokens, keys, info=self.info())
+
+
+@dataclass(frozen=True)
+class Rollout(OnCapture):
+    """Attention rollout through layer ``upto``; the result is (capture, [layer, query, key] rollout up to each
+    layer), the rollout cached by the page (``ui.attention.cached_rollout``)."""
+
+    upto: int = 0
+
+    def result(self, progress=None):
+        capture = super().result(progress)
+        return capture, rollout_by_layer(capture.stacks[self.stack])
+
+    def info(self, result=None) -> FigureInfo:
+        return FigureInfo("Attention rollout", model=self.model, text=self.shown_text, where=(f"layers 0–{self.upto}",))
+
+    def figure(self, result) -> Builder:
+        capture, rollouts = result
+        stack, rolled = capture.stacks[self.stack], rollouts[self.upto]
+        return builder(
+            token_matrix,
+            rolled,
+            stack.query_tokens,
+            stack.key_tokens,
+            info=self.info(),
+            colorbar_title=f"rollout<br>darkest = {float(rolled.max()):.2f}",
+            zmax=float(rolled.max()),
+        )
+
+
+@dataclass(frozen=True)
+class AllHeads(OnCapture):
+    """Every layer and head as one figure of thumbnails (``selected``: the head outlined)."""
+
+    selected: tuple[int, int] | None = None
+
+    def info(self, capture: AttentionCapture) -> FigureInfo:
+        stack = capture.stacks[self.stack]
+        where = (f"{stack.num_layers} layers × {stack.num_heads} heads",)
+        return FigureInfo("All heads", model=self.model, text=self.shown_text, where=where)
+
+    def figure(self, capture: AttentionCapture) -> Builder:
+        # The tiled image is all the figure (and a later export) needs: the capture itself is not kept.
+        stack = capture.stacks[self.stack]
+        image, rows, columns = tiled(stack.attentions, stack.masks_by_layer())
+        shape = (rows, columns, stack.num_layers, stack.num_heads)
+        selected = {} if self.selected is None else {"selected": self.selected}
+        return builder(tiles_figure, image, *shape, info=self.info(capture), **selected)
+
+
+@dataclass(frozen=True)
+class OneQuery(OnCapture):
+    """One query token of one head."""
+
+    layer: int = 0
+    head: int = 0
+    query: int = 0
+
+    title = "Attention step by step"
+
+    def info(self, result=None) -> FigureInfo:
+        where = (f"layer {self.layer}", f"head {self.head}", f"query #{self.query}")
+        return FigureInfo(self.title, model=self.model, text=self.shown_text, where=where)
+
+
+@dataclass(frozen=True)
+class StepByStep(OneQuery):
+    """Scaled dot-product attention for one query, stage by stage, with the model's own vectors."""
+
+    def figure(self, capture: AttentionCapture) -> Builder:
+        stack, layer, head = capture.stacks[self.stack], self.layer, self.head
+        # Copies of what the figure draws, so a later export does not keep the whole capture alive.
+        values = None if stack.values is None else stack.values[layer, head].copy()
+        query_vector, key_vectors = stack.queries[layer, head, self.query].copy(), stack.keys[layer, head].copy()
+        stages = score_stages(stack, layer, head)
+        return builder(
+            step_by_step_figure,
+            stages,
+            query_vector,
+            key_vectors,
+            values,
+            stack.key_tokens,
+            self.query,
+            info=self.info(),
+        )
+
+    def caption(self, capture: AttentionCapture) -> str:
+        """How far the recomputed softmax is from the model's own weights for this query."""
+        stack = capture.stacks[self.stack]
+        weights = score_stages(stack, self.layer, self.head)["weights"][self.query]
+        difference = float(np.abs(weights - stack.attentions[self.layer, self.head, self.query]).max())
+        return agreement_caption("recomputed softmax vs the model's own weights", difference)
+
+
+@dataclass(frozen=True)
+class Neuron(OneQuery):
+    """The query's and every key's components as coloured bands, their products, the dot product and softmax."""
+
+    title = "Neuron view"
+
+    def figure(self, capture: AttentionCapture) -> Builder:
+        stack, layer, head, query = capture.stacks[self.stack], self.layer, self.head, self.query
+        query_vector, key_vectors = stack.queries[layer, head, query].copy(), stack.keys[layer, head].copy()
+        row, scale = stack.attentions[layer, head, query].copy(), float(stack.scale[layer])
+        token = stack.query_tokens[query]
+        return builder(
+            neuron_view_figure, query_vector, key_vectors, scale, row, stack.key_tokens, token, info=self.info()
+        )
+
+
+@dataclass(frozen=True)
+class BertViz(OnCapture):
+    """BertViz's head view (``which`` "head": one layer's lines, ``head`` selected) or model view ("model"), as the
+    HTML of a frame; ``layers``: those drawn (None: every one)."""
+
+    which: str = "head"
+    layers: tuple[int, ...] | None = None
+    head: int = 0
+
+    def zoom(self, capture: AttentionCapture, height: float) -> float:
+        """How much to enlarge the head view to fill ``height`` pixels (a projector)."""
+        return head_view_zoom(capture, height) if self.which == "head" else 1.0
+
+    def html(self, capture: AttentionCapture, zoom: float = 1.0, width: float | None = None) -> str:
+        """The frame's HTML; ``width``: the head view's lines stretched to that many pixels (a projector)."""
+        layers = list(self.layers) if self.layers else None
+        if self.which == "head":
+            return head_view_html(
+                capture,
+                layers=layers,
+                heads=[self.head],
+                layer=layers[0] if layers else None,
+                zoom=zoom,
+                width=width,
+            )
+        return model_view_html(capture, layers=layers)
+
+    def height(self, capture: AttentionCapture, zoom: float = 1.0) -> int:
+        shown = None if self.layers is None else len(self.layers)
+        return frame_height(self.which, capture, layers=shown, zoom=zoom)
+
+    def info(self, capture: AttentionCapture) -> FigureInfo:
+        stack = capture.stacks[self.stack]
+        if self.which == "head":
+            first = self.layers[0] if self.layers else 0
+            return FigureInfo(
+                "Head view", model=self.model, text=self.shown_text, where=(f"layer {first}", f"head {self.head}")
+            )
+        shown = (
+            (f"layer {self.layers[0]}",) if self.layers else (f"{stack.num_layers} layers × {stack.num_heads} heads",)
+        )
+        return FigureInfo("Model view", model=self.model, text=self.shown_text, where=shown)
+
+    def figure(self, capture: AttentionCapture) -> Builder:
+        """The slide the exports draw (1920×1080, through the export worker's browser): BertViz cannot export."""
+        layers = list(self.layers) if self.layers else None
+        info = self.info(capture)
+        if self.which == "head":
+            first = layers[0] if layers else 0
+            return builder(head_view_slide, capture, info=info, layers=layers, heads=[self.head], layer=first)
+        return builder(model_view_slide, capture, info=info, layers=layers)
+
+
+# The chapter toy's figures: (title, where).
+TOY_FIGURES = {
+    "steps": ("Chapter toy attention", None),
+    "mask": ("Attention mask", ("chapter toy",)),
+    "scores": ("Masked scores", ("chapter toy",)),
+}
+
+
+@dataclass(frozen=True)
+class Toy:
+    """The chapter's attention with no learnt weights (q = k = v = the tokens' embeddings, no positions): one
+    query's stages (``show`` "steps"), or, causal, the mask and the scores it masks ("mask", "scores")."""
+
+    model: str
+    text: str  # as the page shows it
+    token_ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    query: int = 0
+    causal: bool = False
+    show: str = "steps"
+
+    def result(self, progress=None):
+        """The tokens' embeddings (``Embeddings``: the model's input embedding rows)."""
+        return gateway.run("embeddings", self.model, self.token_ids, progress=progress)
+
+    def stages(self, found) -> dict:
+        return toy_stages(found.token, causal=self.causal)
+
+    def info(self, found=None) -> FigureInfo:
+        title, where = TOY_FIGURES[self.show]
+        return FigureInfo(title, model=self.model, text=self.text, where=where or (f"query #{self.query}",))
+
+    def figure(self, found) -> Builder:
+        vectors, tokens, info = found.token, list(self.tokens), self.info()
+        if self.show == "mask":
+            mask = np.tril(np.ones((len(tokens), len(tokens)), dtype=bool))
+            return builder(mask_heatmap, mask, tokens, tokens, info=info)
+        stages = self.stages(found)
+        if self.show == "scores":
+            return builder(scores_heatmap, stages["masked"], tokens, tokens, info=info)
+        vectors = (vectors[self.query].copy(), vectors, vectors)  # query, keys, values: the embeddings all three
+        return builder(step_by_step_figure, stages, *vectors, tokens, self.query, info=info)
+
+    def caption(self, found, reference: np.ndarray) -> str:
+        """The toy's outputs checked against ``reference`` (torch's own scaled_dot_product_attention)."""
+        difference = float(np.abs(self.stages(found)["output"] - reference).max())
+        checked = "the outputs (weights × X) against torch's own scaled_dot_product_attention"
+        return agreement_caption(checked, difference)

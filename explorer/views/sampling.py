@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from explorer import gateway
 from explorer.compute.sampling import distribution_from_logits
 from explorer.data import NextTokenLogits, TokenDistribution
-from explorer.render.sampling import distribution_panels, stages_figure, temperature_figure
-from explorer.render.style import FigureInfo
+from explorer.render.sampling import distribution_panels, stages_figure, stages_rows, temperature_figure
+from explorer.render.style import FigureInfo, snippet
 from explorer.views import Builder, builder
 
 
@@ -29,11 +29,22 @@ class Distribution:
     def settings_text(self) -> str:
         return f"T = {self.temperature:g}, top-k = {self.top_k}, top-p = {self.top_p:g}, min-p = {self.min_p:g}"
 
+    @classmethod
+    def for_result(cls, result: TokenDistribution | NextTokenLogits) -> Distribution:
+        """The page's view of a distribution (its settings; the prompt is not kept) or of logits (as the page
+        opens: every stage off)."""
+        if isinstance(result, NextTokenLogits):
+            return cls(result.model_name, result.prompt)
+        return cls("", "", result.temperature, result.top_k, result.top_p, result.min_p)
+
     def logits(self, progress=None) -> NextTokenLogits:
         return gateway.run("logits", self.model, self.prompt, progress=progress)
 
     def result(self, progress=None) -> TokenDistribution:
-        logits = self.logits(progress)
+        return self.distribution(self.logits(progress))
+
+    def distribution(self, logits: NextTokenLogits) -> TokenDistribution:
+        """The distribution these settings make of ``logits`` (no model run)."""
         return distribution_from_logits(
             logits.logits,
             logits.tokens,
@@ -65,6 +76,10 @@ class Stages(Distribution):
     def figure(self, result: TokenDistribution) -> Builder:
         return builder(stages_figure, result, info=self.info())
 
+    def rows(self, result: TokenDistribution) -> list[dict]:
+        """The figure as a table: one row per stage (tokens still possible, mass removed, the likeliest token)."""
+        return stages_rows(result)
+
 
 @dataclass(frozen=True)
 class Temperatures:
@@ -82,3 +97,22 @@ class Temperatures:
 
     def figure(self, result: NextTokenLogits) -> Builder:
         return builder(temperature_figure, result.logits, result.tokens, current=self.temperature, info=self.info())
+
+
+def summary(distribution: TokenDistribution) -> str:
+    final = distribution.final
+    best = int(final.argmax())
+    return (
+        f"TokenDistribution: {len(final):,} tokens, stages {' → '.join(name for name, _ in distribution.stages)}; "
+        f"{int((final > 0).sum()):,} still possible; most likely {distribution.tokens[best]!r} "
+        f"({100 * float(final[best]):.1f}%)"
+    )
+
+
+def logits_summary(logits: NextTokenLogits) -> str:
+    untouched = distribution_from_logits(logits.logits, logits.tokens)  # the page as it opens: every stage off
+    best = int(logits.logits.argmax())
+    return (
+        f"NextTokenLogits: {logits.model_name}, after “{snippet(logits.prompt, 40)}”: {len(logits.logits):,} logits; "
+        f"most likely {logits.tokens[best]!r} ({100 * float(untouched.final[best]):.1f}%)"
+    )

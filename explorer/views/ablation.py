@@ -1,0 +1,93 @@
+"""Head ablation views: the change in the next token's log-probability when each head is ablated alone, and the
+next-token probabilities with and without a set of heads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from explorer import gateway
+from explorer.compute.sampling import softmax
+from explorer.data.ablation import HeadAblationEffects
+from explorer.render.ablation import ablation_map, before_after_figure
+from explorer.render.style import FigureInfo
+from explorer.views import Builder, builder
+
+SHOWN_TOKENS = 12  # the bars: the likeliest 8 before and after, at most this many together
+
+
+@dataclass(frozen=True)
+class Map:
+    """Each head ablated alone, the heads in ``ablated`` ((layer, head) pairs) outlined; ``seq2seq``: the map is the
+    decoder's self-attention."""
+
+    model: str
+    prompt: str
+    ablated: tuple = ()
+    seq2seq: bool = False
+
+    @classmethod
+    def for_result(cls, effects: HeadAblationEffects) -> Map:
+        return cls(effects.model_name, effects.prompt)
+
+    def result(self, progress=None) -> HeadAblationEffects:
+        return gateway.run("ablation effects", self.model, self.prompt, progress=progress)
+
+    def info(self, effects=None) -> FigureInfo:
+        where = ("decoder self-attention",) if self.seq2seq else ()
+        return FigureInfo("Each head ablated alone", model=self.model, text=self.prompt, where=where)
+
+    def figure(self, effects: HeadAblationEffects) -> Builder:
+        return builder(
+            ablation_map,
+            effects.changes,
+            effects.top_tokens,
+            target_token=effects.target_token,
+            baseline_logprob=effects.baseline_logprob,
+            noise=effects.tolerance,
+            ablated=self.ablated,
+            info=self.info(),
+        )
+
+
+@dataclass(frozen=True)
+class BeforeAfter(Map):
+    """The likeliest next tokens' probabilities, the model as it is and with the ``ablated`` heads; the result is
+    (plain logits, ablated logits)."""
+
+    @property
+    def spec(self) -> tuple:
+        """The heads as ``ablate=`` takes them: an encoder-decoder's name their stack."""
+        return tuple(("decoder", layer, head) for layer, head in self.ablated) if self.seq2seq else self.ablated
+
+    def result(self, progress=None):
+        plain = gateway.run("logits", self.model, self.prompt, progress=progress)
+        return plain, gateway.run("logits", self.model, self.prompt, ablate=self.spec, progress=progress)
+
+    def info(self, result=None) -> FigureInfo:
+        shown = ", ".join(f"layer {layer} · head {head}" for layer, head in self.ablated)
+        return FigureInfo("Next token, with and without the heads", model=self.model, text=self.prompt, where=(shown,))
+
+    def figure(self, result) -> Builder:
+        plain, ablated = result
+        before, after = softmax(plain.logits.astype(np.float64)), softmax(ablated.logits.astype(np.float64))
+        top = list(dict.fromkeys([*np.argsort(-before)[:8], *np.argsort(-after)[:8]]))[:SHOWN_TOKENS]
+        count = len(self.ablated)
+        return builder(
+            before_after_figure,
+            [plain.tokens[i] for i in top],
+            before[top],
+            after[top],
+            ablated_label=f"{count} head{'s' if count > 1 else ''} ablated",
+            info=self.info(),
+        )
+
+
+def summary(effects: HeadAblationEffects) -> str:
+    layer, head = np.unravel_index(int(np.argmin(effects.changes)), effects.changes.shape)
+    return (
+        f"HeadAblationEffects: {effects.model_name}, next token {effects.target_token!r} (log-probability "
+        f"{effects.baseline_logprob:.2f}); ablating layer {layer}, head {head} alone costs it the most "
+        f"({float(effects.changes[layer, head]):+.3f})"
+    )

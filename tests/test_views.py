@@ -1,0 +1,135 @@
+"""Views (issue 26 §2): every page draws its figures through explorer.views, and what a page shows is its view's
+figure of the gateway's result, at the look a page gets before its window is measured."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import plotly.io as pio
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer import gateway, views
+from explorer.render.layout import PlotlySpec
+from explorer.render.style import look_for
+from explorer.ui.attention import DEFAULT_TEXT
+from explorer.ui.decoding import default_prompt
+from tests.browser import ROOT
+
+PAGES = sorted((ROOT / "pages").glob("*.py"))
+DECODER = explorer.DEFAULT_DECODER
+ENCODER = explorer.DEFAULT_ENCODER
+PROMPT = default_prompt(DECODER)
+TIMEOUT = 120
+
+
+def _imports(tree: ast.AST) -> list[str]:
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names += [node.module or ""] + [f"{node.module}.{alias.name}" for alias in node.names]
+    return names
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    """The attribute or function names a page calls (``ui.show_view(...)`` -> "show_view")."""
+    called = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            function = node.func
+            called.add(function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", ""))
+    return called
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.stem for page in PAGES])
+def test_a_page_draws_only_through_views(page):
+    tree = ast.parse(page.read_text(), filename=str(page))
+    render = [name for name in _imports(tree) if name == "explorer.render" or name.startswith("explorer.render.")]
+    assert render == []  # no render function called from a page: its view holds the call
+    assert not _calls(tree) & {"figure_builder", "show_figure"}
+    assert "explorer.views" in " ".join(_imports(tree)) or "views" in {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+
+
+def test_the_ui_draws_a_figure_only_through_show_view():
+    """Besides figures.py (show_figure itself) and results.py (show_view), no ui module draws a figure of its own
+    (the step-by-step page's chapter toy went through ui/steps.py)."""
+    drawing = {"figure_builder", "show_figure"}
+    for path in sorted((ROOT / "explorer" / "ui").glob("*.py")):
+        if path.stem not in {"figures", "results", "__init__"}:
+            assert not _calls(ast.parse(path.read_text())) & drawing, path.name
+
+
+def test_every_view_module_is_one_feature_and_imports_no_streamlit():
+    modules = {path.stem for path in (ROOT / "explorer" / "views").glob("*.py")} - {"__init__", "display"}
+    assert modules == {"ablation", "anatomy", "attention", "decoding", "lens", "probes", "sampling", "tokens"}
+    for module in modules:
+        tree = ast.parse((ROOT / "explorer" / "views" / f"{module}.py").read_text())
+        assert not [name for name in _imports(tree) if name.startswith(("streamlit", "explorer.ui"))]
+
+
+def _open(page: str, **params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update(params)
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _shown(at: AppTest, index: int = 0) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+def _drawn(view, result) -> dict:
+    """The view's figure of ``result`` as Streamlit sends it, at the look of a window not yet measured."""
+    figure = view.figure(result)(look=look_for(None, None, presentation=False))
+    sent = figure.sent() if isinstance(figure, PlotlySpec) else figure.to_dict()
+    return json.loads(pio.to_json(sent, validate=False))
+
+
+def _same(shown: dict, drawn: dict) -> None:
+    assert shown["data"] == drawn["data"]
+    assert shown["layout"] == drawn["layout"]
+
+
+def test_the_heatmap_page_shows_its_heads_view():
+    at = _open("pages/attention_heatmaps.py", model=ENCODER, text=DEFAULT_TEXT, layer="1", head="2")
+    view = views.attention.Head(ENCODER, DEFAULT_TEXT, layer=1, head=2)
+    _same(_shown(at), _drawn(view, gateway.run("capture", ENCODER, DEFAULT_TEXT)))
+
+
+def test_the_neuron_page_shows_its_view():
+    at = _open("pages/neuron_view.py", model=ENCODER, text=DEFAULT_TEXT)
+    view = views.attention.Neuron(ENCODER, DEFAULT_TEXT)
+    _same(_shown(at), _drawn(view, view.result()))
+
+
+def test_the_sampling_page_shows_its_distribution_view():
+    at = _open("pages/sampling.py", model=DECODER, prompt=PROMPT)
+    # The linked panels are Vega-Lite, which Streamlit renames its views in; its two Plotly figures compared:
+    temperatures = views.sampling.Temperatures(DECODER, PROMPT)
+    _same(_shown(at, 0), _drawn(temperatures, temperatures.result()))
+    stages = views.sampling.Stages(DECODER, PROMPT)
+    _same(_shown(at, 1), _drawn(stages, stages.result()))
+
+
+def test_the_greedy_page_shows_its_view():
+    at = _open("pages/greedy_search.py", model=DECODER, prompt=PROMPT, steps="4")
+    trace = gateway.run("decode", DECODER, PROMPT, strategy="greedy", max_new_tokens=4, top_n=5)
+    _same(_shown(at), _drawn(views.decoding.Greedy(DECODER, PROMPT), trace))
+
+
+def test_the_lens_and_anatomy_pages_show_their_views():
+    at = _open("pages/logit_lens.py", model=DECODER, text=PROMPT)
+    lens = views.lens.Lens(DECODER, PROMPT)
+    _same(_shown(at), _drawn(lens, lens.result()))
+    at = _open("pages/model_anatomy.py", model=DECODER)
+    parameters = views.anatomy.Parameters(DECODER)
+    _same(_shown(at), _drawn(parameters, parameters.result()))
