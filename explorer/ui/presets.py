@@ -10,7 +10,7 @@ from __future__ import annotations
 import huggingface_hub
 import streamlit as st
 
-from explorer.models.loading import BUNDLED_MODELS, display_name, in_hub_cache
+from explorer import display_name, gateway
 from explorer.ui.caches import models_cache
 from explorer.ui.models import request_model
 from explorer.ui.shell import controls
@@ -63,7 +63,7 @@ def preset_button(
 def _falls_back(model: str, fallback: str) -> bool:
     """Whether ``model`` is known not to load here: the Hub is switched off and it is not on this machine, or a
     preset of this session already fell back from it."""
-    if model == fallback or model in BUNDLED_MODELS or model in models_cache() or in_hub_cache(model):
+    if model == fallback or model in models_cache() or not gateway.needs_download(model):
         return False
     return bool(huggingface_hub.constants.HF_HUB_OFFLINE) or model in st.session_state.get(_FELL_BACK, ())
 
