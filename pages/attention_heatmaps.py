@@ -55,7 +55,8 @@ view = run_capture_ui(lm, header)  # the text inputs, the capture (or a message)
 capture, stack_name, stack = view.capture, view.stack_name, view.stack
 
 with ui.controls():
-    layer_column, head_column, show_column, scale_column = st.columns([3, 3, 3, 2], vertical_alignment="bottom")
+    # The toggles' column holds "…ignoring the first row" whole at 1280 px beside the sidebar ("Stretch co…" once).
+    layer_column, head_column, show_column, scale_column = st.columns([2, 2, 3, 3], vertical_alignment="bottom")
     with layer_column:
         layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer", help="Counted from 0, input side first.")
     with head_column:

@@ -88,7 +88,7 @@ def test_greedy_table_and_figure_equal_decode(prose):
     at = open_page("pages/greedy_search.py", model=DECODER, steps="6")
     assert not at.exception
     trace = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, top_n=5)
-    table = at.dataframe[0].value
+    table = at.table[0].value  # a table that wraps (st.table): every column in view at 1280 px
     assert len(table) == 6 and list(table["step"]) == [1, 2, 3, 4, 5, 6]
     expected_first = f"{trace.steps[0].candidate_tokens[0][0].replace(' ', '␣', 1)}"
     assert table["choice 1"][0].startswith(expected_first)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.compute.decoding import greedy_table, visible
+from explorer.compute.decoding import greedy_table, mark_leading_space
 from explorer.models.decoding import decode
 from explorer.serving import IDLE_WORK
 from explorer.ui.decoding import PAGE_MAX_STEPS, TEMPERATURES, slider_values
@@ -21,11 +21,14 @@ from tests.test_decoding import assert_same_as_generate, fill_tokens, generate
 def shows_greedy(at, lm, trace) -> None:
     """The greedy page shows ``trace``: its table, its candidates grid, its log-probability and its tokens."""
     assert not at.exception
-    pd.testing.assert_frame_equal(at.dataframe[0].value, pd.DataFrame(greedy_table(trace, lm.tokenizer)))
+    expected = pd.DataFrame(greedy_table(trace, lm.tokenizer, context_chars=48)).drop(columns="chosen")
+    shown_table = at.table[0].value  # the page's wrapping table (no "chosen" column without a branch)
+    assert list(shown_table.columns) == list(expected.columns)
+    assert shown_table.astype(str).values.tolist() == expected.astype(str).values.tolist()
     shown = decode_plotly_array(figure(at)["data"][0]["z"])
     np.testing.assert_array_equal(shown, np.array([s.candidate_probs[0] for s in trace.steps]).T)
     assert at.metric[0].value == f"{float(trace.sequence_logprobs[0]):.2f}"
-    tokens = " · ".join(literal(visible(token)) for token in trace.generated_tokens[0])
+    tokens = " · ".join(literal(mark_leading_space(token)) for token in trace.generated_tokens[0])
     assert any(caption.value == f"Tokens: {tokens}" for caption in at.caption)
 
 

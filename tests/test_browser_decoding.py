@@ -31,7 +31,7 @@ def _done(tab, name: str) -> None:
 def test_greedy_search_page(browser, app_url):
     tab = _open(browser, f"{app_url}/greedy_search?{MODEL}&steps=8")
     page = tab.page
-    assert page.locator("[data-testid='stDataFrame']").count() == 1
+    assert page.locator("[data-testid='stTable']").count() == 1  # the greedy table, its cells wrapping
     assert page.locator(f"{CHART} .hm").count() == 1  # the candidates grid
     assert page.locator(f"{CHART} .gtitle").first.text_content() == "Greedy search · 8 steps"
     _done(tab, "greedy-search.png")

@@ -25,6 +25,7 @@ from explorer.render.style import (
     abbreviate,
     escape,
     finish,
+    text_width,
 )
 
 STATUS_STYLE = {
@@ -276,6 +277,7 @@ def _prompt_trace(trace: DecodeTrace, look: Look) -> go.Scatter:
         mode="markers+text",
         text=["prompt"],
         textposition="middle left",
+        cliponaxis=False,  # the label lies left of the first step's column, partly outside the plot area
         marker={"symbol": "square", "size": _node_size(look) * 1.2, "color": INK},
         showlegend=False,
         hovertemplate=escape(_prompt_hover(trace)) + "<extra></extra>",
@@ -346,10 +348,12 @@ def logprob_figure(
     labels: list[str], logprobs: list[float], texts: list[str], *, info: FigureInfo, look: Look = SCREEN
 ) -> go.Figure:
     """Sequence log-probabilities side by side (higher, nearer 0, means the model finds the text likelier)."""
+    # A label longer than a third of the figure goes on two lines, so that the bars keep their room.
+    shown = [_two_lines(escape(label), look.tick_size, look.width / 3) for label in labels]
     figure = go.Figure(
         go.Bar(
             x=[float(v) for v in logprobs],
-            y=[escape(label) for label in labels],
+            y=shown,
             orientation="h",
             marker={"color": [CATEGORICAL[i % len(CATEGORICAL)] for i in range(len(labels))]},
             text=[f"{v:.2f}" for v in logprobs],
@@ -361,15 +365,36 @@ def logprob_figure(
     with batched(figure):
         finish(figure, info, look)
         low = min(min(logprobs, default=0.0), 0.0)
-        relayout(figure, margin={"l": 160, "r": 40, "t": look.title_band, "b": 60}, bargap=0.35)
+        # The axis reaches far enough past the longest bar for its number, written beside it.
+        labels_room = max(
+            (text_width(line, look.tick_size) for label in shown for line in label.split("<br>")), default=0
+        )
+        plot = max(look.width - labels_room - 70, 100)
+        number = text_width(f"{low:.2f}", look.tick_size) + 8
+        # On two lines where one would pass the figure's edge (a narrow figure with projector-sized text).
+        title = "log-probability of the continuation (sum over its tokens)"
+        lines = 1 if text_width(title, look.font_size) <= plot else 2
+        title = title if lines == 1 else title.replace(" (", "<br>(")
+        bottom = 60 + int(look.font_size * 1.3) * (lines - 1)
+        relayout(figure, margin={"l": 20, "r": 40, "t": look.title_band, "b": bottom}, bargap=0.35)
         update_axes(
             figure,
             "x",
-            title="log-probability of the continuation (sum over its tokens)",
-            range=[low * 1.15, 0],
+            title=title,
+            range=[min(low * 1.15, low / max(1 - number / plot, 0.5)), 0],
             tickfont={"size": look.tick_size},
             gridcolor=GRID,
             zeroline=True,
         )
-        update_axes(figure, "y", tickfont={"size": look.tick_size}, autorange="reversed")
+        # The margin grows to the longest label as drawn ("beam search, 3 beams, no repeated 2-grams").
+        update_axes(figure, "y", tickfont={"size": look.tick_size}, autorange="reversed", automargin=True)
     return figure
+
+
+def _two_lines(label: str, size: int, room: float) -> str:
+    """``label`` broken after the comma nearest its middle when it is wider than ``room`` pixels."""
+    cuts = [i for i, c in enumerate(label) if c == "," and i + 1 < len(label) and label[i + 1] == " "]
+    if text_width(label, size) <= room or not cuts:
+        return label
+    cut = min(cuts, key=lambda i: abs(i - len(label) / 2))
+    return f"{label[: cut + 1]}<br>{label[cut + 2 :]}"

@@ -123,15 +123,19 @@ def token_matrix(
     value_format: str = ".2f",
     masked_label: str | None = None,
     show_colorbar: bool = True,
+    value_chars: int = 4,
 ) -> go.Figure:
     """Any [row, column] matrix over tokens, laid out for ``look``; NaN cells stay blank.
 
     ``boundaries`` are token indices where a dashed line separates rows and columns (a sentence pair's
     second segment, the first generated token). ``masked_label`` (e.g. "−∞") fills the NaN cells with
-    grey and that label instead of leaving them blank. ``value_format`` prints values in cells that fit them.
+    grey and that label instead of leaving them blank. ``value_format`` prints values in cells that fit them
+    (``value_chars`` characters wide: "0.25" is 4, a mask's "1" is 1).
     """
     rows, columns = position_labels(row_tokens), position_labels(column_tokens)
-    geometry = matrix_geometry(row_tokens, column_tokens, look)
+    geometry = matrix_geometry(
+        row_tokens, column_tokens, look, colorbar=show_colorbar, column_title_lines=column_title.count("<br>") + 1
+    )
     trace = go.Heatmap(
         z=np.asarray(values, dtype=np.float32),
         x=columns,
@@ -143,7 +147,7 @@ def token_matrix(
         showscale=show_colorbar,
         hovertemplate=hovertemplate,
         hoverongaps=False,
-        **_cell_style(geometry.cell, look, value_format),
+        **_cell_style(geometry.cell, look, value_format, value_chars),
     )
     figure = go.Figure(trace)
     if masked_label is not None:
@@ -211,15 +215,19 @@ class MatrixGeometry:
     y_ticks: TokenTicks
 
 
-def matrix_geometry(row_tokens, column_tokens, look: Look) -> MatrixGeometry:
+def matrix_geometry(
+    row_tokens, column_tokens, look: Look, *, colorbar: bool = True, column_title_lines: int = 1
+) -> MatrixGeometry:
     """Square cells as large as the figure allows once labels, axis titles and the colour bar have room.
 
     Label room depends on the cell size (narrow cells turn or thin the labels) and the cell size on the
-    label room, so the two are settled by a few rounds of refinement.
+    label room, so the two are settled by a few rounds of refinement. Without a colour bar the matrix takes
+    its room too (a mask drawn beside the scores was half as wide as it could be).
     """
     n_rows, n_columns = max(len(row_tokens), 1), max(len(column_tokens), 1)
     title_room = int(look.font_size * 1.8)  # an axis title and its gap
-    side_room = _colorbar_room(look)
+    below_room = title_room + int(look.font_size * 1.3 * (column_title_lines - 1))  # the x title's extra lines
+    side_room = _colorbar_room(look) if colorbar else 0
     plot_height = look.height - look.title_band
     cell = min(look.width / (n_columns + 4), plot_height / (n_rows + 4))
     chars = 10 if look.presentation else 12  # projector text is large: shorter labels leave room for cells
@@ -227,7 +235,7 @@ def matrix_geometry(row_tokens, column_tokens, look: Look) -> MatrixGeometry:
         x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True, max_chars=chars)
         y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False, max_chars=chars)
         room_w = look.width - y_ticks.extent - title_room - side_room - 16
-        room_h = plot_height - x_ticks.extent - title_room - 8
+        room_h = plot_height - x_ticks.extent - below_room - 8
         # Capped: a five-token sentence reads better as a compact matrix than as a wall of colour.
         cell = max(min(room_w / n_columns, room_h / n_rows, MAX_CELL_EMS * look.tick_size), 1.0)
     x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True, max_chars=chars)
@@ -275,10 +283,11 @@ def _color_max(weights: np.ndarray, color_max: float | None) -> float:
     return float(peak) if peak > 0 else 1.0
 
 
-def _cell_style(cell: float, look: Look, value_format: str = ".2f") -> dict:
-    """Thin gaps while cells are big enough to show them; printed values while they fit in a cell."""
+def _cell_style(cell: float, look: Look, value_format: str = ".2f", value_chars: int = 4) -> dict:
+    """Thin gaps while cells are big enough to show them; printed values while they fit in a cell (a value of
+    ``value_chars`` characters, about 0.6 em each, plus a margin; never taller than the cell)."""
     style = {"xgap": 1, "ygap": 1} if cell >= 6 else {}
-    size = min(look.cell_text_size, cell / 2.8)
+    size = min(look.cell_text_size, cell / (0.6 * value_chars + 0.4), cell / 1.4)
     # On a projector a value is printed only where it can be as large as the ticks (16 px or more).
     if size >= (look.cell_text_size if look.presentation else MIN_CELL_TEXT):
         style["texttemplate"] = f"%{{z:{value_format}}}"
@@ -349,6 +358,9 @@ def mask_heatmap(allowed: np.ndarray, query_tokens, key_tokens, *, info: FigureI
         zmax=1.0,
         colorscale=[[0, "#eeeeee"], [1, SEQUENTIAL[3][1]]],
         show_colorbar=False,
+        # The legend, under the keys: an all-1 mask (an encoder's) would otherwise have no key to its colours.
+        column_title="key (attended to)<br>1 = may attend · 0 = may not",
+        value_chars=1,
         hovertemplate="<b>%{z:.0f}</b> (1 = may attend; 0 = masked: its score becomes −∞)<br>"
         "query %{y} → key %{x}<extra></extra>",
         value_format=".0f",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 import altair as alt
 import numpy as np
@@ -38,11 +39,14 @@ from explorer.render.style import (
     altair_title,
     escape,
     finish,
+    text_width,
 )
 from explorer.render.vega import VegaLite, filled
 
 BLUE, ORANGE, GREEN = CATEGORICAL[0], CATEGORICAL[1], CATEGORICAL[2]
 DENSE_RANKS = 200  # every rank up to this is drawn on the cumulative curve; beyond, log-spaced samples
+MIN_PLOT_HEIGHT = 200  # px of bars, at least, under the pipeline chart's legend
+LEGEND_CHAR_WIDTH = 0.52  # ems per character of a legend entry (its entries measure 0.46 in Chromium)
 
 
 def histogram_rows(probabilities: np.ndarray, kept: np.ndarray | None = None, bins: int = 40) -> list[dict]:
@@ -110,7 +114,7 @@ def distribution_panels(distribution: TokenDistribution, *, info: FigureInfo, lo
     scaled = distribution.stage("temperature")
     kept = distribution.kept[distribution.stages[-1][0]]
     top_k = [{"k": distribution.top_k, "label": f" top-k = {distribution.top_k}", "y": 0.04}]
-    top_p = [{"p": distribution.top_p, "label": f"top-p = {distribution.top_p:g}", "x": 1}]
+    top_p = [_top_p_label(scaled, distribution.top_p, look)]
     datasets = {
         "histogram": histogram_rows(scaled, kept),
         "curve": curve_rows(scaled, distribution.tokens),
@@ -125,6 +129,21 @@ def distribution_panels(distribution: TokenDistribution, *, info: FigureInfo, lo
     for panel in chart.spec["hconcat"]:
         panel.update(width=width, height=height)
     return chart
+
+
+def _top_p_label(probabilities: np.ndarray, top_p: float, look: Look) -> dict:
+    """The top-p line's label, where the cumulative curve cannot cross it: above the line at the left, unless the
+    curve already reaches p under the label (a sharp distribution); then below the line at the right, where the
+    curve has passed p. ``place`` names the side, ``x`` the rank the label is anchored to."""
+    label = f"top-p = {top_p:g}"
+    cumulative = np.cumsum(np.sort(probabilities[probabilities > 0])[::-1])
+    count = max(len(cumulative), 2)
+    reached = int(np.searchsorted(cumulative, top_p)) + 1  # the rank at which the curve reaches p
+    decades = math.ceil(math.log10(count))  # the log axis runs from 1 to this power of ten
+    reached_at = math.log10(reached) / decades  # where along the axis, 0 to 1
+    label_ends_at = (text_width(label, look.tick_size) + 8) / _panel_size(look)[0]
+    above = reached_at > label_ends_at + 0.02
+    return {"p": top_p, "label": label, "x": 1 if above else count, "place": "above" if above else "below"}
 
 
 def _panel_size(look: Look) -> tuple[int, int]:
@@ -142,7 +161,14 @@ def _panels_template(look: Look, count_ticks: tuple[int, ...]) -> dict:
         alt.Chart(alt.NamedData("histogram"))
         .mark_bar(binSpacing=1)
         .encode(
-            x=alt.X("log_low:Q", bin="binned", title="probability (log₁₀)"),
+            # Whole powers of ten, and Vega drops a label that would touch its neighbour: at projector sizes the
+            # half steps ran together ("−8.0−7.5−7.0").
+            x=alt.X(
+                "log_low:Q",
+                bin="binned",
+                title="probability (log₁₀)",
+                axis=alt.Axis(tickMinStep=1, format="d", labelOverlap=True),
+            ),
             x2="log_high:Q",
             # symlog: counts from 1 to tens of thousands stay readable, and stacking from 0 still works.
             y=alt.Y(
@@ -154,7 +180,8 @@ def _panels_template(look: Look, count_ticks: tuple[int, ...]) -> dict:
             color=alt.Color(
                 "tokens_are:N",
                 scale=alt.Scale(domain=["kept", "removed"], range=[BLUE, "#b9bec7"]),
-                legend=alt.Legend(title="tokens", orient="top-left"),
+                # Above the plot, in a row: inside it, the legend covered the tallest bars.
+                legend=alt.Legend(title="tokens", orient="top", direction="horizontal"),
             ),
             opacity=alt.condition(band, alt.value(1.0), alt.value(0.45)),
             tooltip=[
@@ -170,7 +197,13 @@ def _panels_template(look: Look, count_ticks: tuple[int, ...]) -> dict:
         )
     )
     base = alt.Chart(alt.NamedData("curve")).encode(
-        x=alt.X("rank:Q", scale=alt.Scale(type="log"), title="tokens, most likely first (rank, log scale)"),
+        x=alt.X(
+            "rank:Q",
+            scale=alt.Scale(type="log"),
+            title="tokens, most likely first (rank, log scale)",
+            # Powers of ten only: Vega's own log ticks (1, 2, 10, 20, 100, 200...) ran together ("100200").
+            axis=alt.Axis(values=list(count_ticks), format=",", labelOverlap=True),
+        ),
         y=alt.Y("cumulative:Q", title="cumulative probability", scale=alt.Scale(domain=[0, 1])),
     )
     curve = base.mark_line(color=INK, strokeWidth=2)
@@ -183,7 +216,7 @@ def _panels_template(look: Look, count_ticks: tuple[int, ...]) -> dict:
         ],
         opacity=alt.condition(band, alt.value(1.0), alt.value(0.0), empty=False),
     )
-    cumulative = alt.layer(curve, points, *_cut_marks()).properties(
+    cumulative = alt.layer(curve, points, *_cut_marks(look)).properties(
         width=width,
         height=height,
         title=alt.TitleParams("Cumulative probability of the most likely tokens", **panel_title),
@@ -196,18 +229,24 @@ def _powers_of_ten(limit: int) -> list[int]:
     return [10**i for i in range(int(np.log10(max(limit, 1))) + 1)]
 
 
-def _cut_marks() -> list:
-    """The top-k rank (a vertical rule) and the top-p level (a horizontal rule), labelled; each draws nothing
-    when its dataset is empty (the cut is off)."""
+def _cut_marks(look: Look) -> list:
+    """The top-k rank (a vertical rule) and the top-p level (a horizontal rule), labelled at the ticks' size; each
+    draws nothing when its dataset is empty (the cut is off). The top-p label sits where ``_top_p_label`` put it."""
     k_rule = alt.Chart(alt.NamedData("top_k")).encode(x="k:Q")
     p_rule = alt.Chart(alt.NamedData("top_p")).encode(y="p:Q")
+    text = {"color": CATEGORICAL[5], "fontWeight": "bold", "fontSize": look.tick_size}
     return [
         k_rule.mark_rule(color=GREEN, strokeWidth=2, strokeDash=[6, 3]),
-        k_rule.mark_text(align="left", color=GREEN, fontWeight="bold").encode(y="y:Q", text="label:N"),
-        p_rule.mark_rule(color=CATEGORICAL[5], strokeWidth=2, strokeDash=[6, 3]),
-        p_rule.mark_text(align="left", baseline="bottom", dy=-4, color=CATEGORICAL[5], fontWeight="bold").encode(
-            x="x:Q", text="label:N"
+        k_rule.mark_text(align="left", color=GREEN, fontWeight="bold", fontSize=look.tick_size).encode(
+            y="y:Q", text="label:N"
         ),
+        p_rule.mark_rule(color=CATEGORICAL[5], strokeWidth=2, strokeDash=[6, 3]),
+        p_rule.transform_filter("datum.place == 'above'")
+        .mark_text(align="left", baseline="bottom", dy=-4, **text)
+        .encode(x="x:Q", text="label:N"),
+        p_rule.transform_filter("datum.place == 'below'")
+        .mark_text(align="right", baseline="top", dy=4, **text)
+        .encode(x="x:Q", text="label:N"),
     ]
 
 
@@ -284,22 +323,45 @@ def stages_figure(
             }
         )
     finish(draft, info, look)
+    legend = _legend_rows([entry["name"] for entry in draft.data], look.smaller_ticks(2), look.width - 90)
+    top, bottom = look.title_band + legend["height"] + 10, 90
     relayout(
         draft,
         barmode="group",
         bargap=0.25,
-        margin={"l": 70, "r": 20, "t": look.title_band + 30, "b": 90},
+        # Room above the plot for every row of the legend, under the subtitle (one row was reserved, and a
+        # legend that wrapped to two covered the subtitle); a narrow figure grows to keep its bars readable.
+        height=max(look.height, top + bottom + MIN_PLOT_HEIGHT),
+        margin={"l": 70, "r": 20, "t": top, "b": bottom},
         legend={
             "orientation": "h",
             "y": 1.02,
             "yanchor": "bottom",
             "x": 0,
             "font": {"size": look.smaller_ticks(2)},
+            "entrywidth": legend["entry"],
+            "entrywidthmode": "pixels",
         },
     )
-    update_axes(draft, "y", title={"text": "probability"}, gridcolor=GRID, tickfont={"size": look.smaller_ticks(1)})
+    update_axes(
+        draft,
+        "y",
+        title={"text": "probability"},
+        gridcolor=GRID,
+        tickfont={"size": look.smaller_ticks(1)},
+        automargin=True,  # the title clear of the ticks at every text size ("0.06" ran into it on a slide)
+    )
     update_axes(draft, "x", tickangle=-45 if count > 8 else 0, tickfont={"size": look.smaller_ticks(1)})
     return draft.spec()
+
+
+def _legend_rows(names: list[str], size: int, room: float) -> dict:
+    """A horizontal legend laid out on a grid whose columns fit its longest entry: the text width to give Plotly
+    (``entry`` px; it adds the marker, 40 px) and how tall its rows make it (``height`` px) in ``room`` px."""
+    entry = int(max(len(name) for name in names) * LEGEND_CHAR_WIDTH * size + 8)
+    per_row = max(int(room // (entry + 40)), 1)
+    rows = math.ceil(len(names) / per_row)
+    return {"entry": entry, "height": int(rows * size * 1.8 + 6)}
 
 
 def stages_rows(distribution: TokenDistribution) -> list[dict]:

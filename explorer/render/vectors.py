@@ -286,7 +286,10 @@ def _weight_bars(weights: np.ndarray, labels) -> go.Bar:
         orientation="h",
         marker={"color": SEQUENTIAL[6][1]},
         text=[f"{w:.2f}" for w in weights],
-        textposition="outside",
+        # Inside a bar long enough to hold its number, beside it otherwise: a weight near 1 written outside its
+        # bar ran into the next panel (the panel leaves a quarter of its width for numbers).
+        textposition="auto",
+        insidetextanchor="end",
         cliponaxis=False,
         hovertemplate="%{y}: weight %{x:.4f}<extra></extra>",
     )

@@ -45,7 +45,8 @@ def breadcrumb_ui(branch) -> None:
     crumbs = " → ".join(
         f"“{literal(_forced_label(branch, step))}” (the model's #{int(step.forced_rank[0]) + 1})" for step in forced
     )
-    text_column, undo_column, clear_column = st.columns([6, 2, 2], vertical_alignment="center")
+    # Wide enough for the buttons' labels at 1280 px beside the sidebar ([6, 2, 2] cut "Undo the last b…").
+    text_column, undo_column, clear_column = st.columns([4, 3, 3], vertical_alignment="center")
     text_column.markdown(f"**Branch:** the model was made to say {crumbs}, then chose the rest.")
     undo_column.button(
         "Undo the last branch", icon=":material/undo:", on_click=set_value, args=(FORCE_KEY, ids[:-1]), width="stretch"
