@@ -151,8 +151,10 @@ def test_the_tokens_page_runs_the_model_once_per_text(monkeypatch):
 
 def test_the_head_types_page_scans_the_vocabulary_once_per_model(monkeypatch):
     calls = []
-    real = gateway.longest_n
-    monkeypatch.setattr(gateway, "longest_n", lambda lm: calls.append(lm.name) or real(lm))
+    from explorer.models import probes  # the gateway imports it at first use (explorer leaves torch for then)
+
+    real = probes.longest_n
+    monkeypatch.setattr(probes, "longest_n", lambda lm: calls.append(lm.name) or real(lm))
     gateway.results_cache().clear()
     at = open_page("pages/head_types.py", model=DECODER, probe_n="6")
     assert not at.exception and calls == [DECODER]
