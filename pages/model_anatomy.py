@@ -5,10 +5,10 @@ import streamlit as st
 
 from explorer import ui, views
 from explorer.compute.anatomy import (
-    layer_against_textbook,
     lecture_count,
     lecture_rows,
     memory_mb,
+    stack_layer_against_textbook,
     textbook_formula,
 )
 
@@ -73,15 +73,7 @@ st.subheader("One layer against the textbook")
 STACKS = {"main": "The encoder's" if anatomy.kind != "decoder" else "The model's", "decoder": "The decoder's"}
 if anatomy.width and anatomy.ffn_size:
     for row in sorted((row for row in anatomy.layer_counts if row.layer == 0), key=lambda row: row.stack != "main"):
-        blocks = layer_against_textbook(
-            row.parts,
-            d=anatomy.width,
-            d_ff=anatomy.ffn_size,
-            heads=anatomy.heads,
-            kv_heads=anatomy.kv_heads,
-            head_dim=anatomy.head_dim,
-            norm_kind=anatomy.norm_kind,
-        )
+        blocks = stack_layer_against_textbook(anatomy, row)
         cross = row.parts.get("cross-attention weights", 0) > 0
         layers = sum(1 for other in anatomy.layer_counts if other.stack == row.stack and other.layer is not None)
         st.markdown(

@@ -10,11 +10,11 @@ import explorer
 from explorer.compute.anatomy import (
     decoder_layer,
     encoder_layer,
-    layer_against_textbook,
     lecture_count,
     lecture_rows,
     memory_mb,
     shape_trail,
+    stack_layer_against_textbook,
     textbook_layer,
 )
 from explorer.models.anatomy import model_anatomy, parameter_counts
@@ -47,19 +47,7 @@ def test_minilm_anatomy(minilm):
 
 def first_layers_against_textbook(anatomy) -> dict:
     """{stack: layer 0 of that stack against the textbook}, as the anatomy page sets them side by side."""
-    return {
-        row.stack: layer_against_textbook(
-            row.parts,
-            d=anatomy.width,
-            d_ff=anatomy.ffn_size,
-            heads=anatomy.heads,
-            kv_heads=anatomy.kv_heads,
-            head_dim=anatomy.head_dim,
-            norm_kind=anatomy.norm_kind,
-        )
-        for row in anatomy.layer_counts
-        if row.layer == 0
-    }
+    return {row.stack: stack_layer_against_textbook(anatomy, row) for row in anatomy.layer_counts if row.layer == 0}
 
 
 # Each architecture's first layer of each stack, as the model's own modules name its blocks: what the

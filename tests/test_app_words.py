@@ -13,20 +13,13 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.ui.navigation import PAGES
+from tests.test_app_attention import open_page
 
 TIMEOUT = 90
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_FILES = [path for _, path, _, _ in PAGES]
 # The proto fields that hold words a visitor reads: bodies of text, labels, help, options and their captions.
 _READ_FIELDS = {"body", "label", "help", "placeholder", "options", "captions", "caption", "value"}
-
-
-def open_page(page: str, **params) -> AppTest:
-    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
-    at.query_params.update(params)
-    at.run()
-    at.switch_page(page)
-    return at.run()
 
 
 def _strings(message) -> list[str]:

@@ -275,3 +275,16 @@ def shape_trail(
         rows.append({"step": "LayerNorm", "shape": f"[{n}, {d}]", "how": f"the model's {norm}, per token"})
     rows.append({"step": "→ layer 1's input", "shape": f"[{n}, {d}]", "how": "what the first layer receives"})
     return rows
+
+
+def stack_layer_against_textbook(anatomy, row) -> tuple[BlockComparison, ...]:
+    """``layer_against_textbook`` for one row of ``anatomy.layer_counts``, with the model's own sizes."""
+    return layer_against_textbook(
+        row.parts,
+        d=anatomy.width,
+        d_ff=anatomy.ffn_size,
+        heads=anatomy.heads,
+        kv_heads=anatomy.kv_heads,
+        head_dim=anatomy.head_dim,
+        norm_kind=anatomy.norm_kind,
+    )
