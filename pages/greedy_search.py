@@ -91,9 +91,10 @@ if loop:
 
 # Every column in view, with no sideways scroll, on a 1280-pixel screen beside the sidebar: a table whose cells
 # wrap (a data grid keeps each cell on one line, and its eight columns took 1,150 px where 820 were left).
+# st.table renders each cell as Markdown, so the prompt in "input" goes through ui.literal.
 # "chosen" only where a branch made it differ from choice 1 (greedy search otherwise always takes choice 1).
 table = pd.DataFrame(greedy_table(trace, lm.tokenizer, context_chars=48))
-st.table(table if force else table.drop(columns="chosen"), hide_index=True)
+st.table(ui.literal_table(table if force else table.drop(columns="chosen")), hide_index=True)
 with ui.stage():
     ui.show_view(views.decoding.Greedy(lm.name, prompt), trace, key="greedy", select_key=clicks.selection_key(GRID))
 st.caption(

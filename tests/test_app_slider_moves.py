@@ -12,7 +12,7 @@ from explorer.compute.decoding import greedy_table, mark_leading_space
 from explorer.models.decoding import decode
 from explorer.serving import IDLE_WORK
 from explorer.ui.decoding import PAGE_MAX_STEPS, TEMPERATURES, slider_values
-from explorer.ui.text import literal
+from explorer.ui.text import literal, literal_table
 from tests.figures import decode_plotly_array
 from tests.test_app_decoding import DECODER, PROMPT, count_runs, figure, open_page, prose  # noqa: F401 (fixtures)
 from tests.test_decoding import assert_same_as_generate, fill_tokens, generate
@@ -21,7 +21,7 @@ from tests.test_decoding import assert_same_as_generate, fill_tokens, generate
 def shows_greedy(at, lm, trace) -> None:
     """The greedy page shows ``trace``: its table, its candidates grid, its log-probability and its tokens."""
     assert not at.exception
-    expected = pd.DataFrame(greedy_table(trace, lm.tokenizer, context_chars=48)).drop(columns="chosen")
+    expected = literal_table(pd.DataFrame(greedy_table(trace, lm.tokenizer, context_chars=48)).drop(columns="chosen"))
     shown_table = at.table[0].value  # the page's wrapping table (no "chosen" column without a branch)
     assert list(shown_table.columns) == list(expected.columns)
     assert shown_table.astype(str).values.tolist() == expected.astype(str).values.tolist()

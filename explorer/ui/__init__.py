@@ -30,7 +30,7 @@ from explorer.ui.models import (
 from explorer.ui.presets import apply_pending_preset, preset_button, preset_notice
 from explorer.ui.results import run_model, run_view, show_view, shown_progress
 from explorer.ui.shell import app_shell, controls, explanation, page_header, page_shell, presenting, stage
-from explorer.ui.text import literal, prompt_and_continuation
+from explorer.ui.text import literal, literal_table, prompt_and_continuation
 from explorer.ui.widgets import (
     STACK_LABELS,
     add_notice,
@@ -65,6 +65,7 @@ __all__ = [
     "heads_ui",
     "index_slider_ui",
     "literal",
+    "literal_table",
     "model_picker_ui",
     "notices_ui",
     "number_slider_ui",

@@ -36,6 +36,12 @@ def literal(text: object) -> str:
     return unlinked(visible(str(text).translate(_FLATTENED))).translate(_ESCAPED)
 
 
+def literal_table(frame):
+    """A copy of the pandas ``frame`` whose text cells show literally in ``st.table``, which renders each cell
+    as Markdown (bare addresses in a prompt became links there)."""
+    return frame.map(lambda cell: literal(cell) if isinstance(cell, str) else cell)
+
+
 def prompt_and_continuation(prompt: str, continuation: str, *, seq2seq: bool = False) -> str:
     """Markdown: the prompt as it is, then the generated text in bold (both shown literally). A seq2seq model's
     output is not a continuation of its input but a text of its own: it follows an arrow."""
