@@ -129,6 +129,17 @@ def _decode(lm, prompt: str, *, progress=None, **settings) -> explorer.DecodeTra
     return explorer.decode(lm, prompt, progress=progress, **settings)
 
 
+def _decode_together(lm, prompt: str, variants: tuple, *, progress=None, **settings) -> tuple:
+    return explorer.decode_together(lm, prompt, [dict(variant) for variant in variants], progress=progress, **settings)
+
+
+def _each_variant(inputs: tuple, settings: dict, traces: tuple):
+    """Each of ``decode together``'s traces is the one a ``decode`` run with its variant's settings would give."""
+    prompt, variants = inputs
+    for variant, trace in zip(variants, traces, strict=True):
+        yield "decode", (prompt,), {**settings, **dict(variant)}, trace
+
+
 def _logits(lm, prompt: str, ablate: tuple = ()) -> explorer.NextTokenLogits:
     return explorer.next_token_logits(lm, prompt, ablate=ablate)
 
@@ -205,6 +216,8 @@ class Job:
     also    kinds read from this job's result, computed in the same gate slot: a session must not hold a long
             capture while it queues a second time behind the class for its check (forty would pile up)
     gated   through ``FORWARD_GATE``: everything that runs the model or holds a run's worth of memory
+    spread  results of other jobs this one's result holds: ``spread(inputs, settings, result)`` yields
+            (kind, inputs, settings, value), each kept under that kind's key, so that its run finds it
     """
 
     compute: Callable
@@ -213,12 +226,21 @@ class Job:
     source: str | None = None
     also: tuple[str, ...] = ()
     gated: bool = True
+    spread: Callable | None = None
 
 
 JOBS: dict[str, Job] = {
     "capture": Job(_capture, "Running the model…", also=("verification",)),
     "verification": Job(_verification, "Checking the captured weights…", source="capture"),
     "decode": Job(_decode, "Generating…", unit="Generating: {done} of {total} tokens"),
+    # Greedy search and sampling variants of one prompt in one batch (variants: tuples of (name, value) pairs);
+    # each trace is also kept as the "decode" its settings ask for.
+    "decode together": Job(
+        _decode_together,
+        "Generating…",
+        unit="Generating every variant at once: {done} of {total} tokens",
+        spread=_each_variant,
+    ),
     "logits": Job(_logits, "Running the model…"),
     "lens": Job(_lens, "Reading every layer through the lens…"),
     "probes": Job(_probes, "Running the model on the probe…"),
@@ -261,7 +283,9 @@ def key_of(kind: str, model_name: str, inputs: tuple, settings: dict) -> tuple:
     bound.apply_defaults()
     arguments = dict(list(bound.arguments.items())[1:])  # not the model
     arguments.pop("progress", None)
-    arguments.update(arguments.pop("settings", {}))
+    for name, parameter in bound.signature.parameters.items():  # **settings: each setting by its own name
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            arguments.update(arguments.pop(name, {}))
     return (kind, model_name, tuple(sorted(arguments.items())))
 
 
@@ -285,6 +309,9 @@ def _compute(job: Job, key: tuple, model_name: str, source, inputs: tuple, setti
         result = job.compute(source, *inputs, **settings)
         for kind in job.also:  # in this slot (see Job.also); never waiting on another session's run of it
             results_cache().offer((kind, *key[1:], ()), functools.partial(JOBS[kind].compute, result))
+        for kind, its_inputs, its_settings, value in job.spread(inputs, settings, result) if job.spread else ():
+            its_settings = {name: setting for name, setting in its_settings.items() if name != "progress"}
+            results_cache().offer(key_of(kind, model_name, its_inputs, its_settings), lambda value=value: value)
         return result
 
     return FORWARD_GATE.run(compute) if job.gated else compute()

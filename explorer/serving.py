@@ -9,17 +9,12 @@ half the cores anyway, and run no faster together), and says how many are waitin
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import threading
-import time
-from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable
 from contextlib import contextmanager
 
 from explorer.caching import MB, nbytes
 
-_LOGGER = logging.getLogger(__name__)
 LARGE_RESULT = 16 * MB  # a capture of about 250 MiniLM tokens
 
 
@@ -110,62 +105,3 @@ def default_slots() -> int:
 
 
 FORWARD_GATE = ForwardGate(default_slots())
-
-
-class IdleWork:
-    """Model runs worth doing ahead of a request (a slider's other values), done in one background thread and only
-    while nobody waits at ``gate``: a student's own run never queues behind them for more than one task.
-
-    ``submit(key, tasks)`` queues a job (callables, each computing and caching one result, run in order); the
-    newest job goes first, and beyond ``capacity`` jobs the oldest are dropped (its student has moved on). A task
-    that fails is skipped: the page that asks for its result later shows the error then."""
-
-    def __init__(self, gate: ForwardGate, *, capacity: int = 16, pause_s: float = 0.05):
-        self.gate, self.capacity, self.pause_s = gate, capacity, pause_s
-        self._jobs: OrderedDict[Hashable, deque[Callable[[], object]]] = OrderedDict()
-        self._changed = threading.Condition()
-        self._working = False
-        self._thread: threading.Thread | None = None
-
-    def submit(self, key: Hashable, tasks) -> None:
-        with self._changed:
-            if key not in self._jobs:
-                self._jobs[key] = deque(tasks)
-            self._jobs.move_to_end(key)
-            while len(self._jobs) > self.capacity:
-                self._jobs.popitem(last=False)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, daemon=True, name="explorer-idle-work")
-                self._thread.start()
-            self._changed.notify_all()
-
-    def wait(self, timeout: float = 60.0) -> bool:
-        """Until every queued task is done (tests); False on timeout."""
-        with self._changed:
-            return self._changed.wait_for(lambda: not self._jobs and not self._working, timeout)
-
-    def _next(self) -> Callable[[], object]:
-        with self._changed:
-            self._changed.wait_for(lambda: self._jobs)
-            key, tasks = next(reversed(self._jobs.items()))
-            task = tasks.popleft()
-            if not tasks:
-                del self._jobs[key]
-            self._working = True
-            return task
-
-    def _work(self) -> None:
-        while True:
-            task = self._next()
-            while self.gate.waiting or self.gate.busy:  # students' own runs first
-                time.sleep(self.pause_s)
-            try:
-                task()
-            except Exception:  # its error is shown by the page that asks for the result itself
-                _LOGGER.debug("a background task failed", exc_info=True)
-            with self._changed:
-                self._working = False
-                self._changed.notify_all()
-
-
-IDLE_WORK = IdleWork(FORWARD_GATE)

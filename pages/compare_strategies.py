@@ -54,9 +54,9 @@ comparison = views.decoding.Comparison(
     where=(f"{steps} steps",),
 )
 try:
+    # Greedy search and every temperature of the slider in one batch: a temperature move runs no model.
+    decoding.greedy_and_temperatures(lm.name, prompt, seed=seed, **dict(common))
     traces = ui.run_view(comparison)
-    # The slider's other temperatures, sampled while the server is idle: a move then runs no model.
-    decoding.sample_ahead(lm.name, prompt, temperature=temperature, seed=seed, **dict(common))
 except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()

@@ -12,7 +12,6 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.compute.decoding import comparison_caption, repeats
 from explorer.compute.sampling import distribution_from_logits
-from explorer.serving import IDLE_WORK
 from explorer.ui.caches import results_cache
 from explorer.ui.decoding import default_prompt
 from explorer.ui.text import literal
@@ -45,20 +44,25 @@ def prose():
 
 @pytest.fixture
 def count_runs(monkeypatch):
-    """Counts model runs: every decoding and next-token pass the pages make goes through these two functions."""
-    IDLE_WORK.wait()  # what an earlier page queued in the background is not this test's run
+    """Counts model runs: every decoding and next-token pass the pages make goes through these three functions."""
     runs = []
     real_decode, real_logits = explorer.decode, explorer.next_token_logits
+    real_together = explorer.decode_together
 
     def decode(*args, **kwargs):
         runs.append(("decode", kwargs.get("strategy")))
         return real_decode(*args, **kwargs)
+
+    def decode_together(*args, **kwargs):
+        runs.append(("decode together", tuple(variant["strategy"] for variant in args[2])))
+        return real_together(*args, **kwargs)
 
     def logits(*args, **kwargs):
         runs.append(("logits", args[1]))
         return real_logits(*args, **kwargs)
 
     monkeypatch.setattr(explorer, "decode", decode)
+    monkeypatch.setattr(explorer, "decode_together", decode_together)
     monkeypatch.setattr(explorer, "next_token_logits", logits)
     results_cache().clear()
     return runs

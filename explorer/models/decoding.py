@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import random
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -59,6 +60,12 @@ MAX_NEW_TOKENS = 64
 MAX_BEAMS = 16
 MAX_TOP_N = 20
 MAX_RETURN_SEQUENCES = 16
+MAX_VARIANTS = 32  # decode_together's
+# What the variants decoded together may set. Not the cut-offs (top-k, top-p, min-p): a batch's matrix products
+# may round the last bits of a logit differently from one row's, and a cut-off that falls between two tokens that
+# close would keep one of them in one case and not in the other; every setting here moves the draw continuously.
+VARIES = frozenset({"strategy", "temperature", "seed", "repetition_penalty", "no_repeat_ngram_size"})
+CUT_OFFS = ("top_k", "top_p", "min_p")
 
 
 def decode(
@@ -106,8 +113,8 @@ def decode(
     settings = DecodeSettings(
         strategy=strategy,
         max_new_tokens=max_new_tokens,
-        force=_token_ids(force),
-        num_beams=num_beams if strategy == "beam" else 1,
+        force=force,
+        num_beams=num_beams,
         length_penalty=length_penalty,
         early_stopping=early_stopping,
         no_repeat_ngram_size=no_repeat_ngram_size,
@@ -117,10 +124,11 @@ def decode(
         top_p=top_p,
         min_p=min_p,
         repetition_penalty=repetition_penalty,
-        seed=(random.randrange(2**31) if seed is None else int(seed)) if strategy == "sample" else None,
+        seed=seed,
         top_n=top_n,
-        ablate=ablation.normalize(lm, ablate),
+        ablate=ablate,
     )
+    settings = _normalized(lm, settings)
     _check(lm, prompt, settings, record_attention)
     _check_force(lm, settings)
     run = _Run(lm, prompt, settings, progress)
@@ -131,6 +139,51 @@ def decode(
             run.feed_last_token(result)
     attention = _stitched_attention(lm, run, calls, result) if record_attention else None
     return run.trace(result, attention)
+
+
+def decode_together(
+    lm, prompt: str, variants: Sequence[dict], *, progress: Callable[[int, int], None] | None = None, **shared
+) -> tuple[DecodeTrace, ...]:
+    """``decode(lm, prompt, **shared, **variant)`` for every variant, computed in one batched decoding: one or
+    more rows per variant in every forward pass (on a CPU, greedy search and ten sampling temperatures together
+    cost about two and a half decodings alone). Each trace is the one ``decode`` gives alone, and so equal to
+    ``generate()`` with those settings: each variant applies its own processors and draws from its own generator.
+
+    A variant is greedy search or sampling and may set only what ``VARIES``; ``shared`` holds the rest of
+    ``decode``'s settings (the prompt, its length and forced tokens run once for all), and no cut-off (top-k, top-p,
+    min-p)."""
+    if not 1 <= len(variants) <= MAX_VARIANTS:
+        raise InputError(f"decode_together takes 1 to {MAX_VARIANTS} variants (got {len(variants)}).")
+    runs = []
+    for variant in variants:
+        unknown = sorted(set(variant) - VARIES)
+        if unknown or variant.get("strategy") not in ("greedy", "sample"):
+            raise InputError(
+                f"Each variant decoded together is greedy search or sampling and sets only {', '.join(sorted(VARIES))}"
+                f" (got {variant!r}): beam search and the other settings run alone, with decode."
+            )
+        settings = _normalized(lm, DecodeSettings(**{**shared, **variant}))
+        if any(getattr(settings, name) != getattr(DecodeSettings, name) for name in CUT_OFFS):
+            raise InputError("Top-k, top-p and min-p decode alone, with decode: not together (see VARIES).")
+        _check(lm, prompt, settings, False)
+        _check_force(lm, settings)
+        runs.append(_Run(lm, prompt, settings, progress))
+    with torch.inference_mode(), ablation.ablating(lm, runs[0].settings.ablate):
+        results = _sample_lanes(runs)
+    return tuple(run.trace(result, None) for run, result in zip(runs, results, strict=True))
+
+
+def _normalized(lm, settings: DecodeSettings) -> DecodeSettings:
+    """``settings`` as results are keyed and decoded: forced ids and ablated heads as tuples, one beam unless
+    beam search, and a seed for sampling (drawn at random when None)."""
+    sample = settings.strategy == "sample"
+    return dataclasses.replace(
+        settings,
+        force=_token_ids(settings.force),
+        num_beams=settings.num_beams if settings.strategy == "beam" else 1,
+        seed=(random.randrange(2**31) if settings.seed is None else int(settings.seed)) if sample else None,
+        ablate=ablation.normalize(lm, settings.ablate),
+    )
 
 
 def generation_config_for(lm, settings: DecodeSettings) -> GenerationConfig:
@@ -378,58 +431,21 @@ class _Run:
         return torch.log_softmax(self.processors(ids, logits), dim=-1)
 
     def _forced_steps(self, ids: torch.Tensor, logits: torch.Tensor):
-        """Yields (step, prefix ids [rows, length], raw and processed log-probs [rows, vocab], forced token [rows])
-        at each forced step, from the first forward pass's logits [rows, forced, vocab]: what the model wanted
+        """Yields (step, prefix ids [rows, length], logits and raw log-probs [rows, vocab], forced token [rows]) at
+        each forced step, from the first forward pass's logits [rows, forced, vocab]: what the model wanted
         where it was made to take the forced token. Nothing is drawn (the generator stays where generate(),
         given the prompt followed by the forced tokens, starts it)."""
         for step in range(self.num_forced):
             position = ids.shape[1] - self.num_forced + step
             prefix, raw = ids[:, :position], torch.log_softmax(logits[:, step], dim=-1)
-            yield step, prefix, raw, self._processed(prefix, logits[:, step], raw), ids[:, position]
+            yield step, prefix, logits[:, step], raw, ids[:, position]
             self.progress(step + 1, self.settings.max_new_tokens)
 
     # -- greedy search and sampling ---------------------------------------------------------------------------
 
     def sample_or_greedy(self) -> _Result:
         """Mirrors generate()'s ``_sample``: argmax (greedy) or a multinomial draw (sampling) per row."""
-        rows = self.settings.num_return_sequences if self.settings.strategy == "sample" else 1
-        ids, logits, cache, extra = self._start(rows)
-        steps, bans = [], []
-        logprobs = torch.zeros(rows, dtype=torch.float64)
-        for step, prefix, raw, processed, forced in self._forced_steps(ids, logits[:, :-1]):
-            steps.append(self._record_step(step, prefix, raw, processed, forced))
-            bans += self._bans(step, prefix, raw)
-            logprobs += raw.gather(1, forced[:, None]).squeeze(1).double().cpu()
-        logits = logits[:, -1]
-        unfinished = torch.ones(rows, dtype=torch.long, device=ids.device)
-        pad = self.ids["pad"] if self.ids["pad"] is not None else 0
-        total = self.settings.max_new_tokens
-        for step in range(self.num_forced, total):
-            raw = torch.log_softmax(logits, dim=-1)
-            scores = self.processors(ids, logits)
-            chosen = self._choose(scores)
-            if len(self.eos):  # a row that ended is padded, as generate() does
-                chosen = chosen * unfinished + pad * (1 - unfinished)
-            steps.append(self._record_step(step, ids, raw, torch.log_softmax(scores, dim=-1), chosen))
-            bans += self._bans(step, ids, raw)
-            picked = raw.gather(1, chosen[:, None]).squeeze(1).double().cpu()
-            logprobs += torch.where(unfinished.bool().cpu(), picked, torch.zeros_like(picked))
-            ids = torch.cat([ids, chosen[:, None]], dim=-1)
-            if len(self.eos):
-                unfinished = unfinished & ~torch.isin(chosen, self.eos)
-            self.progress(step + 1, total)
-            if not unfinished.any() or ids.shape[1] >= self.max_length:
-                break
-            logits = self._step(ids, cache, extra)
-        sequences = [_trim(row.tolist(), self.prompt_length, self.ids["eos"]) for row in ids]
-        return _Result(
-            sequences=sequences,
-            scores=None,
-            logprobs=logprobs.tolist(),
-            steps=steps,
-            bans=bans,
-            cache=(cache, extra, ids),
-        )
+        return _sample_lanes([self])[0]
 
     def _choose(self, scores: torch.Tensor) -> torch.Tensor:
         """[rows] the next token: a draw from softmax(scores) with the run's own generator, or the argmax."""
@@ -474,7 +490,8 @@ class _Run:
     def _force_beams(self, ids, logits, search: BeamSearch, tree: BeamTree) -> tuple[list, list]:
         """Steps and n-gram bans of the forced steps, whose tokens every beam takes (one tree node each)."""
         steps, bans = [], []
-        for step, prefix, raw, processed, forced in self._forced_steps(ids, logits):
+        for step, prefix, step_logits, raw, forced in self._forced_steps(ids, logits):
+            processed = self._processed(prefix, step_logits, raw)
             scores = search.running_scores[0]
             steps.append(self._record_step(step, prefix, raw, processed, forced, scores, tree.running))
             bans += self._bans(step, prefix, raw, live=search.live)
@@ -597,6 +614,96 @@ class _Run:
             is_seq2seq=self.seq2seq,
             notes=tuple(self.notes),
         )
+
+
+def _sample_lanes(runs: list[_Run]) -> list[_Result]:
+    """Greedy search or sampling for each run, all in one batch: each run (a lane) owns
+    ``num_return_sequences`` rows of every forward pass, and applies its own processors and draws from its own
+    generator on them, exactly as its run alone would. The runs differ only in their processors and draws (one
+    prompt, forced tokens, length and ``top_n``). A lane stops where its run alone stops (when its rows have all
+    ended): later passes carry its rows along, padded, but nothing more is drawn or recorded for it."""
+    lead = runs[0]
+    rows = [run.settings.num_return_sequences if run.settings.strategy == "sample" else 1 for run in runs]
+    bounds = np.cumsum([0, *rows])
+    lanes = [slice(int(start), int(end)) for start, end in itertools.pairwise(bounds)]
+    ids, logits, cache, extra = lead._start(int(bounds[-1]))
+    steps, bans = [[] for _ in runs], [[] for _ in runs]
+    live = [True] * len(runs)
+
+    def record(step, prefix, raw, processed, chosen) -> None:
+        """One step's candidates for every row at once (one top-k, one softmax), then each live lane's rows."""
+        recorded = lead._record_step(step, prefix, raw, processed, chosen)
+        for index, (run, lane) in enumerate(zip(runs, lanes, strict=True)):
+            if live[index]:
+                steps[index].append(recorded if len(runs) == 1 else _rows(recorded, lane))
+                bans[index].extend(run._bans(step, prefix[lane], raw[lane]))
+
+    logprobs = torch.zeros(int(bounds[-1]), dtype=torch.float64)
+    for step, prefix, step_logits, raw, forced in lead._forced_steps(ids, logits[:, :-1]):
+        processed = torch.cat(
+            [run._processed(prefix[lane], step_logits[lane], raw[lane]) for run, lane in zip(runs, lanes, strict=True)]
+        )
+        record(step, prefix, raw, processed, forced)
+        logprobs += raw.gather(1, forced[:, None]).squeeze(1).double().cpu()
+    logits = logits[:, -1]
+    unfinished = torch.ones(ids.shape[0], dtype=torch.long, device=ids.device)
+    pad = lead.ids["pad"] if lead.ids["pad"] is not None else 0
+    total = lead.settings.max_new_tokens
+    for step in range(lead.num_forced, total):
+        raw = torch.log_softmax(logits, dim=-1)
+        chosen = torch.full_like(unfinished, pad)
+        processed = raw.clone()  # a lane that stopped keeps its raw rows: nothing is recorded for it
+        for index, (run, lane) in enumerate(zip(runs, lanes, strict=True)):
+            if live[index]:
+                scores = run.processors(ids[lane], logits[lane])
+                chosen[lane] = run._choose(scores)
+                processed[lane] = torch.log_softmax(scores, dim=-1)
+        if len(lead.eos):  # a row that ended is padded, as generate() does
+            chosen = chosen * unfinished + pad * (1 - unfinished)
+        record(step, ids, raw, processed, chosen)
+        picked = raw.gather(1, chosen[:, None]).squeeze(1).double().cpu()
+        logprobs += torch.where(unfinished.bool().cpu(), picked, torch.zeros_like(picked))
+        ids = torch.cat([ids, chosen[:, None]], dim=-1)
+        if len(lead.eos):
+            unfinished = unfinished & ~torch.isin(chosen, lead.eos)
+        lead.progress(step + 1, total)
+        full = ids.shape[1] >= lead.max_length
+        live = [alive and not full and bool(unfinished[lane].any()) for alive, lane in zip(live, lanes, strict=True)]
+        if not any(live):
+            break
+        logits = lead._step(ids, cache, extra)
+    return [
+        _Result(
+            sequences=[_trim(row.tolist(), run.prompt_length, run.ids["eos"]) for row in ids[lane]],
+            scores=None,
+            logprobs=logprobs[lane].tolist(),
+            steps=lane_steps,
+            bans=lane_bans,
+            cache=(cache, extra, ids),
+        )
+        for run, lane, lane_steps, lane_bans in zip(runs, lanes, steps, bans, strict=True)
+    ]
+
+
+def _rows(recorded: DecodeStep, lane: slice) -> DecodeStep:
+    """The rows ``lane`` of a step recorded for a whole batch (copies: a lane's trace holds only its own rows)."""
+
+    def cut(array):
+        return None if array is None else array[lane].copy()
+
+    return dataclasses.replace(
+        recorded,
+        prefix_ids=recorded.prefix_ids[lane],
+        candidate_ids=cut(recorded.candidate_ids),
+        candidate_tokens=recorded.candidate_tokens[lane],
+        candidate_logprobs=cut(recorded.candidate_logprobs),
+        candidate_probs=cut(recorded.candidate_probs),
+        chosen_ids=cut(recorded.chosen_ids),
+        entropy=cut(recorded.entropy),
+        raw_entropy=cut(recorded.raw_entropy),
+        forced_rank=cut(recorded.forced_rank),
+        forced_logprob=cut(recorded.forced_logprob),
+    )
 
 
 def _processors(settings: DecodeSettings) -> LogitsProcessorList:

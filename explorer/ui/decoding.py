@@ -6,15 +6,12 @@ server: moving a view-only control (a step slider, temperature, top-p) never run
 
 from __future__ import annotations
 
-import functools
-
 import streamlit as st
 
 import explorer
-from explorer import display_name, gateway
+from explorer import display_name
 from explorer.compute.decoding import first_steps, prefix_consistent
 from explorer.hosting import POLICY
-from explorer.serving import IDLE_WORK
 from explorer.ui.models import cached_model
 from explorer.ui.presets import preset_button
 from explorer.ui.results import run_model
@@ -33,8 +30,9 @@ FALLBACK_PROMPT = "The meaning of life is"
 # Bounds on the pages' sliders: a class cannot stall a shared server (the engine's own limits are higher).
 PAGE_MAX_STEPS = min(32, explorer.MAX_NEW_TOKENS, POLICY.max_new_tokens)
 PAGE_MAX_BEAMS = min(8, explorer.MAX_BEAMS, POLICY.max_beams)
-# The Compare strategies page's temperature slider (low, high, step): each of its values is sampled ahead of a
-# move, so the grid is coarse (ten values, the chapter's 0.5, 1 and 2 among them): every value costs one decoding.
+# The Compare strategies page's temperature slider (low, high, step): all its values are sampled at once, one
+# row each of one batch (``greedy_and_temperatures``), so the grid stays short: ten values, the chapter's 0.5, 1 and 2
+# among them.
 TEMPERATURES = (0.25, 2.5, 0.25)
 
 
@@ -57,26 +55,23 @@ def greedy_decoding(model_name: str, prompt: str, *, steps: int, force=(), top_n
 
 def on_temperature_grid(temperature: float) -> float:
     """``temperature`` as the ``TEMPERATURES`` slider writes it (0.15000000000000002 is 0.15): the key a move asks
-    for must be the key ``sample_ahead`` filled."""
+    for must be the key ``greedy_and_temperatures`` filled."""
     nearest = min(slider_values(*TEMPERATURES), key=lambda value: abs(value - temperature))
     return nearest if abs(nearest - temperature) < 1e-9 else temperature
 
 
-def sample_ahead(model_name: str, prompt: str, *, temperature: float, **settings) -> None:
-    """While no student's run waits, the seeded sampling of ``settings`` at every other value of the
-    ``TEMPERATURES`` slider, nearest first, each cached under the key a move there asks for: a move then answers
-    from the cache instead of running the model.
+def greedy_and_temperatures(model_name: str, prompt: str, *, seed: int, **shared) -> None:
+    """Greedy search and the seeded sampling at every value of the ``TEMPERATURES`` slider, in one batched
+    decoding (together they cost about two and a half decodings alone), each kept under the key a ``decode``
+    with its settings asks for: a temperature move then runs no model.
 
     Sampling at another temperature is another decoding (each draw depends on the temperature, and every later
-    step on the draws), so nothing is cut or interpolated: each value is ``explorer.decode`` itself, exactly the
-    run the move would have made (equal to ``generate()`` with the same seed)."""
-    grid = slider_values(*TEMPERATURES)
-    others = sorted((value for value in grid if value != temperature), key=lambda value: abs(value - temperature))
-    tasks = [
-        functools.partial(gateway.run, "decode", model_name, prompt, strategy="sample", temperature=value, **settings)
-        for value in others
+    step on the draws), so nothing is cut or interpolated: each is the decoding ``explorer.decode`` gives alone
+    (``explorer.decode_together``: equal to ``generate()`` with those settings)."""
+    samples = [
+        (("strategy", "sample"), ("temperature", value), ("seed", seed)) for value in slider_values(*TEMPERATURES)
     ]
-    IDLE_WORK.submit(("temperatures", model_name, prompt, tuple(sorted(settings.items()))), tasks)
+    run_model("decode together", model_name, prompt, ((("strategy", "greedy"),), *samples), **shared)
 
 
 def slider_values(low: float, high: float, step: float) -> list[float]:
