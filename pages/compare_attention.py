@@ -60,6 +60,6 @@ with ui.stage():
     for side, column, capture, name, text in sides:
         with column:
             side_view = views.attention.Side(name, text, layer=layer, head=head, stretch=stretch)
-            ui.show_view(side_view, capture, key=f"compare-{side}")
+            ui.show_view(side_view, capture, key=f"compare-{side}", tall=True)
 if mode == "models" and second_model.num_layers != lm.num_layers:
     st.caption(f"The two models differ in depth: layers shown go up to {layers - 1}, heads up to {heads - 1}.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from explorer.render.style import ROOMY
 from tests import drawn
 from tests.browser import needs_chromium, open_tab, screenshot, wait_for_chart
 
@@ -211,3 +212,48 @@ def test_exported_slides_keep_their_labels_apart(browser, tmp_path):
         assert drawn.clipped_texts(tab.page) == [], name
     assert tab.errors == [] and tab.external == []
     tab.context.close()
+
+
+_ROOM = """
+(selector) => [...document.querySelectorAll(selector)].map((chart) => {
+  const column = chart.closest("[data-testid='stColumn']").getBoundingClientRect();
+  const top = chart.getBoundingClientRect().top;
+  return {width: column.width, room: window.innerHeight - top};
+})
+"""
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "present"),
+    [
+        (1280, 720, False),
+        (1280, 800, False),
+        (1920, 1080, False),
+        (1280, 720, True),
+        (1280, 800, True),
+        (1920, 1080, True),
+    ],
+    ids=lambda value: str(value),
+)
+def test_compare_panels_fill_their_columns(browser, app_url, width, height, present):
+    """Item 12: the Compare page's two matrices were ~290 px squares beside a colour bar's fixed column, with
+    empty space below them. Each matrix now fills its panel one way: at least 3/4 of its column's width, or (a
+    figure that fits the window: in presentation mode, or a window with room) the figure reaches the window's
+    bottom; whole and inside the window either way."""
+    tab = _open(browser, app_url, "compare_attention?", width=width, height=height, present=present)
+    page = tab.page
+    assert page.locator(PLOTLY).count() == 2
+    rooms = page.evaluate(_ROOM, PLOTLY)
+    for index, room in enumerate(rooms):
+        chart = _chart(page, PLOTLY, index)
+        plot = drawn.box(page, f"{chart} .draglayer .nsewdrag")
+        side = max(plot["right"] - plot["left"], plot["bottom"] - plot["top"])  # a matrix fills one way
+        lowest = max(text["bottom"] for text in drawn.text_boxes(page, chart))
+        print(f"{width}x{height} present={present} panel {index}: matrix {side:.0f} px, lowest {lowest:.0f}, {room}")
+        wide = side >= 0.75 * room["width"]
+        fitted = present or room["room"] >= ROOMY
+        assert wide or (fitted and lowest >= height - 0.08 * room["room"]), (side, lowest, room)
+        figure = drawn.box(page, f"{chart} svg")
+        assert figure["left"] >= 0 and figure["right"] <= width, figure
+        _assert_whole(page, chart)
+    _done(tab, f"drawn-compare-{width}x{height}{'-presentation' if present else ''}.png")

@@ -213,6 +213,8 @@ class MatrixGeometry:
     colorbar_x: float
     x_ticks: TokenTicks
     y_ticks: TokenTicks
+    colorbar_below: bool = False  # horizontal, under the key labels (a narrow figure: two side by side)
+    colorbar_y: float = 0.0  # paper fraction of the horizontal bar's top
 
 
 def matrix_geometry(
@@ -220,14 +222,26 @@ def matrix_geometry(
 ) -> MatrixGeometry:
     """Square cells as large as the figure allows once labels, axis titles and the colour bar have room.
 
+    The colour bar goes beside the matrix or, where that leaves larger cells (a figure in a narrow column,
+    where a bar's ~170 px beside the matrix cost a third of its width), under it.
+    """
+    if not colorbar:
+        return _placed(row_tokens, column_tokens, look, column_title_lines, side_room=0, below_room=0)
+    beside = _placed(row_tokens, column_tokens, look, column_title_lines, side_room=_colorbar_room(look), below_room=0)
+    below = _placed(row_tokens, column_tokens, look, column_title_lines, side_room=0, below_room=_colorbar_band(look))
+    return below if below.cell > beside.cell * 1.05 else beside
+
+
+def _placed(row_tokens, column_tokens, look: Look, column_title_lines: int, *, side_room: int, below_room: int):
+    """The geometry with ``side_room`` px kept right of the matrix and ``below_room`` px under its key labels.
+
     Label room depends on the cell size (narrow cells turn or thin the labels) and the cell size on the
     label room, so the two are settled by a few rounds of refinement. Without a colour bar the matrix takes
     its room too (a mask drawn beside the scores was half as wide as it could be).
     """
     n_rows, n_columns = max(len(row_tokens), 1), max(len(column_tokens), 1)
     title_room = int(look.font_size * 1.8)  # an axis title and its gap
-    below_room = title_room + int(look.font_size * 1.3 * (column_title_lines - 1))  # the x title's extra lines
-    side_room = _colorbar_room(look) if colorbar else 0
+    under_room = title_room + int(look.font_size * 1.3 * (column_title_lines - 1))  # the x title's extra lines
     plot_height = look.height - look.title_band
     cell = min(look.width / (n_columns + 4), plot_height / (n_rows + 4))
     chars = 10 if look.presentation else 12  # projector text is large: shorter labels leave room for cells
@@ -235,7 +249,7 @@ def matrix_geometry(
         x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True, max_chars=chars)
         y_ticks = token_ticks(row_tokens, cell, look.tick_size, horizontal_axis=False, max_chars=chars)
         room_w = look.width - y_ticks.extent - title_room - side_room - 16
-        room_h = plot_height - x_ticks.extent - below_room - 8
+        room_h = plot_height - x_ticks.extent - under_room - below_room - 8
         # Capped: a five-token sentence reads better as a compact matrix than as a wall of colour.
         cell = max(min(room_w / n_columns, room_h / n_rows, MAX_CELL_EMS * look.tick_size), 1.0)
     x_ticks = token_ticks(column_tokens, cell, look.tick_size, horizontal_axis=True, max_chars=chars)
@@ -245,14 +259,20 @@ def matrix_geometry(
     offset = max((look.width - (left + width + side_room)) / 2, 0)
     x0 = (offset + left) / look.width
     x1 = min(x0 + width / look.width, 1.0)
+    y0 = max(1 - height / plot_height, 0.0)
+    # The horizontal bar's top (its title's, which Plotly counts in): under the key labels and the axis title.
+    gap = BAR_GAP_EMS if x_ticks.angle == 0 else 0.6  # (a turned label's extent already counts its corners)
+    bar_top = y0 - (x_ticks.extent + under_room + look.font_size * gap) / plot_height
     return MatrixGeometry(
         cell=cell,
         top=look.title_band,
         x_domain=(x0, x1),
-        y_domain=(max(1 - height / plot_height, 0.0), 1.0),
+        y_domain=(y0, 1.0),
         colorbar_x=min(x1 + 14 / look.width, 1.0),
         x_ticks=x_ticks,
         y_ticks=y_ticks,
+        colorbar_below=below_room > 0,
+        colorbar_y=bar_top,
     )
 
 
@@ -260,7 +280,19 @@ def _colorbar_room(look: Look) -> int:
     return int(14 + 14 + text_width("(this head's", look.font_size) + 10)
 
 
+# Between the key axis's title and a horizontal colour bar's title, under labels written across (Plotly sets the
+# axis title lower than the 1.8 em its room counts under them).
+BAR_GAP_EMS = 1.6
+
+
+def _colorbar_band(look: Look) -> int:
+    """Px under the key labels for a horizontal bar: a gap, its one-line title, the bar and its tick labels."""
+    return int(look.font_size * (BAR_GAP_EMS + 1.5) + 12 + look.tick_size * 1.6 + 8)  # the larger gap
+
+
 def _colorbar(title: str, geometry: MatrixGeometry, look: Look) -> dict:
+    if geometry.colorbar_below:
+        return _colorbar_below(title, geometry, look)
     return {
         # The trailing break keeps the top tick label ("1") clear of the title.
         "title": {"text": title + "<br>", "side": "top", "font": {"size": look.font_size, "color": MUTED}},
@@ -272,6 +304,26 @@ def _colorbar(title: str, geometry: MatrixGeometry, look: Look) -> dict:
         "yanchor": "top",
         "len": geometry.y_domain[1] - geometry.y_domain[0],
         "lenmode": "fraction",
+        "tickfont": {"size": look.tick_size},
+    }
+
+
+def _colorbar_below(title: str, geometry: MatrixGeometry, look: Look) -> dict:
+    """A horizontal bar as wide as the matrix, under it, its title on one line above the bar."""
+    x0, x1 = geometry.x_domain
+    one_line = title.replace("<br>", ", ", 1).replace("<br>", " ")
+    return {
+        "title": {"text": one_line, "side": "top", "font": {"size": look.font_size, "color": MUTED}},
+        "orientation": "h",
+        "thickness": 12,
+        "ypad": 0,  # the band above counts every pixel (Plotly's default pads 10 px above and below)
+        "outlinewidth": 0,
+        "x": x0,
+        "xanchor": "left",
+        "len": x1 - x0,
+        "lenmode": "fraction",
+        "y": geometry.colorbar_y,
+        "yanchor": "top",
         "tickfont": {"size": look.tick_size},
     }
 

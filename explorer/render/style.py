@@ -23,7 +23,7 @@ import html
 import math
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from explorer.labels import visible
 from explorer.render.layout import relayout
@@ -121,8 +121,21 @@ def presentation_look(width: int | None = None, height: int | None = None) -> Lo
     return Look(width, height, font_size=tick + 2, tick_size=tick, title_size=tick + 8, presentation=True)
 
 
-def look_for(width: int | None, height: int | None, *, presentation: bool) -> Look:
-    return presentation_look(width, height) if presentation else screen_look(width, height)
+def look_for(width: int | None, height: int | None, *, presentation: bool, tall: bool = False) -> Look:
+    look = presentation_look(width, height) if presentation else screen_look(width, height)
+    return taller(look, height) if tall else look
+
+
+TALLEST = 1.35  # a square matrix under its title, above its key labels and a colour bar: height per width
+
+
+def taller(look: Look, room: int | None) -> Look:
+    """``look`` for a square matrix in a narrow column (two side by side): as tall as the column's width lets the
+    matrix be, within the window's room where the figure fits the window (on a projector, or in a tall window)."""
+    height = int(min(look.width * TALLEST, 1000))
+    fitted = room and (look.presentation or room >= ROOMY)
+    height = max(look.height, min(height, int(room)) if fitted else height)
+    return replace(look, height=height)
 
 
 @dataclass(frozen=True)

@@ -87,11 +87,11 @@ export default function(component) {
 _probe = st.components.v2.component("explorer_viewport_probe", js=_PROBE_JS, html="<span></span>")
 
 
-def figure_look(key: str) -> Look:
+def figure_look(key: str, *, tall: bool = False) -> Look:
     """The look for the figure drawn next: probes the room where it will sit (see the module docstring)."""
     reported = _probe(key=f"{key}-probe", default={"viewport": None}, on_viewport_change=lambda: None, height=0)
     viewport = getattr(reported, "viewport", None) or {}
-    return look_for(viewport.get("width"), viewport.get("room"), presentation=presenting())
+    return look_for(viewport.get("width"), viewport.get("room"), presentation=presenting(), tall=tall)
 
 
 def figure_builder(render, *args, **kwargs) -> Builder:
@@ -100,14 +100,21 @@ def figure_builder(render, *args, **kwargs) -> Builder:
 
 
 def show_figure(
-    build: Builder, info: FigureInfo, *, key: str, alt: str | None = None, select_key: str | None = None
+    build: Builder,
+    info: FigureInfo,
+    *,
+    key: str,
+    alt: str | None = None,
+    select_key: str | None = None,
+    tall: bool = False,
 ) -> object:
     """Draw ``build(look)`` sized to the window, with export buttons below it; returns the shown figure.
 
     ``select_key``: a click on a point of a Plotly figure reruns the page with the point in
     ``st.session_state[select_key]`` (a key of its own, which a page may change to clear the selection without
-    the figure losing its size)."""
-    figure = build(look=figure_look(key))
+    the figure losing its size). ``tall``: a square matrix in a narrow column, drawn as tall as its width
+    allows (``style.taller``)."""
+    figure = build(look=figure_look(key, tall=tall))
     plotly = isinstance(figure, go.Figure | PlotlySpec)
     if plotly:
         shown = _AsBuilt(figure) if isinstance(figure, PlotlySpec) else figure
