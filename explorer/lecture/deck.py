@@ -1,0 +1,87 @@
+"""What a lecture deck is made of: slides, each one live view of the app, and predict-then-reveal questions.
+
+A slide holds no result: its view (an ``explorer.views`` object: inputs → ``result()`` → ``figure()``) computes
+it through the gateway like any page, and the slide's ``against`` and ``question`` read that result, so the
+numbers a slide prints beside the source's are the model's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from explorer.errors import InputError
+
+
+@dataclass(frozen=True)
+class Question:
+    """Predict, then reveal: asked before the view shows. ``choices`` and ``answer`` read the view's result, so
+    the choices are the model's own (its candidates, its tokens) and the answer is what the model did."""
+
+    ask: str
+    choices: Callable[[object], tuple[str, ...]]
+    answer: Callable[[object], str]
+    why: str  # one sentence, shown with the answer
+
+
+@dataclass(frozen=True)
+class Slide:
+    """One slide: a short title, one live view, at most three lines on what to look at, and speaker notes.
+
+    shows          what it shows: numbers of ``../shared/notes/seed-artifacts.md``'s inventory, or a concept
+    against        result -> lines: each source's printed number beside this model's (empty where none)
+    chapter_model  the model the source used; the slide runs it instead of the bundled one when it is at hand
+    """
+
+    title: str
+    view: object
+    look: tuple[str, ...]
+    notes: str
+    shows: tuple[int | str, ...]
+    against: Callable[[object], tuple[str, ...]] | None = None
+    question: Question | None = None
+    chapter_model: str | None = None
+
+    def __post_init__(self):
+        if not 1 <= len(self.look) <= 3:
+            raise ValueError(f"{self.title!r}: a slide says what to look at in one to three lines")
+
+    def compared(self, result) -> tuple[str, ...]:
+        return self.against(result) if self.against else ()
+
+    def with_model(self, available: Callable[[str], bool]) -> Slide:
+        """This slide on the source's own model when ``available(name)`` says it is at hand (in the Hub cache),
+        else as it is, on the bundled model (``ran_instead`` then says so)."""
+        if self.chapter_model is None or not available(self.chapter_model):
+            return self
+        return dataclasses.replace(self, view=dataclasses.replace(self.view, model=self.chapter_model))
+
+    def ran_instead(self) -> str | None:
+        """One line when the slide runs a bundled model in place of the one the source named."""
+        model = getattr(self.view, "model", None)
+        if self.chapter_model is None or model == self.chapter_model:
+            return None
+        return f"The source ran {self.chapter_model}; it is not on this machine, so this slide runs {model}."
+
+
+@dataclass(frozen=True)
+class Deck:
+    """A lecture: its slides in order, numbered from 1."""
+
+    name: str
+    title: str
+    slides: tuple[Slide, ...]
+
+    def __len__(self) -> int:
+        return len(self.slides)
+
+    def slide(self, number: int) -> Slide:
+        """Slide ``number`` (1 is the first); ``InputError`` outside the deck."""
+        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(self.slides):
+            raise InputError(f"The {self.title} deck has slides 1 to {len(self.slides)} (got {number!r}).")
+        return self.slides[number - 1]
+
+    def shows(self) -> set[int | str]:
+        """Every artifact and concept the deck shows."""
+        return {shown for slide in self.slides for shown in slide.shows}
