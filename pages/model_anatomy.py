@@ -5,9 +5,9 @@ import streamlit as st
 
 from explorer import ui, views
 from explorer.compute.anatomy import (
-    lecture_count,
     lecture_rows,
     memory_mb,
+    model_lecture_count,
     stack_layer_against_textbook,
     textbook_formula,
 )
@@ -110,16 +110,7 @@ if anatomy.width and anatomy.ffn_size:
 
 st.subheader("The whole model, as the lecture counts it")
 if anatomy.width and anatomy.ffn_size:
-    count = lecture_count(
-        d=anatomy.width,
-        d_ff=anatomy.ffn_size,
-        layers=anatomy.layers,
-        vocabulary=anatomy.vocabulary,
-        positions=anatomy.position_rows,
-        encoder_decoder=anatomy.kind == "encoder-decoder",
-        actual=anatomy.total_parameters,
-        biases=anatomy.bias_parameters,
-    )
+    count = model_lecture_count(anatomy)
     st.latex(
         count.formula
         + rf"\quad (|V| = {anatomy.vocabulary},\ l_c = {anatomy.position_rows},\ d = {anatomy.width},\ "

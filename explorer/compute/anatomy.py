@@ -66,6 +66,20 @@ def lecture_count(
     )
 
 
+def model_lecture_count(anatomy) -> LectureCount:
+    """``lecture_count`` with a ``ModelAnatomy``'s sizes and real count (its width and d_ff must be known)."""
+    return lecture_count(
+        d=anatomy.width,
+        d_ff=anatomy.ffn_size,
+        layers=anatomy.layers,
+        vocabulary=anatomy.vocabulary,
+        positions=anatomy.position_rows,
+        encoder_decoder=anatomy.kind == "encoder-decoder",
+        actual=anatomy.total_parameters,
+        biases=anatomy.bias_parameters,
+    )
+
+
 def textbook_layer(d: int, d_ff: int, *, cross: bool = False) -> dict[str, int]:
     """The original Transformer's layer (Vaswani et al., 2017), biases included: 4d² + 4d per attention block
     (Q, K, V and O, each with a bias), a feed-forward 2·d·d_ff + d_ff + d, and a LayerNorm (scale and bias, 2d)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from explorer import DEFAULT_ENCODER, DEFAULT_SEQ2SEQ, views
-from explorer.compute.anatomy import lecture_count, memory_mb
+from explorer.compute.anatomy import memory_mb, model_lecture_count
 from explorer.compute.attention import score_stages
+from explorer.compute.sampling import softmax
 from explorer.lecture.deck import Deck, Question, Slide
 
 TEXT = "time flies like an arrow"
@@ -27,11 +28,6 @@ DATES = ("Thursday, March 5, 2021", "2021-03-05")  # the bundled seq2seq model's
 
 def _ids(ids) -> str:
     return " ".join(str(int(i)) for i in ids)
-
-
-def _softmax(row: np.ndarray) -> np.ndarray:
-    shifted = np.exp(row - row.max())
-    return shifted / shifted.sum()
 
 
 # -- tokens and embeddings ------------------------------------------------------------------------------------
@@ -97,7 +93,7 @@ def _scaling_against(capture) -> tuple[str, ...]:
     stages = _head_stages(capture)
     head_dim = capture.stacks["encoder"].queries.shape[-1]
     scaled = float(stages["weights"][FLIES].max())
-    unscaled = float(_softmax(stages["dot"][FLIES]).max())
+    unscaled = float(softmax(stages["dot"][FLIES]).max())
     return (
         f"q·k for “flies” spans {np.ptp(stages['dot'][FLIES]):.1f}; × 1/√{head_dim} it spans "
         f"{np.ptp(stages['scaled'][FLIES]):.1f}",
@@ -107,7 +103,7 @@ def _scaling_against(capture) -> tuple[str, ...]:
 
 def _scaling_answer(capture) -> str:
     stages = _head_stages(capture)
-    scaled, unscaled = float(stages["weights"][FLIES].max()), float(_softmax(stages["dot"][FLIES]).max())
+    scaled, unscaled = float(stages["weights"][FLIES].max()), float(softmax(stages["dot"][FLIES]).max())
     return "it grows" if unscaled > scaled + 1e-6 else "it shrinks" if unscaled < scaled - 1e-6 else "it stays"
 
 
@@ -170,16 +166,7 @@ def _feed_forward_against(anatomy) -> tuple[str, ...]:
 
 
 def _count_against(anatomy) -> tuple[str, ...]:
-    count = lecture_count(
-        d=anatomy.width,
-        d_ff=anatomy.ffn_size,
-        layers=anatomy.layers,
-        vocabulary=anatomy.vocabulary,
-        positions=anatomy.position_rows,
-        encoder_decoder=False,
-        actual=anatomy.total_parameters,
-        biases=anatomy.bias_parameters,
-    )
+    count = model_lecture_count(anatomy)
     return (
         f"Lecture's formula (|V| + l_c)·d + (12d² + 4d)·L: {count.formula_total:,}; numel(): "
         f"{count.actual_total:,} (biases {count.biases:,} left out)",

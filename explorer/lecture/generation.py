@@ -9,6 +9,7 @@ import numpy as np
 
 from explorer import DEFAULT_DECODER, views
 from explorer.compute.decoding import mark_leading_space, repeats
+from explorer.compute.sampling import softmax
 from explorer.lecture.deck import Deck, Question, Slide
 
 CHAPTER_PROMPT = "Transformers are the"  # artifact 18 (gpt2-xl in the chapter)
@@ -115,19 +116,13 @@ def _likeliest(traces) -> str:
 # -- temperature, top-k, top-p --------------------------------------------------------------------------------
 
 
-def _softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    scaled = logits.astype(np.float64) / temperature
-    shifted = np.exp(scaled - scaled.max())
-    return shifted / shifted.sum()
-
-
 def _temperature_answer(logits) -> str:
-    hot, plain = _softmax(logits.logits, 2.0).max(), _softmax(logits.logits).max()
+    hot, plain = softmax(logits.logits / 2.0).max(), softmax(logits.logits).max()
     return "it falls" if hot < plain else "it rises"
 
 
 def _temperature_against(logits) -> tuple[str, ...]:
-    probabilities = {t: _softmax(logits.logits, t).max() for t in (0.5, 1.0, 2.0)}
+    probabilities = {t: softmax(logits.logits / t).max() for t in (0.5, 1.0, 2.0)}
     shown = ", ".join(f"T = {t:g}: {100 * p:.1f}%" for t, p in probabilities.items())
     return (
         "Chapter: T = 0.5 stays coherent, T = 2 gives gibberish (no probabilities printed)",
