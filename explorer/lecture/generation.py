@@ -246,7 +246,8 @@ GENERATION = Deck(
         ),
         Slide(
             "Greedy search repeats itself",
-            views.decoding.Greedy(DEFAULT_DECODER, PROMPT, _greedy(32)),
+            # 16 steps: two turns of the bundled decoder's loop, in cells wide enough to read on a projector.
+            views.decoding.Greedy(DEFAULT_DECODER, PROMPT, _greedy(16)),
             ("Look for a phrase that comes back.", "Once a loop starts, it only gets likelier."),
             "Taking the likeliest token at each step is short-sighted: a phrase that has appeared becomes more "
             "likely to appear again, and greedy search has no way out.",

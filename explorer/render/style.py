@@ -105,24 +105,32 @@ def screen_look(width: int | None = None, height: int | None = None) -> Look:
     return Look(width, int(min(tallest, width * 0.9, 1000)))
 
 
-def presentation_look(width: int | None = None, height: int | None = None) -> Look:
+def presentation_look(width: int | None = None, height: int | None = None, *, wide: bool = False) -> Look:
     """A 16:9 figure that fits the room left in the window, with projector-sized text.
 
     A figure in a narrow column (two side by side) may grow taller than 16:9, up to square, where the window
     has the room. Tick labels are at least 16 px, and grow with the figure (20 px on a 1920×1080 screen).
+    ``wide``: the whole content width, wider than 16:9 where the room is lower than that.
     """
     width = int(width or SCREEN.width)
     room = max(height, MIN_HEIGHT * 0.8) if height else None
-    if room:
+    if room and not wide:
         width = int(min(width, room * ASPECT))
     width = max(width, 560)
-    height = int(max(min(room, width), width / ASPECT)) if room else int(width / ASPECT)
+    if room and wide:
+        height = int(min(room, width / ASPECT))
+    else:
+        height = int(max(min(room, width), width / ASPECT)) if room else int(width / ASPECT)
     tick = max(16, round(height / 44))
     return Look(width, height, font_size=tick + 2, tick_size=tick, title_size=tick + 8, presentation=True)
 
 
-def look_for(width: int | None, height: int | None, *, presentation: bool, tall: bool = False) -> Look:
-    look = presentation_look(width, height) if presentation else screen_look(width, height)
+def look_for(
+    width: int | None, height: int | None, *, presentation: bool, tall: bool = False, wide: bool = False
+) -> Look:
+    """``wide``: on a projector, as wide as the content even where that is wider than 16:9 (a lecture slide,
+    whose title and text take some of the window's height)."""
+    look = presentation_look(width, height, wide=wide) if presentation else screen_look(width, height)
     return taller(look, height) if tall else look
 
 

@@ -29,7 +29,16 @@ from explorer.ui.models import (
 )
 from explorer.ui.presets import apply_pending_preset, preset_button, preset_notice
 from explorer.ui.results import run_model, run_view, show_view, shown_progress
-from explorer.ui.shell import app_shell, controls, explanation, page_header, page_shell, presenting, stage
+from explorer.ui.shell import (
+    app_shell,
+    controls,
+    explanation,
+    page_header,
+    page_shell,
+    present_slides,
+    presenting,
+    stage,
+)
 from explorer.ui.text import literal, literal_table, prompt_and_continuation
 from explorer.ui.widgets import (
     STACK_LABELS,
@@ -71,6 +80,7 @@ __all__ = [
     "number_slider_ui",
     "page_header",
     "page_shell",
+    "present_slides",
     "presenting",
     "preset_button",
     "preset_notice",

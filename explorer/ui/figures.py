@@ -87,11 +87,12 @@ export default function(component) {
 _probe = st.components.v2.component("explorer_viewport_probe", js=_PROBE_JS, html="<span></span>")
 
 
-def figure_look(key: str, *, tall: bool = False) -> Look:
-    """The look for the figure drawn next: probes the room where it will sit (see the module docstring)."""
+def figure_look(key: str, *, tall: bool = False, wide: bool = False) -> Look:
+    """The look for the figure drawn next: probes the room where it will sit (see the module docstring).
+    ``wide``: see ``style.look_for``."""
     reported = _probe(key=f"{key}-probe", default={"viewport": None}, on_viewport_change=lambda: None, height=0)
     viewport = getattr(reported, "viewport", None) or {}
-    return look_for(viewport.get("width"), viewport.get("room"), presentation=presenting(), tall=tall)
+    return look_for(viewport.get("width"), viewport.get("room"), presentation=presenting(), tall=tall, wide=wide)
 
 
 def figure_builder(render, *args, **kwargs) -> Builder:
@@ -107,14 +108,18 @@ def show_figure(
     alt: str | None = None,
     select_key: str | None = None,
     tall: bool = False,
+    wide: bool = False,
+    exports: bool = True,
 ) -> object:
     """Draw ``build(look)`` sized to the window, with export buttons below it; returns the shown figure.
 
     ``select_key``: a click on a point of a Plotly figure reruns the page with the point in
     ``st.session_state[select_key]`` (a key of its own, which a page may change to clear the selection without
     the figure losing its size). ``tall``: a square matrix in a narrow column, drawn as tall as its width
-    allows (``style.taller``)."""
-    figure = build(look=figure_look(key, tall=tall))
+    allows (``style.taller``). ``wide``: on a projector, the content's whole width (``style.look_for``).
+    ``exports``: the export buttons below it (a lecture slide leaves them to the deck's own files, so the figure
+    fills the window)."""
+    figure = build(look=figure_look(key, tall=tall, wide=wide))
     plotly = isinstance(figure, go.Figure | PlotlySpec)
     if plotly:
         shown = _AsBuilt(figure) if isinstance(figure, PlotlySpec) else figure
@@ -134,7 +139,8 @@ def show_figure(
         # a lock shared by every session (Altair's settings are global), so a class's charts queued behind
         # each other (0.2 s each); the chart's own builder is the only source of specs here.
         st.vega_lite_chart(_vega_spec(figure), theme=None, key=key, width="content")
-    export_buttons(build, info, key=key, plotly=plotly)
+    if exports:
+        export_buttons(build, info, key=key, plotly=plotly)
     return figure
 
 

@@ -50,6 +50,7 @@ _PRESENTATION_CSS = """
 
 def app_shell() -> None:
     """What the app draws before running a page: the page config and the sidebar."""
+    _slots.slides = False  # until the lecture page says it shows slides (``present_slides``)
     _draw_shell()
     st.session_state[_SHELL_KEY] = True
 
@@ -69,8 +70,9 @@ def page_shell() -> None:
 
 
 def _draw_shell() -> None:
-    # A projector needs the width: presentation links open with the sidebar folded away.
-    folded = str(st.query_params.get(PRESENT_KEY, "")).lower() == "true"
+    # A projector needs the width: presentation links, and the lecture's (its links always name their deck; the
+    # page is not known yet here), open with the sidebar folded away.
+    folded = str(st.query_params.get(PRESENT_KEY, "")).lower() == "true" or "deck" in st.query_params
     st.set_page_config(**PAGE_CONFIG, initial_sidebar_state="collapsed" if folded else "auto")
     model_picker_ui()
     with st.sidebar:
@@ -85,8 +87,16 @@ def _draw_shell() -> None:
 
 
 def presenting() -> bool:
-    """Whether presentation mode is on for this session (read by pages and figures)."""
-    return bool(st.session_state.get(PRESENT_KEY, False))
+    """Whether presentation mode is on for this session, or this run shows a lecture slide (read by pages and
+    figures)."""
+    return bool(st.session_state.get(PRESENT_KEY, False)) or getattr(_slots, "slides", False)
+
+
+def present_slides() -> None:
+    """This run shows lecture slides: figures get the projector's look, as in presentation mode, whether or not
+    the sidebar's toggle is on; the page's chrome shrinks the same way."""
+    _slots.slides = True
+    st.html(_PRESENTATION_CSS)
 
 
 def page_header(title: str, explanation: str):

@@ -193,7 +193,14 @@ def _index(raw: str) -> int:
 
 
 def index_slider_ui(
-    label: str, count: int, *, key: str, help: str | None = None, default_last: bool = False, first: int = 0
+    label: str,
+    count: int,
+    *,
+    key: str,
+    help: str | None = None,
+    default_last: bool = False,
+    first: int = 0,
+    default: int | None = None,
 ) -> int:
     """A slider over ``count`` positions kept in the URL; returns the 0-based index.
 
@@ -201,9 +208,11 @@ def index_slider_ui(
     first generated token, as in every title and table). The slider and the URL show the numbers. A number
     that does not fit ``count`` (a link to head 9 of a model with 2 heads) is clamped with a notice and
     remembered, so it comes back when a model where it fits is loaded again. With ``default_last``, a value
-    nobody chose follows the last one (a replay slider that starts at the end).
+    nobody chose follows the last one (a replay slider that starts at the end). ``default``: the number shown
+    when nobody chose one (a lecture slide's head 8), else ``first``.
     """
-    asked = _resolve(key, _index, None if default_last else first, label)
+    default = first if default is None else default
+    asked = _resolve(key, _index, None if default_last else default, label)
     _remember(key, asked)
     last = count - 1 + first
     shown = last if asked is None else min(max(asked, first), max(last, first))
@@ -212,7 +221,7 @@ def index_slider_ui(
             f"{label} {asked} does not exist here ({count} {label.lower()}s, {first}–{last}): showing "
             f"{label.lower()} {shown}. It comes back when a model that has it is loaded."
         )
-    _write_url(key, None if asked in (None, first) else str(asked))
+    _write_url(key, None if asked in (None, default) else str(asked))
     if count <= 1:
         return 0
     st.session_state[key] = shown
@@ -405,6 +414,16 @@ def token_ids_state(label: str, *, key: str) -> tuple[int, ...]:
 def set_value(key: str, value) -> None:
     """Set a widget's value from code (a preset, a link from another page) before it is drawn."""
     _remember(key, value)
+
+
+def forget(keys) -> None:
+    """Back to defaults for these widgets: what this session chose, what the link says and the widgets' own
+    state are dropped (a lecture's next slide starts from its own values, not the last slide's)."""
+    values = st.session_state.setdefault(_VALUES, {})
+    for key in keys:
+        values.pop(key, None)
+        st.session_state.pop(key, None)
+        _write_url(key, None)
 
 
 # -- notices -------------------------------------------------------------------------------------------------

@@ -1,0 +1,362 @@
+"""The lecture page's parts: where in which deck, the presenter's keys, a slide's live controls, its question, and
+the presenter's notes.
+
+The deck and slide live in the URL (``?deck=generation&slide=7``), with the answers given so far
+(``answers=1-0.6-1``, see ``explorer.lecture.tour``) and every control moved on the slide (``s_head=3``): a link
+restores the slide exactly, and a tour at home resumes from it. A slide's controls are keyed ``s_<field>`` so
+that they never share a value with a page's own widgets, and they are dropped when the slide changes: each slide
+starts from its own values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import streamlit as st
+
+from explorer import gateway, views
+from explorer.lecture import DECKS, Deck, Slide, tour
+from explorer.lecture.controls import Index, Number, UptoStep, controls_of
+from explorer.ui.figures import figure_look, show_figure
+from explorer.ui.full_page import full_page
+from explorer.ui.models import request_model
+from explorer.ui.text import literal
+from explorer.ui.widgets import add_notice, choice_ui, forget, index_slider_ui, number_slider_ui, set_value
+
+CONTROL_PREFIX = "s_"
+_AT = "_lecture_at"  # {deck name: slide number} this session
+_ANSWERS = "_lecture_answers"  # {deck name: {slide number: choice index, or tour.REVEALED}}
+_KEYS = "lecture-keys"  # the keys' component: its state is the last press, {slide or leave, seq}
+_SEQ = "_lecture_seq"  # the last press acted on
+
+_KEYS_JS = """
+export default function(component) {
+  // One listener for the window, whatever the number of runs that drew this component: each run hands it the
+  // slide shown, and the listener reads the latest.
+  const state = window.__explorerLecture || (window.__explorerLecture = {seq: 0});
+  const { data, setStateValue } = component;
+  state.answer = setStateValue;
+  state.count = data.count;
+  // A run that has seen every press so far says where the deck is (a click on the slide's own arrows, too);
+  // one drawn before the last presses reached the server would take the presenter back.
+  if (data.seq >= state.seq) { state.seq = data.seq; state.target = data.slide; }
+  if (!state.listener) {
+    state.listener = (event) => onKey(state, event);
+    document.addEventListener("keydown", state.listener, true);
+  }
+  return () => {
+    // Left the page (or redrawn): the next drawing installs the listener again.
+    document.removeEventListener("keydown", state.listener, true);
+    state.listener = null;
+  };
+}
+
+// What a presenter's remote sends: PageDown/PageUp (most remotes), arrows, Space; Home/End; Esc leaves.
+const MOVES = {ArrowRight: 1, ArrowDown: 1, PageDown: 1, " ": 1, ArrowLeft: -1, ArrowUp: -1, PageUp: -1};
+
+function typing(target) {
+  // Keys typed into a text box, or moving a slider or a radio, are theirs, not the deck's.
+  return Boolean(target.closest && target.closest('input, textarea, select, [contenteditable="true"], '
+    + '[role="slider"], [role="radiogroup"], [role="listbox"], [role="combobox"]'));
+}
+
+function onKey(state, event) {
+  if (event.ctrlKey || event.altKey || event.metaKey || event.defaultPrevented || typing(event.target)) return;
+  if (event.key === "Escape") {
+    if (document.querySelector('[data-testid="stPopoverBody"], [role="dialog"]')) return;  // closes those first
+    event.preventDefault();
+    state.seq += 1;
+    state.answer("pressed", {leave: true, seq: state.seq});
+    return;
+  }
+  let target = null;
+  if (event.key === "Home") target = 1;
+  else if (event.key === "End") target = state.count;
+  else if (event.key in MOVES) target = state.target + (event.key === " " && event.shiftKey ? -1 : MOVES[event.key]);
+  if (target === null) return;
+  event.preventDefault();  // Space and PageDown would scroll the page
+  target = Math.min(Math.max(target, 1), state.count);
+  if (target === state.target) return;
+  // Several presses before the page answers each count: the next press starts from this one's target. A state,
+  // not a trigger: the server always gets the last press, however many runs the presses interrupted.
+  state.target = target;
+  state.seq += 1;
+  state.answer("pressed", {slide: target, seq: state.seq});
+}
+"""
+_keys = st.components.v2.component("explorer_lecture_keys", js=_KEYS_JS, html="<span></span>")
+
+_TIMER_JS = """
+export default function(component) {
+  const { data, parentElement } = component;
+  const box = parentElement.querySelector("span");
+  const name = "explorer-lecture-start-" + data.deck;
+  let start = Number(sessionStorage.getItem(name));
+  if (!start) { start = Date.now(); sessionStorage.setItem(name, String(start)); }
+  function show() {
+    const seconds = Math.floor((Date.now() - start) / 1000);
+    const minutes = Math.floor(seconds / 60);
+    box.textContent = "⏱ " + minutes + ":" + String(seconds % 60).padStart(2, "0");
+  }
+  show();
+  const timer = setInterval(show, 1000);
+  box.onclick = () => { start = Date.now(); sessionStorage.setItem(name, String(start)); show(); };
+  return () => clearInterval(timer);
+}
+"""
+_timer = st.components.v2.component(
+    "explorer_lecture_timer",
+    js=_TIMER_JS,
+    html='<span title="Time since the deck opened; click to restart" style="cursor:pointer"></span>',
+)
+
+
+# Projector-sized text that leaves the window to the view: at least 16 px at 1280×720 and 20 px at 1920×1080.
+SLIDE_CSS = """
+<style>
+[data-testid="stMainBlockContainer"] { padding-top: 1rem; padding-left: 3rem; padding-right: 3rem; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.4rem; }
+.st-key-lecture-title h2 { font-size: max(26px, 1.7vw); padding: 0; line-height: 1.2; }
+.st-key-lecture-look p, .st-key-lecture-sources p, .st-key-lecture-verdict p, .st-key-lecture-place p,
+.st-key-lecture-choices button p { font-size: max(16px, 1.05vw); line-height: 1.35; }
+[class*="st-key-lecture-"] [data-testid="stMarkdownContainer"] { margin-bottom: 0; }
+[class*="st-key-lecture-"] p { margin-bottom: 0.15rem; }
+.st-key-lecture-sources p { color: #555; }
+.st-key-lecture-question p { font-size: max(22px, 1.45vw); font-weight: 600; }
+.st-key-lecture-choices button { min-height: 2.6em; padding: 0.3em 1em; }
+</style>
+"""
+
+
+def slide_css() -> None:
+    st.html(SLIDE_CSS)
+
+
+# -- where in which deck --------------------------------------------------------------------------------------
+
+
+def deck_ui() -> Deck:
+    """The deck chosen in the sidebar, kept in the URL (always, so that the link says it is the lecture's)."""
+    with st.sidebar:
+        name = choice_ui(
+            "Lecture",
+            list(DECKS),
+            key="deck",
+            labels={name: deck.title for name, deck in DECKS.items()},
+            horizontal=False,
+        )
+    st.query_params["deck"] = name
+    return DECKS[name]
+
+
+def slide_number(deck: Deck) -> int:
+    """The slide this session shows in ``deck``: where it last was, else the link's (a bad one gives a notice)."""
+    at = st.session_state.setdefault(_AT, {})
+    if deck.name not in at:
+        at[deck.name] = _linked_slide(deck)
+    st.query_params["slide"] = str(at[deck.name])
+    return at[deck.name]
+
+
+def _linked_slide(deck: Deck) -> int:
+    raw = st.query_params.get("slide")
+    if raw is None:
+        return 1
+    if raw.isdigit() and 1 <= int(raw) <= len(deck):
+        return int(raw)
+    add_notice(f"The link's slide “{literal(raw[:20])}” is not one of the {len(deck)} slides: showing slide 1.")
+    return 1
+
+
+def go_to(deck: Deck, number: int) -> int:
+    """Show slide ``number`` (kept within the deck) from its own values: the last slide's moved controls are
+    dropped. Returns the number."""
+    number = min(max(number, 1), len(deck))
+    st.session_state.setdefault(_AT, {})[deck.name] = number
+    st.query_params["slide"] = str(number)
+    named = {f"{CONTROL_PREFIX}{control.field}" for slide in deck.slides for control in controls_of(slide.view)}
+    present = {key for key in (*st.session_state, *st.query_params) if str(key).startswith(CONTROL_PREFIX)}
+    forget(named | present)
+    return number
+
+
+def around(deck: Deck, number: int) -> list:
+    """The views to compute ahead while slide ``number`` shows: the next slide's first, then the previous one's."""
+    return [deck.slide(n).view for n in (number + 1, number - 1) if 1 <= n <= len(deck)]
+
+
+def keys_ui(deck: Deck, number: int) -> tuple[int, bool]:
+    """The presenter's keys: returns (the slide to show, whether Esc asked for the full page)."""
+    pressed = st.session_state.get(_KEYS, {}) or {}
+    pressed = dict(pressed) if not isinstance(pressed, dict) else pressed
+    press = pressed.get("pressed") or {}
+    seq = int(press.get("seq", 0)) if isinstance(press, dict) else 0
+    leave = False
+    if seq > st.session_state.get(_SEQ, 0):  # a press this session has not acted on yet
+        st.session_state[_SEQ] = seq
+        leave = bool(press.get("leave"))
+        if not leave and isinstance(press.get("slide"), int):
+            number = go_to(deck, press["slide"])
+    data = {"slide": number, "count": len(deck), "seq": st.session_state.get(_SEQ, 0)}
+    _keys(key=_KEYS, data=data, default={"pressed": None}, on_pressed_change=lambda: None, height=0)
+    return number, leave
+
+
+# -- a slide's controls ---------------------------------------------------------------------------------------
+
+
+def controls_ui(view, result):
+    """The slide's live controls (the presenter moves the head, the temperature, the step); returns the view
+    with their values."""
+    changed = {}
+    for control in controls_of(view):
+        key = f"{CONTROL_PREFIX}{control.field}"
+        if isinstance(control, Number):
+            value = number_slider_ui(
+                control.label, control.low, control.high, control.value(view, result), key=key, step=control.step
+            )
+        elif isinstance(control, Index):
+            value = _index_ui(control, view, result, key)
+        changed[control.field] = value
+    return dataclasses.replace(view, **changed) if changed else view
+
+
+def _index_ui(control: Index, view, result, key: str) -> int:
+    count = control.count(view, result)
+    shown = control.value(view, result) + control.first
+    index = index_slider_ui(control.label, count, key=key, first=control.first, default=shown)
+    if isinstance(control, UptoStep) and index == count - 1:
+        return None  # the last step: the view as it opens
+    return index
+
+
+# -- predict, then reveal ---------------------------------------------------------------------------------------
+
+
+def answers(deck: Deck) -> dict[int, int]:
+    """This session's answers in ``deck`` (a link's, the first time), kept in the URL."""
+    every = st.session_state.setdefault(_ANSWERS, {})
+    if deck.name not in every:
+        every[deck.name], problems = tour.read_answers(st.query_params.get("answers"), deck)
+        for problem in problems:
+            add_notice(f"The link's answers: {literal(problem)}: ignored.")
+    _write_answers(every[deck.name])
+    return every[deck.name]
+
+
+def _write_answers(given: dict[int, int]) -> None:
+    if given:
+        st.query_params["answers"] = tour.write_answers(given)
+    else:
+        st.query_params.pop("answers", None)
+
+
+def _answer(deck: Deck, number: int, choice: int) -> None:
+    given = st.session_state.setdefault(_ANSWERS, {}).setdefault(deck.name, {})
+    given[number] = choice
+    _write_answers(given)
+
+
+def question_ui(deck: Deck, number: int, slide: Slide, result) -> bool:
+    """The slide's question, before its view: returns whether the view may show (answered or revealed)."""
+    question = slide.question
+    given = answers(deck).get(number)
+    choices = question.choices(result)
+    if given is None:
+        with st.container(key="lecture-question"):
+            st.markdown(literal(question.ask))
+        with st.container(horizontal=True, key="lecture-choices"):
+            for index, choice in enumerate(choices):
+                st.button(literal(choice), key=f"choice-{index}", on_click=_answer, args=(deck, number, index))
+            st.button("Show the answer", type="tertiary", on_click=_answer, args=(deck, number, tour.REVEALED))
+        return False
+    truth = question.answer(result)
+    with st.container(key="lecture-verdict"):
+        st.markdown(_verdict(choices, given, truth) + f" {literal(question.why)}")
+    return True
+
+
+def _verdict(choices: tuple[str, ...], given: int, truth: str) -> str:
+    answer = f"**{literal(truth)}**"
+    if given == tour.REVEALED or given >= len(choices):
+        return f"The answer: {answer}."
+    if choices[given] == truth:
+        return f":green[Your answer, {answer}, is right.]"
+    return f":red[Your answer: {literal(choices[given])}.] The answer: {answer}."
+
+
+def score(deck: Deck, results: dict[int, object]) -> str:
+    """ "3 of 10 questions answered, 2 right" over the answers given and the results of their slides."""
+    given = answers(deck)
+    right = sum(
+        1
+        for number, choice in given.items()
+        if number in results and _is_right(deck.slide(number), results[number], choice)
+    )
+    return f"{len(given)} of {len(tour.questions(deck))} questions answered, {right} right"
+
+
+def _is_right(slide: Slide, result, choice: int) -> bool:
+    choices = slide.question.choices(result)
+    return 0 <= choice < len(choices) and choices[choice] == slide.question.answer(result)
+
+
+# -- the slide ---------------------------------------------------------------------------------------------------
+
+
+def slide_text_ui(slide: Slide, result, *, answered: bool) -> None:
+    """What to look at, then the sources' numbers beside the model's (once the question, if any, is answered:
+    they would give the answer away), in the projector's text size."""
+    with st.container(key="lecture-look"):
+        st.markdown(" ".join(literal(line) for line in slide.look))
+    compared = [*(slide.compared(result) if answered else ()), *filter(None, [slide.ran_instead()])]
+    if compared:
+        with st.container(key="lecture-sources"):
+            st.markdown("  \n".join(literal(line) for line in compared))
+
+
+def show_slide_view(view, result) -> None:
+    """The slide's view filling what is left of the window, as its page draws it on a projector."""
+    if isinstance(view, views.attention.BertViz):
+        look = figure_look("slide", wide=True)
+        zoom = view.zoom(result, look.height)
+        st.iframe(view.html(result, zoom, look.width), height=view.height(result, zoom))
+        return
+    show_figure(view.figure(result), view.info(result), key="slide", wide=True, exports=False)
+
+
+def score_ui(deck: Deck) -> None:
+    """The tour's progress in the sidebar: questions answered and how many right."""
+    given = answers(deck)
+    results = {number: deck.slide(number).view.result() for number in given}
+    with st.sidebar:
+        st.caption(score(deck, results))
+
+
+# -- leaving for the full page --------------------------------------------------------------------------------
+
+
+def leave_for_full_page(view) -> None:
+    """Open the page this view comes from, showing what the slide showed (its model, text and settings)."""
+    page, values = full_page(view)
+    request_model(view.model)
+    for key, value in values.items():
+        set_value(key, value)
+    st.switch_page(page)
+
+
+# -- the presenter's side -------------------------------------------------------------------------------------
+
+
+def presenter_ui(deck: Deck, number: int, slide: Slide) -> None:
+    """What only the presenter sees: the speaker notes, the next slide's title, a timer."""
+    _timer(key="lecture-timer", data={"deck": deck.name}, height=28)
+    st.markdown("**Notes**")
+    st.markdown(literal(slide.notes))
+    following = f"Next: {literal(deck.slide(number + 1).title)}" if number < len(deck) else "Last slide."
+    st.caption(following)
+
+
+def available(model_name: str) -> bool:
+    """Whether a slide may run the source's own model: loaded already, or in the Hub cache (never downloaded)."""
+    return not gateway.needs_download(model_name)
