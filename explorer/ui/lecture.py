@@ -96,7 +96,7 @@ export default function(component) {
   function show() {
     const seconds = Math.floor((Date.now() - start) / 1000);
     const minutes = Math.floor(seconds / 60);
-    box.textContent = "⏱ " + minutes + ":" + String(seconds % 60).padStart(2, "0");
+    box.textContent = "Elapsed " + minutes + ":" + String(seconds % 60).padStart(2, "0");
   }
   show();
   const timer = setInterval(show, 1000);
