@@ -49,15 +49,17 @@ with stage:
             help="Next slide (→, PageDown, Space)",
         )
     controls = controls_column.popover("Controls", icon=":material/tune:", width="stretch")
-    ui.notices_ui()
     try:
         result = ui.run_view(slide.view)
     except explorer.InputError as error:
+        ui.notices_ui()
         st.info(ui.literal(error))
         st.stop()
     with controls:
         view = lecture.controls_ui(slide.view, result)
-        leave = st.button("Open on its full page", icon=":material/open_in_full:", help="Esc")
+        leave = st.button("Open on its full page", icon=":material/open_in_full:", key="leave", help="Esc")
+    lecture.answers(deck)  # the link's answers read (with a notice for what does not fit) before the notices show
+    ui.notices_ui()
     shown_result = result if view == slide.view else ui.run_view(view)
     if leave or escaped:
         lecture.leave_for_full_page(view)

@@ -51,9 +51,13 @@ def test_a_page_draws_only_through_views(page):
     render = [name for name in _imports(tree) if name == "explorer.render" or name.startswith("explorer.render.")]
     assert render == []  # no render function called from a page: its view holds the call
     assert not _calls(tree) & {"figure_builder", "show_figure"}
-    assert "explorer.views" in " ".join(_imports(tree)) or "views" in {
-        alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names
-    }
+    # Its views: explorer.views', or a lecture deck's slides' (the Lecture page)
+    assert (
+        "explorer.views" in " ".join(_imports(tree))
+        or "explorer.lecture" in " ".join(_imports(tree))
+        or "views"
+        in {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+    )
 
 
 def test_the_ui_draws_a_figure_only_through_show_view():

@@ -17,9 +17,10 @@ import streamlit as st
 from explorer import gateway, views
 from explorer.lecture import DECKS, Deck, Slide, tour
 from explorer.lecture.controls import Index, Number, UptoStep, controls_of
-from explorer.ui.figures import figure_look, show_figure
+from explorer.ui.figures import figure_look
 from explorer.ui.full_page import full_page
 from explorer.ui.models import request_model
+from explorer.ui.results import show_view
 from explorer.ui.text import literal
 from explorer.ui.widgets import add_notice, choice_ui, forget, index_slider_ui, number_slider_ui, set_value
 
@@ -322,7 +323,7 @@ def show_slide_view(view, result) -> None:
         zoom = view.zoom(result, look.height)
         st.iframe(view.html(result, zoom, look.width), height=view.height(result, zoom))
         return
-    show_figure(view.figure(result), view.info(result), key="slide", wide=True, exports=False)
+    show_view(view, result, key="slide", wide=True, exports=False)
 
 
 def score_ui(deck: Deck) -> None:

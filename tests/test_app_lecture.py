@@ -1,0 +1,202 @@
+"""The Lecture page (issue 28), run headless by AppTest: every slide of both decks draws its view's own figure of
+the gateway's result; a question hides the view until it is answered, then marks the viewer's answer and the
+model's; links restore the slide, its moved controls and the answers; crafted links give notices; a slide opens
+on its full page showing the same figure; moving to another slide starts it from its own values."""
+
+from __future__ import annotations
+
+import json
+
+import plotly.io as pio
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from explorer import views
+from explorer.lecture import DECKS, tour
+from explorer.render.layout import PlotlySpec
+from explorer.render.style import look_for
+from explorer.ui.full_page import full_page
+from explorer.ui.text import literal
+
+TIMEOUT = 180
+SLIDES = [(name, number) for name, deck in DECKS.items() for number in range(1, len(deck) + 1)]
+
+
+def open_lecture(**params) -> AppTest:
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update({key: str(value) for key, value in params.items()})
+    at.run()
+    at.switch_page("pages/lecture.py")
+    return at.run()
+
+
+def all_revealed(deck) -> str:
+    return tour.write_answers(dict.fromkeys(tour.questions(deck), tour.REVEALED))
+
+
+def shown_specs(at: AppTest) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in (*at.get("plotly_chart"), *at.get("vega_lite_chart"))]
+
+
+def drawn_spec(view, result) -> dict:
+    """The view's figure as the slide sends it, at the projector look of a window not measured yet (AppTest)."""
+    figure = view.figure(result)(look=look_for(None, None, presentation=True, wide=True))
+    if isinstance(figure, PlotlySpec):
+        return json.loads(pio.to_json(figure.sent(), validate=False))
+    if hasattr(figure, "to_dict") and hasattr(figure, "to_image"):
+        return json.loads(pio.to_json(figure.to_dict(), validate=False))
+    spec = figure.spec if hasattr(figure, "spec") else figure.to_dict(validate=False)
+    return json.loads(json.dumps(spec))
+
+
+def param(at: AppTest, key: str) -> str | None:
+    value = at.query_params.get(key)
+    return value[0] if isinstance(value, list) else value
+
+
+def markdown(at: AppTest) -> str:
+    return "\n".join(element.value for element in at.markdown)
+
+
+@pytest.mark.parametrize(("deck_name", "number"), SLIDES, ids=[f"{d}-{n}" for d, n in SLIDES])
+def test_every_slide_draws_its_views_figure(deck_name, number):
+    deck = DECKS[deck_name]
+    slide = deck.slide(number)
+    at = open_lecture(deck=deck_name, slide=number, answers=all_revealed(deck))
+    assert not at.exception
+    assert f"**{number}** / {len(deck)}" in markdown(at)
+    assert param(at, "deck") == deck_name and param(at, "slide") == str(number)
+    result = slide.view.result()
+    if isinstance(slide.view, views.attention.BertViz):
+        assert len(at.get("iframe")) == 1
+    else:
+        shown = shown_specs(at)
+        assert len(shown) == 1
+        drawn = drawn_spec(slide.view, result)
+        if "data" in drawn and "layout" in drawn:  # Plotly: the same traces and layout
+            assert shown[0]["data"] == drawn["data"] and shown[0]["layout"] == drawn["layout"]
+        else:  # Vega-Lite: Streamlit moves the datasets out of the spec; the marks and encodings are the view's
+            assert shown[0]["title"] == drawn["title"]
+    for line in slide.compared(result):  # the sources' numbers beside the model's own, as written
+        assert literal(line) in markdown(at)
+
+
+QUESTIONS = [(name, n) for name, deck in DECKS.items() for n in tour.questions(deck)]
+
+
+@pytest.mark.parametrize(("deck_name", "number"), QUESTIONS, ids=[f"{d}-{n}" for d, n in QUESTIONS])
+def test_a_question_hides_the_view_until_answered_then_marks_both_answers(deck_name, number):
+    deck = DECKS[deck_name]
+    slide = deck.slide(number)
+    result = slide.view.result()
+    choices, truth = slide.question.choices(result), slide.question.answer(result)
+    assert truth in choices
+    at = open_lecture(deck=deck_name, slide=number)
+    assert not at.exception
+    assert not shown_specs(at) and not at.get("iframe")  # hidden: not drawn at all
+    for line in slide.compared(result):  # the sources' numbers would give the answer away
+        assert literal(line) not in markdown(at)
+    wrong = next((i for i, choice in enumerate(choices) if choice != truth), None)
+    picked = wrong if wrong is not None else choices.index(truth)
+    at.button(key=f"choice-{picked}").click().run()
+    assert not at.exception
+    assert shown_specs(at) or at.get("iframe")
+    verdict = markdown(at)
+    assert "Your answer" in verdict and slide.question.why.split(",")[0].split(":")[0][:20] in verdict.replace("\\", "")
+    assert ("is right" in verdict) == (choices[picked] == truth)
+    assert param(at, "answers") == f"{number}-{picked}"
+
+
+def test_the_tour_counts_answers_and_resumes_from_the_link():
+    deck = DECKS["generation"]
+    first = tour.questions(deck)[0]
+    result = deck.slide(first).view.result()
+    right = deck.slide(first).question.choices(result).index(deck.slide(first).question.answer(result))
+    at = open_lecture(deck="generation", slide=first, answers=f"{first}-{right}")
+    assert not at.exception
+    assert shown_specs(at)  # answered in the link: revealed
+    assert f"1 of {len(tour.questions(deck))} questions answered, 1 right" in "\n".join(c.value for c in at.caption)
+
+
+def test_a_moved_control_is_in_the_link_and_the_next_slide_starts_from_its_own():
+    deck = DECKS["anatomy"]
+    number = next(n for n, s in enumerate(deck.slides, 1) if isinstance(s.view, views.attention.Neuron))
+    at = open_lecture(deck="anatomy", slide=number, answers=all_revealed(deck), s_head=3)
+    assert not at.exception
+    assert at.slider(key="s_head").value == 3
+    assert "head 3" in chart_titles(at)[0]
+    at.slider(key="s_layer").set_value(2).run()
+    assert param(at, "s_layer") == "2" and param(at, "s_head") == "3"
+    assert "layer 2 · head 3" in chart_titles(at)[0]
+    at.button(key="next").click().run()
+    assert param(at, "slide") == str(number + 1)
+    assert "s_head" not in at.query_params and "s_layer" not in at.query_params
+    at.button(key="previous").click().run()
+    assert at.slider(key="s_head").value == deck.slide(number).view.head  # the slide's own head again
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    """Each chart's title and subtitle (Plotly's layout, or Vega-Lite's title), without their fonts."""
+    titles = []
+    for spec in shown_specs(at):
+        title = spec["layout"]["title"] if "layout" in spec else spec.get("title", {})
+        title = title if isinstance(title, dict) else {"text": title}
+        subtitle = title.get("subtitle", "")
+        titles.append(f"{title.get('text')} — {subtitle.get('text') if isinstance(subtitle, dict) else subtitle}")
+    return titles
+
+
+# Full pages that show the slide's view among other things, not as a chart of the same title: the comparison page
+# runs its own three strategies, the sampling page draws a seeded continuation as a table, BertViz is a frame.
+NOT_THE_SAME_CHART = (views.decoding.Comparison, views.decoding.Sampled, views.attention.BertViz)
+
+
+@pytest.mark.parametrize(("deck_name", "number"), SLIDES, ids=[f"{d}-{n}" for d, n in SLIDES])
+def test_a_slide_opens_on_its_full_page_with_the_same_view(deck_name, number):
+    deck = DECKS[deck_name]
+    view = deck.slide(number).view
+    at = open_lecture(deck=deck_name, slide=number, answers=all_revealed(deck))
+    slide_titles = chart_titles(at)
+    at.button(key="leave").click().run()
+    assert not at.exception
+    page, values = full_page(view)
+    for key, value in values.items():  # the full page's widgets hold the slide's values
+        if key in at.session_state and not isinstance(value, str | bool):
+            assert at.session_state[key] == value, key
+    if not isinstance(view, NOT_THE_SAME_CHART):
+        assert slide_titles[0] in chart_titles(at), (slide_titles, chart_titles(at))
+
+
+def test_a_moved_slide_opens_on_its_full_page_as_moved():
+    deck = DECKS["anatomy"]
+    number = next(n for n, s in enumerate(deck.slides, 1) if isinstance(s.view, views.attention.Head))
+    at = open_lecture(deck="anatomy", slide=number, s_layer=1)
+    at.button(key="leave").click().run()
+    assert not at.exception
+    title = chart_titles(at)[0]
+    assert "layer 1" in title and f"head {deck.slide(number).view.head}" in title
+
+
+@pytest.mark.parametrize(
+    ("params", "notices"),
+    [
+        ({"deck": "evil**bold**", "slide": "2"}, ["lecture “evil\\*\\*bold\\*\\*” is not one of the choices"]),
+        ({"deck": "generation", "slide": "abc"}, ["slide “abc” is not one of the 14 slides"]),
+        ({"deck": "generation", "slide": "999"}, ["slide “999” is not one of the 14 slides"]),
+        ({"deck": "generation", "slide": "-1"}, ["slide “\\-1” is not one of the 14 slides"]),
+        (
+            {"deck": "anatomy", "slide": "6", "answers": "[x](https://evil.example)-1.6-99.3-0"},
+            ["is not a slide number and a choice", "slide 3 asks no question"],
+        ),
+        ({"deck": "anatomy", "slide": "7", "answers": "7-r", "s_head": "99", "s_query": "abc"}, ["Head 99 does not"]),
+    ],
+)
+def test_a_crafted_link_gives_notices_never_a_traceback(params, notices):
+    at = open_lecture(**params)
+    assert not at.exception
+    infos = "\n".join(e.value for e in at.info)
+    for notice in notices:
+        assert notice in infos, infos
+    shown = markdown(at) + "\n".join(e.value for e in (*at.info, *at.warning, *at.caption))
+    assert "https://evil.example" not in shown.replace("\\", "")
+    assert "<b>" not in shown and "**bold**" not in shown
