@@ -159,7 +159,7 @@ def test_a_slide_opens_on_its_full_page_with_the_same_view(deck_name, number):
     slide_titles = chart_titles(at)
     at.button(key="leave").click().run()
     assert not at.exception
-    page, values = full_page(view)
+    _, values = full_page(view)
     for key, value in values.items():  # the full page's widgets hold the slide's values
         if key in at.session_state and not isinstance(value, str | bool):
             assert at.session_state[key] == value, key
