@@ -121,7 +121,9 @@ def presentation_look(width: int | None = None, height: int | None = None, *, wi
         height = int(min(room, width / ASPECT))
     else:
         height = int(max(min(room, width), width / ASPECT)) if room else int(width / ASPECT)
-    tick = max(16, round(height / 44))
+    # A wide figure is lower than a 16:9 one in the same window (a slide's text takes some height): its text is
+    # sized a little larger for its height, to stay at 20 px on a 1920×1080 projector.
+    tick = max(16, round(height / (40 if wide else 44)))
     return Look(width, height, font_size=tick + 2, tick_size=tick, title_size=tick + 8, presentation=True)
 
 

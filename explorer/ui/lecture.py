@@ -115,7 +115,7 @@ _timer = st.components.v2.component(
 # Projector-sized text that leaves the window to the view: at least 16 px at 1280×720 and 20 px at 1920×1080.
 SLIDE_CSS = """
 <style>
-[data-testid="stMainBlockContainer"] { padding-top: 1rem; padding-left: 3rem; padding-right: 3rem; }
+[data-testid="stMainBlockContainer"] { padding: 1rem 3rem 0.5rem 3rem; }
 [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.4rem; }
 .st-key-lecture-title h2 { font-size: max(26px, 1.7vw); padding: 0; line-height: 1.2; }
 .st-key-lecture-look p, .st-key-lecture-sources p, .st-key-lecture-verdict p, .st-key-lecture-place p,

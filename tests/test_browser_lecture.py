@@ -1,0 +1,157 @@
+"""The Lecture page in a real browser (issue 28): both decks walked with a presenter's keys at 1280×720 and
+1920×1080, every slide drawing its view so that it fills the window with nothing outside it or overlapping, and
+nothing asked of the internet; a question answered by clicking reveals the view with the true answer marked;
+every slide's link restores it; Esc opens the slide's view on its full page.
+
+Screenshots of every slide land in tests/artifacts/screenshots/ (lecture-<deck>-<n>-<size>.png).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from explorer.lecture import DECKS, tour
+from tests.browser import needs_chromium, open_tab, screenshot, wait_until_idle
+
+pytestmark = needs_chromium
+
+SIZES = [(1280, 720), (1920, 1080)]
+VIEW = "[data-testid='stPlotlyChart'] .main-svg, [data-testid='stVegaLiteChart'] svg, iframe"
+# Where each slide's parts sit, and how large its text is drawn.
+LAYOUT = """
+() => {
+  const box = (el) => { const r = el.getBoundingClientRect(); return {left: r.left, top: r.top, right: r.right,
+                                                                      bottom: r.bottom, width: r.width, height: r.height}; };
+  const views = [...document.querySelectorAll(
+      "[data-testid='stPlotlyChart'], [data-testid='stVegaLiteChart'], [data-testid='stIFrame'], iframe")]
+    .map(box).filter((r) => r.width > 50 && r.height > 50);
+  const texts = [...document.querySelectorAll(
+      ".st-key-lecture-title h2, .st-key-lecture-look p, .st-key-lecture-sources p, .st-key-lecture-verdict p")];
+  const ticks = [...document.querySelectorAll("[data-testid='stPlotlyChart'] .xtick text, "
+      + "[data-testid='stPlotlyChart'] .ytick text")];
+  const size = (el) => parseFloat(getComputedStyle(el).fontSize);
+  return {view: views[0] || null, views: views.length, texts: texts.map(box), textSizes: texts.map(size),
+          tickSizes: ticks.map(size), title: (document.querySelector(".st-key-lecture-title h2") || {}).textContent,
+          place: (document.querySelector(".st-key-lecture-place [data-testid='stMarkdownContainer']") || {}).textContent,
+          scrolls: document.querySelector("[data-testid='stMain']").scrollHeight
+                   > document.querySelector("[data-testid='stMain']").clientHeight + 1};
+}
+"""
+
+
+def shown_slide(page) -> str | None:
+    return page.evaluate("() => new URL(location.href).searchParams.get('slide')")
+
+
+def wait_for_slide(page, number: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while shown_slide(page) != str(number) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    wait_until_idle(page)
+    page.locator(VIEW).first.wait_for(state="attached", timeout=120_000)
+    time.sleep(1.0)  # the size probe may ask for one more run once the browser measured the room
+    wait_until_idle(page)
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    return (
+        a["left"] < b["right"] - 1
+        and b["left"] < a["right"] - 1
+        and a["top"] < b["bottom"] - 1
+        and b["top"] < a["bottom"] - 1
+    )
+
+
+KEYS = ["PageDown", "ArrowRight", "Space"]  # what remotes send, in turn
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+@pytest.mark.parametrize("deck_name", list(DECKS))
+def test_walking_a_deck_with_the_keys_every_slide_fills_the_window(browser, app_url, deck_name, width, height):
+    deck = DECKS[deck_name]
+    revealed = tour.write_answers(dict.fromkeys(tour.questions(deck), tour.REVEALED))
+    tab = open_tab(browser, width=width, height=height)
+    tab.page.goto(f"{app_url}/lecture?deck={deck_name}&slide=1&answers={revealed}")
+    links = {}
+    for number in range(1, len(deck) + 1):
+        if number > 1:
+            tab.page.keyboard.press(KEYS[number % len(KEYS)])
+        wait_for_slide(tab.page, number)
+        layout = tab.page.evaluate(LAYOUT)
+        screenshot(tab.page, f"lecture-{deck_name}-{number}-{width}x{height}.png")
+        view, where = layout["view"], f"slide {number} at {width}×{height}: {layout}"
+        assert layout["title"] == deck.slide(number).title, where
+        assert layout["place"].replace(" ", "") == f"{number}/{len(deck)}", where
+        assert view is not None and layout["views"] == 1, where
+        assert max(view["width"] / width, view["height"] / height) >= 0.75, where
+        assert view["left"] >= 0 and view["top"] >= 0 and view["right"] <= width and view["bottom"] <= height, where
+        assert not layout["scrolls"], where
+        assert not any(overlaps(view, text) for text in layout["texts"]), where
+        least = 16 if width < 1920 else 20
+        assert min(layout["textSizes"]) >= least, where
+        assert not layout["tickSizes"] or min(layout["tickSizes"]) >= least, where
+        links[number] = tab.page.url
+    assert tab.errors == [] and tab.external == []
+    # Every slide's link restores it (two of them here, the walk's first and last: each costs a page load).
+    for number in (2, len(deck)):
+        other = open_tab(browser, width=width, height=height)
+        other.page.goto(links[number])
+        wait_for_slide(other.page, number)
+        assert other.page.evaluate(LAYOUT)["title"] == deck.slide(number).title
+        other.context.close()
+    tab.context.close()
+
+
+def test_a_question_answered_by_clicking_reveals_the_view_with_the_answer_marked(browser, app_url):
+    deck = DECKS["generation"]
+    number = tour.questions(deck)[0]
+    slide = deck.slide(number)
+    result = slide.view.result()
+    choices, truth = slide.question.choices(result), slide.question.answer(result)
+    tab = open_tab(browser, width=1280, height=720)
+    tab.page.goto(f"{app_url}/lecture?deck=generation&slide={number}")
+    tab.page.locator(".st-key-lecture-choices button").first.wait_for(timeout=120_000)
+    wait_until_idle(tab.page)
+    assert tab.page.locator(VIEW).count() == 0  # hidden: not drawn at all
+    buttons = tab.page.locator(".st-key-lecture-choices button")
+    assert [buttons.nth(i).inner_text() for i in range(len(choices))] == list(choices)
+    buttons.nth(choices.index(truth)).click()
+    wait_for_slide(tab.page, number)
+    verdict = tab.page.locator(".st-key-lecture-verdict").inner_text()
+    assert f"Your answer, {truth}, is right." in verdict
+    assert f"answers={number}-{choices.index(truth)}" in tab.page.url
+    screenshot(tab.page, "lecture-question-answered.png")
+    assert tab.errors == [] and tab.external == []
+    tab.context.close()
+
+
+def test_escape_opens_the_slides_view_on_its_full_page(browser, app_url):
+    tab = open_tab(browser, width=1280, height=720)
+    tab.page.goto(f"{app_url}/lecture?deck=generation&slide=8")
+    wait_for_slide(tab.page, 8)
+    tab.page.keyboard.press("Escape")
+    tab.page.wait_for_url("**/sampling*", timeout=60_000)
+    wait_until_idle(tab.page)
+    assert "top_k=50" in tab.page.url and "top_p=0.9" in tab.page.url
+    assert tab.errors == [] and tab.external == []
+    tab.context.close()
+
+
+def test_the_presenter_view_shows_the_notes_the_next_title_and_a_timer(browser, app_url):
+    deck = DECKS["anatomy"]
+    tab = open_tab(browser, width=1920, height=1080)
+    tab.page.goto(f"{app_url}/lecture?deck=anatomy&slide=2&presenter=1")
+    wait_for_slide(tab.page, 2)
+    text = tab.page.locator("[data-testid='stMain']").inner_text()
+    assert deck.slide(2).notes[:40] in text
+    assert f"Next: {deck.slide(3).title}" in text
+    timer = tab.page.get_by_text(re.compile(r"^Elapsed \d+:\d\d$"))  # inside the component's shadow root
+    first = timer.first.inner_text()
+    time.sleep(2.2)
+    assert timer.first.inner_text() != first  # it runs
+    screenshot(tab.page, "lecture-presenter-1920x1080.png")
+    assert tab.errors == [] and tab.external == []
+    tab.context.close()
