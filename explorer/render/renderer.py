@@ -18,6 +18,7 @@ holds a Chrome, and a 2-core machine draws one image at a time anyway) serve the
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import queue
@@ -285,14 +286,23 @@ def on_canvas(svg: str, width: int, height: int) -> str:
     )
 
 
+@functools.cache
+def _deckfile():
+    """``explorer.render.deckfile``, loaded from its file beside this one: the worker runs this file as a script,
+    without the ``explorer`` package (and with ``PYTHONSAFEPATH`` set, without this folder on ``sys.path``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("explorer_deckfile", Path(__file__).with_name("deckfile.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
 def _deck_bytes(deck: dict, fmt: str, scale: float, size: tuple[int, int] | None) -> bytes:
     """A lecture deck as one PDF, PPTX or HTML file (``explorer.render.deckfile``) from its drawn slides; the PDF
     printed by the worker's Chrome."""
-    if __package__:  # imported as explorer.render.renderer (a test calling the renderers in process)
-        from explorer.render import deckfile
-    else:  # the worker runs this file as a script: deckfile.py is beside it, first on sys.path
-        import deckfile
-
+    deckfile = _deckfile()
     if fmt != "pdf":
         return deckfile.assemble(fmt, deck)
     chrome = _browser()
