@@ -2,19 +2,27 @@
 
     explorer serve [--hosted] [Streamlit options...]   the app, as ``streamlit run app.py`` from a checkout
     explorer prefetch ID [ID ...]                      fill the Hugging Face cache for a server that must not wait
+    explorer deck export --deck NAME --format pdf|pptx|html [--output PATH]
+                                                       a lecture deck as one file to hand out
 
 ``serve`` runs the app's own files as installed with the package (``explorer/app``: app.py, pages/ and the app's
 ``.streamlit/config.toml``, which Streamlit reads beside the script it runs, from any working directory, with the
 same precedence as in a checkout: environment variables and options win over it). Options after ``serve`` are
 passed on to ``streamlit run``. ``--hosted`` sets what the Docker image sets for a class server.
+
+``deck export`` writes the file the Lecture page's download button gives (``explorer.lecture.files``), named after
+the deck, its models and the day unless ``--output`` says otherwise, and prints the path it wrote.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import sys
 from pathlib import Path
+
+from explorer.render.deckfile import FORMATS as DECK_FORMATS
 
 APP_DIR = Path(__file__).resolve().parent / "app"
 # The Dockerfile's environment for a class server (tests/test_cli.py holds the two equal): hosted mode, its
@@ -60,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="explorer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    commands = parser.add_subparsers(dest="command", metavar="{serve,prefetch}")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,prefetch,deck}")
     commands.add_parser(
         "serve",
         usage="%(prog)s [-h] [--hosted] [Streamlit options...]",
@@ -84,7 +92,53 @@ def _parser() -> argparse.ArgumentParser:
             "(Hub ids only; exits with status 1 if any could not be fetched)."
         ),
     ).add_argument("models", nargs="+", metavar="ID", help="Hugging Face Hub ids")
+    deck = commands.add_parser("deck", help="lecture decks as files", description="Lecture decks as files.")
+    export = deck.add_subparsers(dest="deck_command", metavar="{export}", required=True).add_parser(
+        "export",
+        help="write a deck as one PDF, PPTX or HTML file",
+        description=(
+            "Write a lecture deck as one file: PDF (a 16:9 page per slide, the views as vector drawings), PPTX "
+            "(a slide per slide, the views as 3840x2160 pictures, speaker notes) or HTML (one offline page, "
+            "interactive views, arrow keys). A question comes as two pages: the question, then the answer. "
+            "Offline, on the bundled models; prints the path written."
+        ),
+    )
+    export.add_argument("--deck", required=True, type=_deck_name, metavar="NAME", help="the deck, e.g. generation")
+    export.add_argument("--format", required=True, choices=DECK_FORMATS, help="the file's format")
+    export.add_argument(
+        "--output", type=Path, metavar="PATH", help="where to write it (default: DECK-deck_MODELS_DATE.FORMAT here)"
+    )
     return parser
+
+
+def _deck_name(name: str) -> str:
+    """A deck's name, checked when given (the decks import the models' code: only this command pays for it)."""
+    from explorer.lecture import DECKS
+
+    if name not in DECKS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {name!r} (choose from {', '.join(map(repr, DECKS))})")
+    return name
+
+
+def export_deck_file(name: str, fmt: str, output: Path | None) -> int:
+    """Write the deck's file, saying slide by slide how far it is (on stderr); its path on stdout."""
+    from explorer.lecture import DECKS
+    from explorer.lecture.files import deck_file_name, deck_models, export_deck
+    from explorer.render import renderer
+    from explorer.render.export import ExportUnavailable
+
+    deck = DECKS[name]
+    path = output or Path(deck_file_name(deck, fmt, deck_models(deck), datetime.date.today()))
+    try:
+        data = export_deck(deck, fmt, progress=lambda done, total: print(f"slide {done} of {total}", file=sys.stderr))
+    except (renderer.RenderFailed, ExportUnavailable) as error:
+        print(f"explorer deck export: {error}", file=sys.stderr)
+        return 1
+    finally:
+        renderer.pool().close()  # the worker and its Chrome end with the command
+    path.write_bytes(data)
+    print(path)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         from explorer.prefetch import prefetch
 
         return 1 if prefetch(args.models) else 0
+    if args.command == "deck":
+        return export_deck_file(args.deck, args.format, args.output)
     parser.print_help()
     return 0
 

@@ -100,6 +100,10 @@ def test_prefetch_loads_each_id_and_fails_when_any_failed(monkeypatch):
         (["prefetch", "gpt2", "--revision"], "unrecognized arguments: --revision"),
         (["launch"], "invalid choice: 'launch'"),
         (["--hosted", "serve"], "unrecognized arguments: --hosted"),
+        (["deck"], "the following arguments are required: {export}"),
+        (["deck", "export", "--format", "pdf"], "the following arguments are required: --deck"),
+        (["deck", "export", "--deck", "nope", "--format", "pdf"], "argument --deck: invalid choice: 'nope'"),
+        (["deck", "export", "--deck", "generation", "--format", "key"], "argument --format: invalid choice: 'key'"),
     ],
 )
 def test_mistakes_exit_with_status_2_and_say_what_is_wrong(argv, message, capsys, started):
@@ -112,7 +116,60 @@ def test_mistakes_exit_with_status_2_and_say_what_is_wrong(argv, message, capsys
 def test_no_command_prints_the_help(capsys):
     assert cli.main([]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: explorer") and "serve" in out and "prefetch" in out
+    assert out.startswith("usage: explorer") and "serve" in out and "prefetch" in out and "deck" in out
+
+
+@pytest.fixture
+def deck_exports(monkeypatch):
+    """``export_deck`` replaced by a recorder that reports progress on two slides and gives b"the file"."""
+    import explorer.lecture.files
+
+    asked = []
+
+    def export_deck(deck, fmt, *, progress=None):
+        asked.append((deck.name, fmt))
+        for done in (1, 2):
+            progress(done, 2)
+        return b"the file"
+
+    monkeypatch.setattr(explorer.lecture.files, "export_deck", export_deck)
+    return asked
+
+
+def test_deck_export_writes_the_deck_named_file_here_and_prints_its_path(deck_exports, tmp_path, monkeypatch, capsys):
+    import datetime
+
+    from explorer.lecture import GENERATION
+    from explorer.lecture.files import deck_file_name, deck_models
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["deck", "export", "--deck", "generation", "--format", "pptx"]) == 0
+    name = deck_file_name(GENERATION, "pptx", deck_models(GENERATION), datetime.date.today())
+    assert name.startswith("generation-deck_") and name.endswith(".pptx")
+    out, err = capsys.readouterr()
+    assert out == f"{name}\n" and (tmp_path / name).read_bytes() == b"the file"
+    assert "slide 1 of 2" in err and "slide 2 of 2" in err
+    assert deck_exports == [("generation", "pptx")]
+
+
+def test_deck_export_writes_where_output_says(deck_exports, tmp_path, capsys):
+    output = tmp_path / "handout.pdf"
+    assert cli.main(["deck", "export", "--deck", "anatomy", "--format", "pdf", "--output", str(output)]) == 0
+    assert capsys.readouterr().out == f"{output}\n" and output.read_bytes() == b"the file"
+
+
+def test_a_deck_that_cannot_be_drawn_exits_1_with_the_sentence_and_writes_nothing(monkeypatch, tmp_path, capsys):
+    import explorer.lecture.files
+    from explorer.render.renderer import RenderFailed
+
+    def export_deck(deck, fmt, *, progress=None):
+        raise RenderFailed("Slide 3 of the Text generation deck could not be drawn.")
+
+    monkeypatch.setattr(explorer.lecture.files, "export_deck", export_deck)
+    output = tmp_path / "deck.pdf"
+    assert cli.main(["deck", "export", "--deck", "generation", "--format", "pdf", "--output", str(output)]) == 1
+    assert "Slide 3 of the Text generation deck could not be drawn." in capsys.readouterr().err
+    assert not output.exists()
 
 
 @pytest.mark.parametrize(
@@ -121,6 +178,8 @@ def test_no_command_prints_the_help(capsys):
         (["--help"], "explorer serve [--hosted] [Streamlit options...]"),
         (["serve", "--help"], "passed on to `streamlit run`"),
         (["prefetch", "--help"], "Download models into the Hugging Face cache"),
+        (["--help"], "explorer deck export --deck NAME --format pdf|pptx|html [--output PATH]"),
+        (["deck", "export", "--help"], "A question comes as two pages: the question, then the answer."),
     ],
 )
 def test_help_says_what_each_command_does(argv, says, capsys):

@@ -8,7 +8,9 @@ that export fails with a sentence and the next one works.
 
 The worker keeps one Chrome running (kaleido's) instead of starting a browser per export, so a PNG takes a
 fraction of a second instead of seconds. The same Chrome draws whole HTML pages (BertViz's views, which cannot
-export themselves): a screenshot for PNG, the page's own <svg> with its styles written in for SVG.
+export themselves): a screenshot for PNG, the page's own <svg> with its styles written in for SVG. A lecture deck's
+file is put together here too (``explorer.render.deckfile``): the same Chrome prints the PDF from the slides' SVGs,
+python-pptx builds the PPTX, and the offline HTML inlines plotly.js and Vega once.
 ``EXPLORER_EXPORT_WORKERS`` workers (default 1: each
 holds a Chrome, and a 2-core machine draws one image at a time anyway) serve the whole server; requests queue.
 """
@@ -16,6 +18,7 @@ holds a Chrome, and a 2-core machine draws one image at a time anyway) serve the
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import queue
@@ -28,6 +31,7 @@ import time
 from pathlib import Path
 
 EXPORT_TIMEOUT_S = 30.0  # one export, Chrome's start included
+DECK_TIMEOUT_S = 150.0  # a lecture deck's file put together from its drawn slides (a PDF of 19 pages: about 3 s)
 QUEUE_TIMEOUT_S = 60.0  # waiting for a free worker
 
 
@@ -60,10 +64,10 @@ class _Chrome:
         self.run(self.kaleido.open())
         self.tab = None
 
-    def run(self, coroutine):
+    def run(self, coroutine, timeout: float = EXPORT_TIMEOUT_S):
         import asyncio
 
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(EXPORT_TIMEOUT_S)
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
 
 _chrome: _Chrome | None = None
@@ -162,8 +166,20 @@ def _page_bytes(page: str, fmt: str, scale: float, size: tuple[int, int] | None)
 
 
 async def _draw_page(chrome: _Chrome, page: str, fmt: str, scale: float, width: int, height: int) -> bytes:
-    import asyncio
     import base64
+
+    tab = await _load(chrome, page, scale, width, height)
+    if fmt == "svg":
+        svg = await _evaluate(tab, f"({_PAGE_SVG_JS})({width}, {height})")
+        return _NOT_XML.sub("\ufffd", svg).encode()
+    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+    shot = await tab.send_command("Page.captureScreenshot", params={"format": "png", "clip": clip})
+    return base64.b64decode(shot["result"]["data"])
+
+
+async def _load(chrome: _Chrome, page: str, scale: float, width: int, height: int):
+    """The worker's one tab, offline, showing ``page`` in a ``width`` x ``height`` window once it has loaded."""
+    import asyncio
     import json
     import tempfile
 
@@ -187,12 +203,19 @@ async def _draw_page(chrome: _Chrome, page: str, fmt: str, scale: float, width: 
     )
     while not await _evaluate(tab, ready):
         await asyncio.sleep(0.02)
-    if fmt == "svg":
-        svg = await _evaluate(tab, f"({_PAGE_SVG_JS})({width}, {height})")
-        return _NOT_XML.sub("\ufffd", svg).encode()
-    clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
-    shot = await tab.send_command("Page.captureScreenshot", params={"format": "png", "clip": clip})
-    return base64.b64decode(shot["result"]["data"])
+    return tab
+
+
+async def _print_pdf(chrome: _Chrome, page: str, width: int, height: int) -> bytes:
+    """The page printed by the worker's Chrome: one PDF page per CSS page (the page's ``@page`` size), its SVG
+    images and text kept as vector drawing and text."""
+    import base64
+
+    tab = await _load(chrome, page, 1, width, height)
+    margins = {f"margin{side}": 0 for side in ("Top", "Bottom", "Left", "Right")}
+    options = {"printBackground": True, "preferCSSPageSize": True, **margins}
+    printed = await tab.send_command("Page.printToPDF", params=options)
+    return base64.b64decode(printed["result"]["data"])
 
 
 async def _evaluate(tab, expression: str):
@@ -263,7 +286,30 @@ def on_canvas(svg: str, width: int, height: int) -> str:
     )
 
 
-_RENDERERS = {"plotly": _plotly_bytes, "vega-lite": _vega_bytes, "page": _page_bytes}
+@functools.cache
+def _deckfile():
+    """``explorer.render.deckfile``, loaded from its file beside this one: the worker runs this file as a script,
+    without the ``explorer`` package (and with ``PYTHONSAFEPATH`` set, without this folder on ``sys.path``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("explorer_deckfile", Path(__file__).with_name("deckfile.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+def _deck_bytes(deck: dict, fmt: str, scale: float, size: tuple[int, int] | None) -> bytes:
+    """A lecture deck as one PDF, PPTX or HTML file (``explorer.render.deckfile``) from its drawn slides; the PDF
+    printed by the worker's Chrome."""
+    deckfile = _deckfile()
+    if fmt != "pdf":
+        return deckfile.assemble(fmt, deck)
+    chrome = _browser()
+    return chrome.run(_print_pdf(chrome, deckfile.printable(deck), *deckfile.SIZE), DECK_TIMEOUT_S)
+
+
+_RENDERERS = {"plotly": _plotly_bytes, "vega-lite": _vega_bytes, "page": _page_bytes, "deck": _deck_bytes}
 
 
 def _read_message(stream):
@@ -375,12 +421,23 @@ class RendererPool:
             with self._lock:
                 self.waiting -= 1
 
-    def render(self, kind: str, spec: str, fmt: str, scale: float = 1, size: tuple[int, int] | None = None) -> bytes:
+    def render(
+        self,
+        kind: str,
+        spec,
+        fmt: str,
+        scale: float = 1,
+        size: tuple[int, int] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> bytes:
         """``fmt`` ("png" or "svg") of a Plotly figure or Vega-Lite spec given as JSON (``kind`` "plotly" or
-        "vega-lite") or of an HTML page (``kind`` "page"), ``size`` in CSS pixels."""
+        "vega-lite") or of an HTML page (``kind`` "page"), ``size`` in CSS pixels; or a lecture deck's file
+        (``kind`` "deck", ``spec`` a dict, see ``explorer.render.deckfile``). ``timeout``: this request's own
+        limit, longer than one figure's for a whole deck."""
         worker = self._take()
         try:
-            data = worker.render((kind, spec, fmt, scale, size), self.timeout)
+            data = worker.render((kind, spec, fmt, scale, size), timeout or self.timeout)
         except _DrawingFailed:
             self._idle.put(worker)
             raise
