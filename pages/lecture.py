@@ -73,4 +73,5 @@ if side is not None:
     with side:
         lecture.presenter_ui(deck, number, slide)
 lecture.score_ui(deck)
+lecture.deck_file_ui(deck)
 ahead.compute_ahead(lecture.around(deck, number))

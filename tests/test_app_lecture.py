@@ -200,3 +200,43 @@ def test_a_crafted_link_gives_notices_never_a_traceback(params, notices):
     shown = markdown(at) + "\n".join(e.value for e in (*at.info, *at.warning, *at.caption))
     assert "https://evil.example" not in shown.replace("\\", "")
     assert "<b>" not in shown and "**bold**" not in shown
+
+
+def test_the_deck_as_a_file_is_made_on_request_then_downloaded(monkeypatch):
+    from explorer.lecture import files
+    from explorer.ui import lecture
+
+    made = []
+
+    def export_deck(deck, fmt, *, progress=None):
+        for done in range(1, len(deck) + 1):
+            progress(done, len(deck))
+        made.append((deck.name, fmt))
+        return f"{deck.name}.{fmt}".encode()
+
+    monkeypatch.setattr(files, "export_deck", export_deck)
+    monkeypatch.setattr(lecture, "_FILES", {})
+    at = open_lecture(deck="generation", slide=2)
+    assert not at.get("download_button")
+    at.button(key="make_deck").click().run()
+    assert not at.exception
+    assert made == [("generation", "pdf")]
+    assert len(at.get("download_button")) == 1
+    again = open_lecture(deck="generation", slide=3)  # another visitor: the file is there, made once
+    assert len(again.get("download_button")) == 1 and made == [("generation", "pdf")]
+
+
+def test_a_deck_file_that_cannot_be_made_says_why_and_the_slide_stays(monkeypatch):
+    from explorer.lecture import files
+    from explorer.ui import lecture
+
+    def failing(deck, fmt, *, progress=None):
+        raise files.RenderFailed("Slide 3 of the Text generation deck (“*bold*”) could not be drawn: it hung.")
+
+    monkeypatch.setattr(files, "export_deck", failing)
+    monkeypatch.setattr(lecture, "_FILES", {})
+    at = open_lecture(deck="generation", slide=2)
+    at.button(key="make_deck").click().run()
+    assert not at.exception
+    assert "could not be drawn" in at.error[0].value and "\\*bold\\*" in at.error[0].value
+    assert shown_specs(at) and not at.get("download_button")

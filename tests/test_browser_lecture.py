@@ -23,8 +23,10 @@ VIEW = "[data-testid='stPlotlyChart'] .main-svg, [data-testid='stVegaLiteChart']
 # Where each slide's parts sit, and how large its text is drawn.
 LAYOUT = """
 () => {
-  const box = (el) => { const r = el.getBoundingClientRect(); return {left: r.left, top: r.top, right: r.right,
-                                                                      bottom: r.bottom, width: r.width, height: r.height}; };
+  const box = (el) => {
+    const r = el.getBoundingClientRect();
+    return {left: r.left, top: r.top, right: r.right, bottom: r.bottom, width: r.width, height: r.height};
+  };
   const views = [...document.querySelectorAll(
       "[data-testid='stPlotlyChart'], [data-testid='stVegaLiteChart'], [data-testid='stIFrame'], iframe")]
     .map(box).filter((r) => r.width > 50 && r.height > 50);
@@ -35,7 +37,8 @@ LAYOUT = """
   const size = (el) => parseFloat(getComputedStyle(el).fontSize);
   return {view: views[0] || null, views: views.length, texts: texts.map(box), textSizes: texts.map(size),
           tickSizes: ticks.map(size), title: (document.querySelector(".st-key-lecture-title h2") || {}).textContent,
-          place: (document.querySelector(".st-key-lecture-place [data-testid='stMarkdownContainer']") || {}).textContent,
+          place: (document.querySelector(".st-key-lecture-place [data-testid='stMarkdownContainer']")
+                  || {}).textContent,
           scrolls: document.querySelector("[data-testid='stMain']").scrollHeight
                    > document.querySelector("[data-testid='stMain']").clientHeight + 1};
 }

@@ -11,16 +11,19 @@ starts from its own values.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import threading
 
 import streamlit as st
 
 from explorer import gateway, views
-from explorer.lecture import DECKS, Deck, Slide, tour
+from explorer.lecture import DECKS, Deck, Slide, files, tour
 from explorer.lecture.controls import Index, Number, UptoStep, controls_of
+from explorer.render.export import ExportUnavailable
 from explorer.ui.figures import figure_look
 from explorer.ui.full_page import full_page
 from explorer.ui.models import request_model
-from explorer.ui.results import show_view
+from explorer.ui.results import progress_bar, show_view
 from explorer.ui.text import literal
 from explorer.ui.widgets import add_notice, choice_ui, forget, index_slider_ui, number_slider_ui, set_value
 
@@ -332,6 +335,57 @@ def score_ui(deck: Deck) -> None:
     results = {number: deck.slide(number).view.result() for number in given}
     with st.sidebar:
         st.caption(score(deck, results))
+
+
+# -- the deck as a file --------------------------------------------------------------------------------------
+
+
+_FILES: dict[tuple[str, str], bytes] = {}  # (deck, format) -> the file: the same for every visitor of the server
+_FILES_LOCK = threading.Lock()  # one deck file made at a time: the renderer worker draws one image at a time anyway
+
+
+def deck_file_ui(deck: Deck) -> None:
+    """In the sidebar: the whole deck as PDF, PPTX or HTML, made on request (with progress) in the export worker,
+    then downloaded. A file is made once per server: the next visitor who asks gets it at once."""
+    with st.sidebar:
+        st.markdown(":gray[The deck as a file]")
+        fmt = (
+            st.segmented_control(
+                "Format",
+                list(files.MIME),
+                default="pdf",
+                format_func=str.upper,
+                key="deck_format",
+                label_visibility="collapsed",
+            )
+            or "pdf"
+        )
+        made = _FILES.get((deck.name, fmt))
+        if made is None and st.button(f"Make the {fmt.upper()}", icon=":material/slideshow:", key="make_deck"):
+            made = _make(deck, fmt)
+        if made is not None:
+            name = files.deck_file_name(deck, fmt, files.deck_models(deck), datetime.date.today())
+            st.download_button(
+                f"Download {fmt.upper()}",
+                made,
+                file_name=name,
+                mime=files.MIME[fmt],
+                on_click="ignore",
+                icon=":material/download:",
+                key="deck_download",
+            )
+
+
+def _make(deck: Deck, fmt: str) -> bytes | None:
+    # Under the lock: a second visitor asking for the same file waits for it instead of drawing it again.
+    with progress_bar("Drawing the deck: slide {done} of {total}") as step, _FILES_LOCK:
+        if (deck.name, fmt) not in _FILES:
+            try:
+                _FILES[(deck.name, fmt)] = files.export_deck(deck, fmt, progress=step)
+            except (files.RenderFailed, ExportUnavailable) as error:
+                st.error(literal(error))
+                return None
+    return _FILES[(deck.name, fmt)]
 
 
 # -- leaving for the full page --------------------------------------------------------------------------------
