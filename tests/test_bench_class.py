@@ -35,3 +35,26 @@ def test_an_interrupted_shared_run_leaves_nobody_without_a_result(server):
     assert students[0].interrupted, "the move came after the shared run had finished: nothing was interrupted"
     assert [s.open_to_result is not None for s in students] == [True] * 4
     assert [s.errors for s in students] == [[], [], [], []]
+
+
+def test_lecture_students_each_open_a_slide_of_their_own():
+    """Spread over both decks' slides, every question revealed by the link, so that each slide draws its view."""
+    from explorer.lecture import DECKS
+
+    slides = sum(len(deck) for deck in DECKS.values())
+    plan = bench_class.spread([bench_class.PAGES["lecture"], bench_class.PAGES["sampling"]] * slides)
+    lecture = [dict(spec.extra) for spec in plan if spec.path == "lecture"]
+    assert len({(link["deck"], link["slide"]) for link in lecture}) == slides
+    assert all(link["answers"] == bench_class.revealed(DECKS[link["deck"]]) for link in lecture)
+    assert "answers" not in dict(plan[1].extra) and plan[1].heading is None  # other pages are left as they are
+
+
+def test_lecture_students_get_their_own_slides(server):
+    from explorer.lecture import ANATOMY
+
+    plan = [bench_class.PAGES["lecture"]] * 3
+    students = asyncio.run(bench_class.class_run(server.port, plan, "l", moves=1))
+    assert [s.errors for s in students] == [[], [], []]
+    assert all(s.open_to_result is not None for s in students)
+    assert [s.spec.heading for s in students] == [ANATOMY.slide(n).title for n in (1, 2, 3)]
+    assert sum(len(s.leaks) for s in students) == 0  # no student was shown another slide than their own
