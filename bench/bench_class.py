@@ -17,8 +17,9 @@ whatever its labels say). It records per page:
 - peak memory of the server process and its children (PSS, summed RSS beside it; sampled every 0.2 s).
 
 The Lecture page (``--page lecture``) has no text of the student's: its slides' inputs are fixed. Each student
-opens a slide of their own instead (spread over both decks' slides, every question revealed by the link so that
-the slide draws its view), and their own result is the run that draws that slide's title beside a figure. The
+opens a slide of their own instead (spread over both decks' slides, through the slide's plain link), and their
+own result is the run that draws that slide's title beside its figure, or on a question slide beside its
+question (the view stays hidden until answered; the result the choices come from is computed by then). The
 scan for other students' markers still runs (nothing a student typed may reach another), and a lecture student
 shown any other slide's title counts as a leak.
 
@@ -97,6 +98,7 @@ class PageSpec:
     # A lecture slide: its title, the heading the student's own run draws (the slide's inputs are fixed, so no
     # text of the student's can name the result).
     heading: str | None = None
+    asks: bool = False  # a lecture slide that asks its question first: its view stays hidden until answered
 
 
 PAGES = {
@@ -152,14 +154,17 @@ def revealed(deck) -> str:
     return tour.write_answers(dict.fromkeys(tour.questions(deck), tour.REVEALED))
 
 
-def on_slide(spec: PageSpec, index: int, *, reveal: bool = True) -> PageSpec:
-    """The lecture page on slide ``index`` of both decks in turn (anatomy's, then generation's, cycled)."""
+def on_slide(spec: PageSpec, index: int, *, reveal: bool = False) -> PageSpec:
+    """The lecture page on slide ``index`` of both decks in turn (anatomy's, then generation's, cycled), with
+    every question of its deck revealed by the link when ``reveal``."""
     from explorer.lecture import DECKS
 
     slides = [(deck, number) for deck in DECKS.values() for number in range(1, len(deck) + 1)]
     deck, number = slides[index % len(slides)]
     extra = (("deck", deck.name), ("slide", str(number)), *((("answers", revealed(deck)),) if reveal else ()))
-    return dataclasses.replace(spec, extra=spec.extra + extra, heading=deck.slide(number).title)
+    slide = deck.slide(number)
+    asks = slide.question is not None and not reveal
+    return dataclasses.replace(spec, extra=spec.extra + extra, heading=slide.title, asks=asks)
 
 
 def spread(plan: list[PageSpec]) -> list[PageSpec]:
@@ -314,8 +319,9 @@ class Student:
             self.errors.append(f"{type(error).__name__}: {error}"[:200])
 
     def _own_result(self, figures: dict) -> bool:
-        if self.spec.heading:  # a lecture slide: its title beside a figure (any slide's figure names no student)
-            return bool(figures) and self.spec.heading in self.headings
+        if self.spec.heading:  # a lecture slide: its title beside a figure (any slide's figure names no student),
+            # or its question (the result its choices come from computed)
+            return (bool(figures) or self.spec.asks) and self.spec.heading in self.headings
         # A page without a text (the anatomy) shows the same figures to everyone: any is the result.
         named = self.spec.text_key and self.spec.text_in_figures
         return any(self.own in f for f in figures.values()) if named else bool(figures)
@@ -496,9 +502,10 @@ def browsers_during(port: int, spec: PageSpec, count: int, run: str, results: li
             shown = spread([spec] * (n + 1))[n]  # the lecture: a slide of its own
             page.goto(f"http://127.0.0.1:{port}/{spec.path}?{link_query(shown, sentence(run + 'b', n))}")
             try:
+                # (or a lecture slide's question, which hides its view until answered)
                 page.wait_for_selector(
                     "[data-testid='stPlotlyChart'] .main-svg, [data-testid='stVegaLiteChart'] canvas, "
-                    "[data-testid='stVegaLiteChart'] svg, iframe",
+                    "[data-testid='stVegaLiteChart'] svg, iframe, .st-key-lecture-choices button",
                     timeout=WAIT * 1000,
                 )
                 results.append(time.monotonic() - start)

@@ -1,14 +1,19 @@
 """Next / previous slide on the Lecture page: one presenter walks both decks, each move timed.
 
 The presenter is a websocket client speaking Streamlit's protocol (``bench_class.Student``'s, so the server is
-measured, not a browser). It opens ``/lecture?deck=anatomy&slide=1`` (every question slide revealed through the
-link's ``answers``, so each slide draws its view; ``--questions asked`` leaves them unanswered), walks the deck
-forward to its last slide and back to the first, one slide a move, then does the same in a new session on the
-generation deck. Each move is timed from the ``BackMsg`` that asks for it until the end of the run that drew the
-new slide's title and its figure (a question slide left unanswered: its title, the view stays hidden). A move is
-what a remote sends, alternately (``--press``): the keys' component's state ``{slide, seq}``, as the page's
-JavaScript sets it on → / PageDown, and a click on the slide's own next / previous button. Between moves the
-presenter talks ``--pause`` seconds (2 by default): the time the page has to compute the next slide ahead.
+measured, not a browser). It opens ``/lecture?deck=anatomy&slide=1``, walks the deck forward to its last slide
+and back to the first, one slide a move, then does the same in a new session on the generation deck. Each move
+is timed from the ``BackMsg`` that asks for it until the end of the run that drew the new slide's title and its
+figure. A question slide (``--questions live``, the default) first shows its question, as in a lecture: its move
+ends with the run that drew the question (the result the choices come from is computed by then); after the
+pause the presenter clicks an answer, timed apart as a reveal until the view is drawn, and on the way back the
+answered slide draws its view. ``--questions link`` reveals every question through the opening link's
+``answers`` instead (each move then waits for a figure; but the page's score then computes every answered
+slide's result in the first run, so the question slides are no longer cold), ``--questions asked`` never
+answers. A move is what a remote sends, alternately (``--press``): the keys' component's state ``{slide, seq}``,
+as the page's JavaScript sets it on → / PageDown, and a click on the slide's own next / previous button. Between
+moves the presenter talks ``--pause`` seconds (2 by default): the time the page has to compute the next slide
+ahead.
 
 Variants, each on a fresh server (hosted mode, offline, 127.0.0.1; the results cache cold): ``ahead`` (the page
 as it is: while a slide shows, ``explorer.lecture.ahead`` computes the next and previous slides in the
@@ -43,6 +48,12 @@ from explorer.lecture import DECKS
 
 KEYS = "lecture-keys"  # the page's keys component
 VARIANTS = {"ahead": {}, "now": {"EXPLORER_LECTURE_AHEAD": "0"}}
+QUESTIONS = {
+    "live": "a move to a question slide waits for its question; after the pause the presenter clicks an answer, "
+    "timed apart (reveal) until the view is drawn; an answered slide's move waits for its figure",
+    "link": "every question revealed by the opening link (answers=): each move waits for the slide's figure",
+    "asked": "questions never answered: a question slide's move waits for its question, its view stays hidden",
+}
 PRESSES = {"alternate": ("keys", "button"), "keys": ("keys",), "button": ("button",)}
 
 
@@ -52,19 +63,30 @@ class Move:
     deck: str
     start: int
     to: int
-    press: str  # "keys" (the keys component's state) or "button" (the slide's own arrow)
+    press: str  # "keys" (the keys component's state), "button" (the slide's own arrow) or "reveal" (an answer)
     seconds: float
     title: str
 
 
-class Presenter(Student):
-    """One presenter on one deck: opens its first slide, then moves one slide at a time as a remote does."""
+def click(widget) -> None:
+    """A button's click: its trigger, true for one run."""
+    widget.trigger_value = True
 
-    def __init__(self, port: int, deck, *, reveal: bool = True):
-        answers = (("answers", bench_class.revealed(deck)),) if reveal else ()
+
+class Presenter(Student):
+    """One presenter on one deck: opens its first slide, then moves one slide at a time as a remote does.
+
+    ``questions``: ``live`` (a question slide shows its question; after the pause the presenter clicks its first
+    choice, timed apart as a reveal, and the slide draws its view from then on), ``link`` (every question
+    revealed by the opening link's ``answers``) or ``asked`` (never answered: the view stays hidden)."""
+
+    def __init__(self, port: int, deck, *, questions: str = "live"):
+        answers = (("answers", bench_class.revealed(deck)),) if questions == "link" else ()
         spec = PageSpec("lecture", None, None, extra=(("deck", deck.name), ("slide", "1"), *answers))
         super().__init__(port, spec, own="", text="", others=[])
-        self.deck, self.reveal = deck, reveal
+        self.deck, self.questions = deck, questions
+        asking = [n for n, slide in enumerate(deck.slides, 1) if slide.question is not None]
+        self.answered = set(asking) if questions == "link" else set()
         self.at = 1
         self.seq = 0  # the keys component's press counter, as its JavaScript keeps it
 
@@ -75,29 +97,39 @@ class Presenter(Student):
     def shows(self, number: int):
         """Whether a finished run drew slide ``number``: its title, and its figure unless its question hides it."""
         slide = self.deck.slide(number)
-        hidden = slide.question is not None and not self.reveal
+        hidden = slide.question is not None and number not in self.answered
         return lambda figures: slide.title in self.headings and (hidden or bool(figures))
+
+    async def _send(self, key: str, fill) -> float:
+        """One widget changed (``fill`` sets its value); the seconds until a run has drawn the slide it asks for."""
+        message = self._message()
+        widget = message.rerun_script.widget_states.widgets.add()
+        widget.id = self.widgets[key]
+        fill(widget)
+        begin = time.monotonic()
+        await self.ws.send(message.SerializeToString())
+        await self._until(self.shows(self.at), f"slide {self.at}")
+        return time.monotonic() - begin
 
     async def press(self, target: int, how: str) -> float:
         """Move to ``target`` (the next or previous slide); the seconds until its run has drawn it."""
-        message = self._message()
-        widget = message.rerun_script.widget_states.widgets.add()
         if how == "keys":
             self.seq += 1
-            widget.id = self.widgets[KEYS]
-            widget.json_value = json.dumps({"pressed": {"slide": target, "seq": self.seq}})
+            press = json.dumps({"pressed": {"slide": target, "seq": self.seq}})
+            key, fill = KEYS, lambda widget: setattr(widget, "json_value", press)
         else:
-            widget.id = self.widgets["next" if target > self.at else "previous"]
-            widget.trigger_value = True
-        begin = time.monotonic()
-        await self.ws.send(message.SerializeToString())
-        await self._until(self.shows(target), f"slide {target}")
+            key, fill = "next" if target > self.at else "previous", click
         self.at = target
-        return time.monotonic() - begin
+        return await self._send(key, fill)
+
+    async def reveal(self) -> float:
+        """Answer the slide's question with its first choice; the seconds until its view is drawn."""
+        self.answered.add(self.at)
+        return await self._send("choice-0", click)
 
     async def walk(self, variant: str, pause: float, presses: tuple[str, ...], route=None) -> list[Move]:
         """Through ``route`` (slide numbers, each next to the one before; by default forward to the last slide and
-        back to the first); returns the moves made (fewer when one failed: see ``errors``)."""
+        back to the first); returns the moves and reveals made (fewer when one failed: see ``errors``)."""
         moves: list[Move] = []
         last = len(self.deck)
         route = route or [*range(2, last + 1), *range(last - 1, 0, -1)]
@@ -108,15 +140,27 @@ class Presenter(Student):
                 await self._rerun()
                 await self._until(self.shows(1), "slide 1")
                 self.open_to_result = time.monotonic() - begin
+                moves += await self._answer(variant, pause)
                 for n, target in enumerate(route):
                     await asyncio.sleep(pause)  # the presenter talks; the page computes ahead
                     how, start = presses[n % len(presses)], self.at
                     seconds = await self.press(target, how)
-                    title = self.deck.slide(target).title
-                    moves.append(Move(variant, self.deck.name, start, target, how, seconds, title))
+                    moves.append(Move(variant, self.deck.name, start, target, how, seconds, self.title()))
+                    moves += await self._answer(variant, pause)
         except Exception as error:  # recorded and printed: the other deck and variant still run
             self.errors.append(f"{type(error).__name__}: {error}"[:200])
         return moves
+
+    async def _answer(self, variant: str, pause: float) -> list[Move]:
+        """On a question slide not answered yet (``live``): the room answers, then the presenter reveals."""
+        if self.questions != "live" or self.deck.slide(self.at).question is None or self.at in self.answered:
+            return []
+        await asyncio.sleep(pause)
+        seconds = await self.reveal()
+        return [Move(variant, self.deck.name, self.at, self.at, "reveal", seconds, self.title())]
+
+    def title(self) -> str:
+        return self.deck.slide(self.at).title
 
 
 def warm(server: Server) -> None:
@@ -145,14 +189,14 @@ def run_variant(variant: str, decks: list, args) -> list[Move]:
         warm(server)
         print(f"{variant}: server warm in {time.monotonic() - begun:.0f} s", flush=True)
         for deck in decks:
-            presenter = Presenter(server.port, deck, reveal=args.questions == "revealed")
+            presenter = Presenter(server.port, deck, questions=args.questions)
             walked = asyncio.run(presenter.walk(variant, args.pause, PRESSES[args.press]))
             moves += walked
             for error in presenter.errors:
                 print(f"  {variant} {deck.name}: {error}", flush=True)
             opened = f"{presenter.open_to_result:.2f} s" if presenter.open_to_result is not None else "–"
-            moves_taken = percentiles([m.seconds for m in walked])
-            print(f"  {variant} {deck.name}: opened in {opened}; {len(walked)} moves, {moves_taken}", flush=True)
+            taken = [m.seconds for m in walked if m.press != "reveal"]
+            print(f"  {variant} {deck.name}: opened in {opened}; {len(taken)} moves, {percentiles(taken)}", flush=True)
     finally:
         server.stop()
     return moves
@@ -166,7 +210,7 @@ def table(moves: list[Move], variants: list[str], decks: list) -> list[str]:
     ]
     for variant in variants:
         for deck in [d.name for d in decks] + (["both"] if len(decks) > 1 else []):
-            chosen = [m for m in moves if m.variant == variant and deck in (m.deck, "both")]
+            chosen = [m for m in moves if m.variant == variant and deck in (m.deck, "both") and m.press != "reveal"]
             forward = [m.seconds for m in chosen if m.to > m.start]
             back = [m.seconds for m in chosen if m.to < m.start]
             every = forward + back
@@ -199,17 +243,15 @@ def main() -> None:
     parser.add_argument("--press", choices=list(PRESSES), default="alternate", help="what a move sends")
     parser.add_argument(
         "--questions",
-        choices=["revealed", "asked"],
-        default="revealed",
-        help="question slides revealed by the link (each slide draws its view) or left unanswered",
+        choices=list(QUESTIONS),
+        default="live",
+        help="live: asked, then revealed by a click (timed apart); link: revealed by the opening link; asked: never",
     )
     parser.add_argument("--slowest", type=int, default=5, help="how many of the slowest moves to list")
     args = parser.parse_args()
     decks = [DECKS[name] for name in args.deck or DECKS]
     variants = args.variant or list(VARIANTS)
-    shown = "every question slide revealed by the link: each move waits for the slide's figure"
-    if args.questions == "asked":
-        shown = "questions unanswered: a question slide's move waits for its question, its view stays hidden"
+    shown = QUESTIONS[args.questions]
     print(f"One presenter; {args.pause:g} s between moves; presses: {args.press}; {shown}.", flush=True)
     begun = time.monotonic()
     moves = [move for variant in variants for move in run_variant(variant, decks, args)]
@@ -219,10 +261,11 @@ def main() -> None:
     print("\n".join(by_press(moves, variants)))
     for variant in variants:
         print(f"\nSlowest moves, {variant}:")
-        for move in sorted((m for m in moves if m.variant == variant), key=lambda m: -m.seconds)[: args.slowest]:
+        made = [m for m in moves if m.variant == variant and m.press != "reveal"]
+        for move in sorted(made, key=lambda m: -m.seconds)[: args.slowest]:
             print(f"  {move.seconds:6.2f} s  {move.deck} {move.start} → {move.to} ({move.press}): {move.title}")
     if set(VARIANTS) <= set(variants):
-        ahead, now = ([m.seconds for m in moves if m.variant == v] for v in ("ahead", "now"))
+        ahead, now = ([m.seconds for m in moves if m.variant == v and m.press != "reveal"] for v in ("ahead", "now"))
         if ahead and now:
             print(
                 f"\nComputing ahead: p95 {p95(ahead):.2f} s against {p95(now):.2f} s without "

@@ -38,15 +38,25 @@ def test_an_interrupted_shared_run_leaves_nobody_without_a_result(server):
 
 
 def test_lecture_students_each_open_a_slide_of_their_own():
-    """Spread over both decks' slides, every question revealed by the link, so that each slide draws its view."""
+    """Spread over both decks' slides; a question slide's own result is its question (its view stays hidden)."""
     from explorer.lecture import DECKS
 
     slides = sum(len(deck) for deck in DECKS.values())
     plan = bench_class.spread([bench_class.PAGES["lecture"], bench_class.PAGES["sampling"]] * slides)
-    lecture = [dict(spec.extra) for spec in plan if spec.path == "lecture"]
-    assert len({(link["deck"], link["slide"]) for link in lecture}) == slides
-    assert all(link["answers"] == bench_class.revealed(DECKS[link["deck"]]) for link in lecture)
-    assert "answers" not in dict(plan[1].extra) and plan[1].heading is None  # other pages are left as they are
+    lecture = [spec for spec in plan if spec.path == "lecture"]
+    links = [dict(spec.extra) for spec in lecture]
+    assert len({(link["deck"], link["slide"]) for link in links}) == slides
+    shown = [DECKS[link["deck"]].slide(int(link["slide"])) for link in links]
+    assert [spec.heading for spec in lecture] == [slide.title for slide in shown]
+    assert [spec.asks for spec in lecture] == [slide.question is not None for slide in shown]
+    assert not any(spec.asks or spec.heading for spec in plan if spec.path != "lecture")  # the others as they were
+
+
+def test_a_link_that_reveals_every_question_of_the_deck():
+    from explorer.lecture import ANATOMY, tour
+
+    link = dict(bench_class.on_slide(bench_class.PAGES["lecture"], 0, reveal=True).extra)
+    assert tour.read_answers(link["answers"], ANATOMY) == (dict.fromkeys(tour.questions(ANATOMY), tour.REVEALED), [])
 
 
 def test_lecture_students_get_their_own_slides(server):

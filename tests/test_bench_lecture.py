@@ -1,5 +1,6 @@
 """The lecture benchmark's presenter on a real server (each move lands on its slide, by the keys' component and
-by the slide's own buttons), and the switch its comparison turns off: computing the next slides ahead."""
+by the slide's own buttons; a question is answered and its view drawn), and the switch its comparison turns
+off: computing the next slides ahead."""
 
 from __future__ import annotations
 
@@ -54,10 +55,12 @@ def test_the_presenter_moves_by_keys_and_buttons_and_each_move_lands_on_its_slid
     assert presenter.errors == []
     assert presenter.open_to_result is not None
     assert [(m.start, m.to, m.press) for m in moves] == [
+        (1, 1, "reveal"),  # the first slide asks a question: the presenter answers it, and its view is drawn
         (1, 2, "keys"),
         (2, 3, "button"),
         (3, 2, "keys"),
         (2, 1, "button"),
     ]
-    assert [m.title for m in moves] == [GENERATION.slide(n).title for n in (2, 3, 2, 1)]
+    assert [m.title for m in moves] == [GENERATION.slide(n).title for n in (1, 2, 3, 2, 1)]
+    assert presenter.answered == {1}
     assert "slide=1" in presenter.address  # the address the server wrote last: the presenter is back on slide 1
