@@ -16,6 +16,13 @@ whatever its labels say). It records per page:
 - leaks: every message a student receives is scanned for any other student's marker;
 - peak memory of the server process and its children (PSS, summed RSS beside it; sampled every 0.2 s).
 
+The Lecture page (``--page lecture``) has no text of the student's: its slides' inputs are fixed. Each student
+opens a slide of their own instead (spread over both decks' slides, through the slide's plain link), and their
+own result is the run that draws that slide's title beside its figure, or on a question slide beside its
+question (the view stays hidden until answered; the result the choices come from is computed by then). The
+scan for other students' markers still runs (nothing a student typed may reach another), and a lecture student
+shown any other slide's title counts as a leak.
+
 Scenarios: ``--page NAME`` (any page), ``--mix`` (students spread over every page), ``--interrupt`` (all
 students ask for one shared result while one of them moves a slider at once, so Streamlit interrupts the run the
 others wait on: every student must still get it), ``--long`` (~500-token texts at the same moment),
@@ -34,6 +41,7 @@ import argparse
 import asyncio
 import dataclasses
 import hashlib
+import itertools
 import os
 import re
 import signal
@@ -75,7 +83,7 @@ class PageSpec:
     sliders that only change the view, with the values a student moves them to."""
 
     path: str
-    model: str
+    model: str | None  # None: the page picks its own (a lecture slide runs the model its source used)
     text_key: str | None
     moves: tuple[tuple[str, tuple[float, ...]], ...] = ()
     # A slider drawn before the page's model run, and another value for it: moving it while the run's progress
@@ -87,6 +95,10 @@ class PageSpec:
     interrupt_extra: tuple[tuple[str, str], ...] = ()
     # Whether the figures name the text (titles do; BertViz's frames carry word pieces, not the text).
     text_in_figures: bool = True
+    # A lecture slide: its title, the heading the student's own run draws (the slide's inputs are fixed, so no
+    # text of the student's can name the result).
+    heading: str | None = None
+    asks: bool = False  # a lecture slide that asks its question first: its view stays hidden until answered
 
 
 PAGES = {
@@ -117,6 +129,8 @@ PAGES = {
     "generation_attention": PageSpec(
         "generation_attention", DECODER, "prompt", (("layer", (1, 3, 4)), ("head", (2, 5, 1)))
     ),
+    # Each student opens a slide of their own, spread over both decks (``spread``); no moves.
+    "lecture": PageSpec("lecture", None, None),
 }
 # The largest settings a hosted class server allows on the decoding pages (EXPLORER_MAX_NEW_TOKENS,
 # EXPLORER_MAX_BEAMS), with the sampling page drawing a continuation: ``--maximum``.
@@ -131,6 +145,37 @@ def marker(run: str, student: int) -> str:
 def sentence(run: str, student: int, *, long: bool = False) -> str:
     base = f"{marker(run, student)} wrote about {TOPICS[student % len(TOPICS)]} and the evening light"
     return base + (" and the quiet town by the sea" * 60 if long else "")
+
+
+def revealed(deck) -> str:
+    """The link's ``answers`` value that reveals every question of ``deck`` (``6-r``): each slide draws its view."""
+    from explorer.lecture import tour
+
+    return tour.write_answers(dict.fromkeys(tour.questions(deck), tour.REVEALED))
+
+
+def on_slide(spec: PageSpec, index: int, *, reveal: bool = False) -> PageSpec:
+    """The lecture page on slide ``index`` of both decks in turn (anatomy's, then generation's, cycled), with
+    every question of its deck revealed by the link when ``reveal``."""
+    from explorer.lecture import DECKS
+
+    slides = [(deck, number) for deck in DECKS.values() for number in range(1, len(deck) + 1)]
+    deck, number = slides[index % len(slides)]
+    extra = (("deck", deck.name), ("slide", str(number)), *((("answers", revealed(deck)),) if reveal else ()))
+    slide = deck.slide(number)
+    asks = slide.question is not None and not reveal
+    return dataclasses.replace(spec, extra=spec.extra + extra, heading=slide.title, asks=asks)
+
+
+def spread(plan: list[PageSpec]) -> list[PageSpec]:
+    """Each lecture student of ``plan`` on a slide of their own (the n-th of them on the n-th slide)."""
+    lecture = itertools.count()
+    return [on_slide(spec, next(lecture)) if spec.path == "lecture" and not spec.heading else spec for spec in plan]
+
+
+def heading(markdown: str) -> str | None:
+    """The text of a ``## `` heading as drawn (Markdown escapes dropped), else None."""
+    return markdown[3:].replace("\\", "") if markdown.startswith("## ") else None
 
 
 def free_port() -> int:
@@ -155,10 +200,11 @@ def resident(process: psutil.Process) -> tuple[int, int]:
 class Server:
     """``streamlit run app.py`` on loopback, in hosted mode with the Dockerfile's environment."""
 
-    def __init__(self, profile: str | None = None, *, idle: bool = False):
+    def __init__(self, profile: str | None = None, *, idle: bool = False, env: dict[str, str] | None = None):
+        """``env``: more environment for the server (a switch a benchmark compares, say)."""
         self.port = free_port()
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        env.update(CONTAINER_ENV)
+        environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        environment.update({"TOKENIZERS_PARALLELISM": "false", **CONTAINER_ENV, **(env or {})})
         self.log = Path(f"/tmp/bench-class-{self.port}.log")
         command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
         command += ["--server.port", str(self.port), "--server.address", "127.0.0.1"]
@@ -168,7 +214,7 @@ class Server:
             sampled = ["--idle", "--threads"] if idle else ["--gil"]
             command = ["py-spy", "record", *sampled, "--rate", "50", "--format", "raw", "-o", profile, "--", *command]
         with self.log.open("w") as output:
-            self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(command, cwd=ROOT, env=environment, stdout=output, stderr=subprocess.STDOUT)
         self.profiling = bool(profile)
         self.peak = self.peak_rss = 0  # bytes: proportional (shared pages split), and resident summed
         self._stop = threading.Event()
@@ -234,21 +280,20 @@ class Student:
         # student's marker cost the simulated students CPU on the server's two cores).
         prefix = own.rstrip("0123456789").encode()
         self._markers = re.compile(re.escape(prefix) + rb"\d+")
-        self.widgets: dict[str, str] = {}  # user key -> widget id
+        self.widgets: dict[str, str] = {}  # user key -> widget id (sliders; buttons and components by full key)
         self.fragments: dict[str, str] = {}  # widget id -> the fragment it was drawn in ("" for none)
         self.errors: list[str] = []
         self.leaks: list[str] = []
         self.open_to_result: float | None = None
         self.moves: list[float] = []
         self.shown: set[str] = set()  # digests of the figures of the last finished run
+        self.headings: list[str] = []  # the ``## `` headings of the run under way (a lecture slide's title)
+        self.address = ""  # the query string the server last gave the page (a browser's address bar)
         self.progressing = False  # a progress bar was drawn (a model run is under way)
         self.interrupted = False  # this student's slider move stopped a run under way (interruption scenario)
 
     def query(self) -> str:
-        params = {"model": self.spec.model, **dict(self.spec.extra)}
-        if self.spec.text_key:
-            params[self.spec.text_key] = self.text
-        return urlencode(params)
+        return link_query(self.spec, self.text)
 
     async def session(self, moves: int, *, interrupt: bool = False, pause: float = 0.0) -> None:
         try:
@@ -260,10 +305,7 @@ class Student:
                     key, value = self.spec.interrupt
                     self.interrupted = await self._until_progress(key)
                     await self._rerun({key: value})
-                # A page without a text (the anatomy) shows the same figures to everyone: any is the result.
-                named = self.spec.text_key and self.spec.text_in_figures
-                mine = (lambda f: self.own in f) if named else (lambda f: True)
-                await self._until(lambda figures: any(mine(f) for f in figures.values()), "own result")
+                await self._until(self._own_result, "own result")
                 self.open_to_result = time.monotonic() - start
                 for move in range(moves if self.spec.moves else 0):
                     await asyncio.sleep(pause)  # the student reads the page before moving a slider
@@ -276,11 +318,24 @@ class Student:
         except Exception as error:  # a benchmark records failures; it does not stop at the first one
             self.errors.append(f"{type(error).__name__}: {error}"[:200])
 
-    async def _rerun(self, changes: dict | None = None) -> None:
+    def _own_result(self, figures: dict) -> bool:
+        if self.spec.heading:  # a lecture slide: its title beside a figure (any slide's figure names no student),
+            # or its question (the result its choices come from computed)
+            return (bool(figures) or self.spec.asks) and self.spec.heading in self.headings
+        # A page without a text (the anatomy) shows the same figures to everyone: any is the result.
+        named = self.spec.text_key and self.spec.text_in_figures
+        return any(self.own in f for f in figures.values()) if named else bool(figures)
+
+    def _message(self) -> BackMsg:
+        """A rerun of the page as the browser shows it: its link, no widget changed."""
         message = BackMsg()
+        message.rerun_script.query_string = self.query()
+        message.rerun_script.page_name = self.spec.path
+        return message
+
+    async def _rerun(self, changes: dict | None = None) -> None:
+        message = self._message()
         state = message.rerun_script
-        state.query_string = self.query()
-        state.page_name = self.spec.path
         for key, value in (changes or {}).items():
             if key not in self.widgets:
                 raise KeyError(f"no slider {key!r} on {self.spec.path or 'the heatmap page'}")
@@ -309,10 +364,12 @@ class Student:
         figures: dict[str, str] = {}  # digest -> spec, of this run
         while time.monotonic() < deadline:
             if await self._receive(deadline, figures):
-                if figures and matches(figures):
+                if matches(figures):
                     self.shown = set(figures)
+                    self.headings = []
                     return
                 figures = {}
+                self.headings = []
         raise TimeoutError(f"no {what} within {WAIT:.0f} s")
 
     async def _receive(self, deadline: float, figures: dict) -> bool:
@@ -336,7 +393,25 @@ class Student:
                 self.fragments[element.slider.id] = message.delta.fragment_id
             elif field == "progress":
                 self.progressing = True
+            elif field == "markdown" and (title := heading(element.markdown.body)) is not None:
+                self.headings.append(title)
+                if self.spec.heading and title != self.spec.heading:  # a lecture student shown another slide
+                    self.leaks.append(title)
+            elif field in ("button", "bidi_component"):
+                widget = getattr(element, field).id
+                self.widgets[widget.split("-", 2)[-1]] = widget
+        elif kind == "page_info_changed":
+            self.address = message.page_info_changed.query_string
         return kind == "script_finished"
+
+
+def link_query(spec: PageSpec, text: str) -> str:
+    """The query string of a student's link to ``spec``: the model, the page's other parameters, the text."""
+    params = {"model": spec.model} if spec.model else {}
+    params.update(spec.extra)
+    if spec.text_key:
+        params[spec.text_key] = text
+    return urlencode(params)
 
 
 def percentiles(values: list[float]) -> str:
@@ -360,7 +435,9 @@ async def class_run(
     settle=None,
     pause=0.0,
 ):
-    """Every student at once; ``plan[n]`` is student n's page. With ``interrupt``, all share one text."""
+    """Every student at once; ``plan[n]`` is student n's page (a lecture student's, a slide of their own). With
+    ``interrupt``, all share one text."""
+    plan = spread(plan)
     if interrupt:
         plan = [dataclasses.replace(spec, extra=spec.extra + spec.interrupt_extra) for spec in plan]
     if maximum:
@@ -375,7 +452,8 @@ async def class_run(
         students.append(Student(port, spec, own, text, others))
 
     if not cold:  # the teacher opens each page before the class: its imports and model are loaded, as in a lesson
-        for n, spec in enumerate({spec.path: spec for spec in plan}.values()):
+        # (each deck of the lecture: its slides run three models)
+        for n, spec in enumerate({(spec.path, dict(spec.extra).get("deck")): spec for spec in plan}.values()):
             await Student(port, spec, marker(run, 900 + n), sentence(run, 900 + n), []).session(0)
         if settle:  # and the class starts once what those first runs started in the background is done
             await asyncio.to_thread(settle)
@@ -420,13 +498,14 @@ def browsers_during(port: int, spec: PageSpec, count: int, run: str, results: li
         for n in range(count):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.route("**/*", lambda route: route.continue_() if "127.0.0.1" in route.request.url else route.abort())
-            params = {"model": spec.model, **({spec.text_key: sentence(run + "b", n)} if spec.text_key else {})}
             start = time.monotonic()
-            page.goto(f"http://127.0.0.1:{port}/{spec.path}?{urlencode(params)}")
+            shown = spread([spec] * (n + 1))[n]  # the lecture: a slide of its own
+            page.goto(f"http://127.0.0.1:{port}/{spec.path}?{link_query(shown, sentence(run + 'b', n))}")
             try:
+                # (or a lecture slide's question, which hides its view until answered)
                 page.wait_for_selector(
                     "[data-testid='stPlotlyChart'] .main-svg, [data-testid='stVegaLiteChart'] canvas, "
-                    "[data-testid='stVegaLiteChart'] svg, iframe",
+                    "[data-testid='stVegaLiteChart'] svg, iframe, .st-key-lecture-choices button",
                     timeout=WAIT * 1000,
                 )
                 results.append(time.monotonic() - start)
@@ -448,6 +527,7 @@ def measure(server: Server, name: str, count: int, run: str, args) -> str:
             kwargs={"nice": not args.browser_priority},
         )
         browsers.start()
+    plan = spread(plan)  # the lecture's slides read here, before the class (reading the decks imports torch)
     server.peak = server.peak_rss = 0
     client_cpu = time.process_time()
     students = asyncio.run(

@@ -35,3 +35,36 @@ def test_an_interrupted_shared_run_leaves_nobody_without_a_result(server):
     assert students[0].interrupted, "the move came after the shared run had finished: nothing was interrupted"
     assert [s.open_to_result is not None for s in students] == [True] * 4
     assert [s.errors for s in students] == [[], [], [], []]
+
+
+def test_lecture_students_each_open_a_slide_of_their_own():
+    """Spread over both decks' slides; a question slide's own result is its question (its view stays hidden)."""
+    from explorer.lecture import DECKS
+
+    slides = sum(len(deck) for deck in DECKS.values())
+    plan = bench_class.spread([bench_class.PAGES["lecture"], bench_class.PAGES["sampling"]] * slides)
+    lecture = [spec for spec in plan if spec.path == "lecture"]
+    links = [dict(spec.extra) for spec in lecture]
+    assert len({(link["deck"], link["slide"]) for link in links}) == slides
+    shown = [DECKS[link["deck"]].slide(int(link["slide"])) for link in links]
+    assert [spec.heading for spec in lecture] == [slide.title for slide in shown]
+    assert [spec.asks for spec in lecture] == [slide.question is not None for slide in shown]
+    assert not any(spec.asks or spec.heading for spec in plan if spec.path != "lecture")  # the others as they were
+
+
+def test_a_link_that_reveals_every_question_of_the_deck():
+    from explorer.lecture import ANATOMY, tour
+
+    link = dict(bench_class.on_slide(bench_class.PAGES["lecture"], 0, reveal=True).extra)
+    assert tour.read_answers(link["answers"], ANATOMY) == (dict.fromkeys(tour.questions(ANATOMY), tour.REVEALED), [])
+
+
+def test_lecture_students_get_their_own_slides(server):
+    from explorer.lecture import ANATOMY
+
+    plan = [bench_class.PAGES["lecture"]] * 3
+    students = asyncio.run(bench_class.class_run(server.port, plan, "l", moves=1))
+    assert [s.errors for s in students] == [[], [], []]
+    assert all(s.open_to_result is not None for s in students)
+    assert [s.spec.heading for s in students] == [ANATOMY.slide(n).title for n in (1, 2, 3)]
+    assert sum(len(s.leaks) for s in students) == 0  # no student was shown another slide than their own

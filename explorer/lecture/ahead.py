@@ -5,11 +5,15 @@ their results through the gateway (the server's shared cache): when the presente
 result there and only draws. One thread for the whole server, and a short queue: under a class, background
 work must never crowd out what visitors are waiting for (the gateway's forward gate serves them first in
 order anyway), and a slide nobody moves to is not worth queueing behind forty others.
+
+``EXPLORER_LECTURE_AHEAD=0`` in the server's environment turns it off: ``bench/bench_lecture.py`` measures the
+moves without it beside the moves with it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -23,6 +27,8 @@ _log = logging.getLogger(__name__)
 
 def compute_ahead(views) -> int:
     """Queue each view's result (views are frozen, so they are their own key); returns how many were queued."""
+    if os.environ.get("EXPLORER_LECTURE_AHEAD") == "0":
+        return 0
     queued = 0
     with _lock:
         for view in views:
