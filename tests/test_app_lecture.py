@@ -240,3 +240,25 @@ def test_a_deck_file_that_cannot_be_made_says_why_and_the_slide_stays(monkeypatc
     assert not at.exception
     assert "could not be drawn" in at.error[0].value and "\\*bold\\*" in at.error[0].value
     assert shown_specs(at) and not at.get("download_button")
+
+
+@pytest.mark.parametrize(
+    ("state", "read"),
+    [
+        ({"pressed": {"slide": 4, "seq": 3}}, (3, 4, False)),
+        ({"pressed": {"leave": True, "seq": 5}}, (5, None, True)),
+        ({"pressed": None}, (0, None, False)),
+        (None, (0, None, False)),
+        ({"pressed": {"slide": 4, "seq": "x"}}, (0, None, False)),
+        ({"pressed": {"slide": 4, "seq": True}}, (0, None, False)),
+        ({"pressed": {"slide": "9", "seq": 2}}, (2, None, False)),
+        ({"pressed": {"slide": 2.5, "seq": 2}}, (2, None, False)),
+        ({"pressed": {"leave": "yes", "seq": 2}}, (2, None, False)),
+        ({"pressed": [1, 2]}, (0, None, False)),
+        ({"pressed": {"slide": 4, "seq": -1}}, (0, None, False)),
+    ],
+)
+def test_a_crafted_key_press_reads_as_none_never_a_traceback(state, read):
+    from explorer.ui.lecture import read_press
+
+    assert read_press(state) == read

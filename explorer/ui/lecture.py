@@ -189,18 +189,25 @@ def around(deck: Deck, number: int) -> list:
     return [deck.slide(n).view for n in (number + 1, number - 1) if 1 <= n <= len(deck)]
 
 
+def read_press(state) -> tuple[int, int | None, bool]:
+    """(seq, slide, leave) of the keys component's state, whatever a client sent: anything malformed reads as no
+    press (seq 0), a slide that is not a whole number as none."""
+    press = (state or {}).get("pressed") if isinstance(state, dict) else getattr(state, "pressed", None)
+    if not isinstance(press, dict) or type(press.get("seq")) is not int or press["seq"] <= 0:
+        return 0, None, False
+    slide = press.get("slide")
+    return press["seq"], slide if type(slide) is int else None, press.get("leave") is True
+
+
 def keys_ui(deck: Deck, number: int) -> tuple[int, bool]:
     """The presenter's keys: returns (the slide to show, whether Esc asked for the full page)."""
-    pressed = st.session_state.get(_KEYS, {}) or {}
-    pressed = dict(pressed) if not isinstance(pressed, dict) else pressed
-    press = pressed.get("pressed") or {}
-    seq = int(press.get("seq", 0)) if isinstance(press, dict) else 0
-    leave = False
+    seq, slide, leave = read_press(st.session_state.get(_KEYS))
     if seq > st.session_state.get(_SEQ, 0):  # a press this session has not acted on yet
         st.session_state[_SEQ] = seq
-        leave = bool(press.get("leave"))
-        if not leave and isinstance(press.get("slide"), int):
-            number = go_to(deck, press["slide"])
+        if slide is not None and not leave:
+            number = go_to(deck, slide)
+    else:
+        leave = False
     data = {"slide": number, "count": len(deck), "seq": st.session_state.get(_SEQ, 0)}
     _keys(key=_KEYS, data=data, default={"pressed": None}, on_pressed_change=lambda: None, height=0)
     return number, leave
