@@ -67,7 +67,7 @@ with stage:
     answered = lecture.question_ui(deck, number, slide, result) if slide.question else True
     lecture.slide_text_ui(slide, shown_result, answered=answered)
     if answered:
-        lecture.show_slide_view(view, shown_result)
+        lecture.show_slide_view(view, shown_result, exports=controls)
 
 if side is not None:
     with side:

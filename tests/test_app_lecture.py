@@ -202,6 +202,16 @@ def test_a_crafted_link_gives_notices_never_a_traceback(params, notices):
     assert "<b>" not in shown and "**bold**" not in shown
 
 
+def deck_downloads(at: AppTest) -> list:
+    return [button for button in at.get("download_button") if button.key == "deck_download"]
+
+
+def test_a_slides_view_exports_at_slide_size_from_its_controls():
+    at = open_lecture(deck="generation", slide=2)
+    keys = {button.key for button in at.get("download_button")}
+    assert {"slide-export-png", "slide-export-svg", "slide-export-html"} <= keys
+
+
 def test_the_deck_as_a_file_is_made_on_request_then_downloaded(monkeypatch):
     from explorer.lecture import files
     from explorer.ui import lecture
@@ -217,13 +227,13 @@ def test_the_deck_as_a_file_is_made_on_request_then_downloaded(monkeypatch):
     monkeypatch.setattr(files, "export_deck", export_deck)
     monkeypatch.setattr(lecture, "_FILES", {})
     at = open_lecture(deck="generation", slide=2)
-    assert not at.get("download_button")
+    assert not deck_downloads(at)
     at.button(key="make_deck").click().run()
     assert not at.exception
     assert made == [("generation", "pdf")]
-    assert len(at.get("download_button")) == 1
+    assert len(deck_downloads(at)) == 1
     again = open_lecture(deck="generation", slide=3)  # another visitor: the file is there, made once
-    assert len(again.get("download_button")) == 1 and made == [("generation", "pdf")]
+    assert len(deck_downloads(again)) == 1 and made == [("generation", "pdf")]
 
 
 def test_a_deck_file_that_cannot_be_made_says_why_and_the_slide_stays(monkeypatch):
@@ -239,7 +249,7 @@ def test_a_deck_file_that_cannot_be_made_says_why_and_the_slide_stays(monkeypatc
     at.button(key="make_deck").click().run()
     assert not at.exception
     assert "could not be drawn" in at.error[0].value and "\\*bold\\*" in at.error[0].value
-    assert shown_specs(at) and not at.get("download_button")
+    assert shown_specs(at) and not deck_downloads(at)
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,14 @@ def _exports_of(page: str, monkeypatch) -> list:
     monkeypatch.setattr(figures, "_exporter", recording)
     at = AppTest.from_file("../app.py", default_timeout=180)
     at.query_params.update(
-        {"model": explorer.DEFAULT_DECODER, "draw": "true", **dict.fromkeys(TEXT_KEYS, HOSTILE_PROMPT)}
+        {
+            "model": explorer.DEFAULT_DECODER,
+            "draw": "true",
+            **dict.fromkeys(TEXT_KEYS, HOSTILE_PROMPT),
+            # The Lecture page's slides have inputs of their own: a slide with a view (anatomy's first asks first).
+            "deck": "generation",
+            "slide": "2",
+        }
     )
     at.run()
     at.switch_page(page).run()

@@ -14,13 +14,15 @@ import dataclasses
 import datetime
 import threading
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from explorer import gateway, views
 from explorer.lecture import DECKS, Deck, Slide, files, tour
 from explorer.lecture.controls import Index, Number, UptoStep, controls_of
 from explorer.render.export import ExportUnavailable
-from explorer.ui.figures import figure_look
+from explorer.render.layout import PlotlySpec
+from explorer.ui.figures import export_buttons, figure_look
 from explorer.ui.full_page import full_page
 from explorer.ui.models import request_model
 from explorer.ui.results import progress_bar, show_view
@@ -326,14 +328,20 @@ def slide_text_ui(slide: Slide, result, *, answered: bool) -> None:
             st.markdown("  \n".join(literal(line) for line in compared))
 
 
-def show_slide_view(view, result) -> None:
-    """The slide's view filling what is left of the window, as its page draws it on a projector."""
+def show_slide_view(view, result, exports) -> None:
+    """The slide's view filling what is left of the window, as its page draws it on a projector; its PNG, SVG
+    and HTML exports go in ``exports`` (the Controls popover: below the figure they would leave the window)."""
     if isinstance(view, views.attention.BertViz):
         look = figure_look("slide", wide=True)
         zoom = view.zoom(result, look.height)
         st.iframe(view.html(result, zoom, look.width), height=view.height(result, zoom))
-        return
-    show_view(view, result, key="slide", wide=True, exports=False)
+        figure = None
+    else:
+        figure = show_view(view, result, key="slide", wide=True, exports=False)
+    with exports:
+        st.caption("This slide's view at slide size")
+        plotly = figure is None or isinstance(figure, go.Figure | PlotlySpec)  # BertViz: drawn by Chrome too
+        export_buttons(view.figure(result), view.info(result), key="slide", plotly=plotly)
 
 
 def score_ui(deck: Deck) -> None:
