@@ -87,7 +87,7 @@ CUT_OFFS = (
 CONTROLS: dict[type, tuple] = {
     views.attention.Head: (LAYER, HEAD),
     views.attention.OneQuery: (LAYER, HEAD, QUERY),
-    views.attention.BertViz: (Index("head", "Head", _heads),),
+    views.attention.BertViz: (HEAD,),
     views.sampling.Distribution: (TEMPERATURE, *CUT_OFFS),
     views.sampling.Temperatures: (TEMPERATURE,),
     views.decoding.BeamTree: (UptoStep("upto_step", "Step", lambda view, trace: trace.num_steps, first=1),),
