@@ -103,3 +103,23 @@ def browser():
 
     with chromium() as instance:
         yield instance
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """A real redis-server for the whole session (tests/redis_server.py): its URL."""
+    from tests.redis_server import redis_server
+
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture
+def redis_db(redis_url):
+    """The session's Redis, emptied for this test: its URL."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    client.close()
+    return redis_url
