@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The browser tests drive Debian's chromium (Playwright's own browser download needs the internet).
-SYSTEM_PACKAGES="chromium fonts-dejavu-core"
+# The browser tests drive Debian's chromium (Playwright's own browser download needs the internet); the live
+# class's tests start Debian's redis-server (tests/redis_server.py).
+SYSTEM_PACKAGES="chromium fonts-dejavu-core redis-server"
 
 # How to run a command as root here: directly, through sudo (without a password, or asking for it at a terminal),
 # or not at all: then say what to install instead of failing halfway through apt-get.
@@ -19,9 +20,9 @@ as_root() {
   fi
 }
 
-if ! command -v chromium >/dev/null 2>&1; then
+if ! command -v chromium >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then
   if ! command -v apt-get >/dev/null 2>&1 || ! as_root true; then
-    echo "tests/run.sh: the browser tests need Debian's chromium, and this script cannot install system packages" >&2
+    echo "tests/run.sh: the tests need Debian's chromium and redis-server, and this script cannot install system packages" >&2
     echo "here (it needs root, or sudo, and apt-get). Install them, then run it again:" >&2
     echo "  sudo apt-get update && sudo apt-get install -y $SYSTEM_PACKAGES" >&2
     exit 1
