@@ -254,6 +254,7 @@ ANATOMY = Deck(
                 lambda found: CHAPTER_TOKENS,
                 _toy_answer,
                 "A vector's dot product with itself is its squared length, larger than with any other direction.",
+                shares=lambda found: _toy_weights(found)[0],
             ),
         ),
         Slide(
@@ -285,6 +286,7 @@ ANATOMY = Deck(
                 lambda capture: capture.tokens,
                 _largest_key,
                 "The key whose elementwise products with the query of “flies” add up to the largest score wins.",
+                shares=_flies_weights,
             ),
             chapter_model="bert-base-uncased",
         ),

@@ -8,6 +8,7 @@ tokens, a decoding's steps), so a control never offers a layer the model lacks.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -113,3 +114,34 @@ def controls_of(view) -> tuple:
 def toy_steps(view) -> bool:
     # The toy's mask and scores show every query at once: only its stage-by-stage view follows one query.
     return view.show == "steps"
+
+
+def moved(shown, view) -> dict[str, int | float | None]:
+    """The controls of ``shown`` (a slide's view, controls moved) whose values differ from ``view``'s (the
+    slide's own): what a teacher's class must move to show the same."""
+    return {
+        control.field: getattr(shown, control.field)
+        for control in controls_of(view)
+        if getattr(shown, control.field) != getattr(view, control.field)
+    }
+
+
+def apply(view, values, result):
+    """``view`` with the controls ``values`` (a teacher's, from the class's shared state) set, each checked as a
+    slider would: a field ``view`` has no control for is left alone, a number is clamped to its control's
+    bounds, an index to the result's range (``None`` stays: a replay's last step)."""
+    changed = {}
+    for control in controls_of(view):
+        value = values.get(control.field, _UNSET)
+        if value is _UNSET or isinstance(value, bool):
+            continue
+        if isinstance(control, Number) and isinstance(value, int | float) and value == value:
+            cast = type(getattr(view, control.field))
+            changed[control.field] = cast(min(max(value, control.low), control.high))
+        elif isinstance(control, Index) and (isinstance(value, int) or value is None):
+            last = max(control.count(view, result) - 1, 0)  # fields count from 0; ``first`` is for display
+            changed[control.field] = None if value is None else min(max(value, 0), last)
+    return dataclasses.replace(view, **changed) if changed else view
+
+
+_UNSET = object()

@@ -23,6 +23,17 @@ class Question:
     choices: Callable[[object], tuple[str, ...]]
     answer: Callable[[object], str]
     why: str  # one sentence, shown with the answer
+    # result -> the model's own share of each choice (probabilities, attention weights), shown beside a class's
+    # answers; None where the model has no distribution over the choices (then its answer counts as all of it)
+    shares: Callable[[object], tuple[float, ...]] | None = None
+
+    def model_shares(self, result) -> tuple[float, ...]:
+        """The model's share of each choice: its own distribution where it has one, else all on its answer."""
+        choices = self.choices(result)
+        if self.shares is not None:
+            return tuple(float(share) for share in self.shares(result))
+        truth = self.answer(result)
+        return tuple(1.0 if choice == truth else 0.0 for choice in choices)
 
 
 @dataclass(frozen=True)

@@ -223,6 +223,7 @@ GENERATION = Deck(
                 _first_choices,
                 _first_chosen,
                 "Greedy search takes the first candidate, the one with the highest probability.",
+                shares=lambda trace: [prob for _, prob in _candidates(trace.steps[0])],
             ),
             chapter_model="gpt2-xl",
         ),

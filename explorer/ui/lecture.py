@@ -174,6 +174,14 @@ def _linked_slide(deck: Deck) -> int:
     return 1
 
 
+def show_slide(deck_name: str, number: int) -> None:
+    """Show slide ``number`` of the deck named ``deck_name`` (a teacher's, for a class that follows): the deck
+    chooser and the slide set before they are drawn. A deck or slide this server does not have is left alone."""
+    if deck_name in DECKS and 1 <= number <= len(DECKS[deck_name]):
+        set_value("deck", deck_name)
+        st.session_state.setdefault(_AT, {})[deck_name] = number
+
+
 def go_to(deck: Deck, number: int) -> int:
     """Show slide ``number`` (kept within the deck) from its own values: the last slide's moved controls are
     dropped. Returns the number."""
@@ -213,6 +221,55 @@ def keys_ui(deck: Deck, number: int) -> tuple[int, bool]:
     data = {"slide": number, "count": len(deck), "seq": st.session_state.get(_SEQ, 0)}
     _keys(key=_KEYS, data=data, default={"pressed": None}, on_pressed_change=lambda: None, height=0)
     return number, leave
+
+
+def title_row_ui(deck: Deck, number: int, slide: Slide, seat):
+    """The slide's title, where it is in the deck (← n / N →), the live class, and the Controls popover, which it
+    returns. A student following a class gets its class bar in place of all but the title (and None)."""
+    from explorer.ui import classroom  # the class's parts are drawn here, and classroom shows slides from here
+
+    following = seat is not None and seat.follows
+    widths = [7, 5] if following else [6, 3, 2, 2]
+    title_column, place_column, *other_columns = st.columns(widths, vertical_alignment="center")
+    with title_column, st.container(key="lecture-title"):
+        st.markdown(f"## {literal(slide.title)}")
+    if following:
+        with place_column:
+            classroom.student_bar_ui(seat)
+        return None
+    with place_column:
+        _arrows_ui(deck, number)
+    with other_columns[0]:
+        if seat is None:
+            classroom.start_ui(deck, number)
+        elif seat.role == "teacher":
+            classroom.teacher_ui(seat)
+        else:
+            classroom.student_bar_ui(seat)
+    return other_columns[1].popover("Controls", icon=":material/tune:", width="stretch")
+
+
+def _arrows_ui(deck: Deck, number: int) -> None:
+    with st.container(horizontal=True, vertical_alignment="center", key="lecture-place"):
+        st.button(
+            "",
+            icon=":material/arrow_back:",
+            key="previous",
+            on_click=go_to,
+            args=(deck, number - 1),
+            disabled=number == 1,
+            help="Previous slide (←, PageUp)",
+        )
+        st.markdown(f"**{number}** / {len(deck)}")
+        st.button(
+            "",
+            icon=":material/arrow_forward:",
+            key="next",
+            on_click=go_to,
+            args=(deck, number + 1),
+            disabled=number == len(deck),
+            help="Next slide (→, PageDown, Space)",
+        )
 
 
 # -- a slide's controls ---------------------------------------------------------------------------------------
@@ -328,9 +385,17 @@ def slide_text_ui(slide: Slide, result, *, answered: bool) -> None:
             st.markdown("  \n".join(literal(line) for line in compared))
 
 
-def show_slide_view(view, result, exports) -> None:
+def show_slide_view(view, result, exports, beside: str | None = None) -> None:
     """The slide's view filling what is left of the window, as its page draws it on a projector; its PNG, SVG
-    and HTML exports go in ``exports`` (the Controls popover: below the figure they would leave the window)."""
+    and HTML exports go in ``exports`` (the Controls popover: below the figure they would leave the window;
+    None: none, for a class that follows the teacher). ``beside``: HTML in a column left of the view (a class's
+    poll)."""
+    if beside is not None:
+        left, right = st.columns([1, 3])
+        left.html(beside)
+        with right:
+            show_slide_view(view, result, exports)
+        return
     if isinstance(view, views.attention.BertViz):
         look = figure_look("slide", wide=True)
         zoom = view.zoom(result, look.height)
@@ -338,6 +403,8 @@ def show_slide_view(view, result, exports) -> None:
         figure = None
     else:
         figure = show_view(view, result, key="slide", wide=True, exports=False)
+    if exports is None:
+        return
     with exports:
         st.caption("This slide's view at slide size")
         plotly = figure is None or isinstance(figure, go.Figure | PlotlySpec)  # BertViz: drawn by Chrome too

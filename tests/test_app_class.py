@@ -1,0 +1,230 @@
+"""A live class on the Lecture page (issue 29), run headless by AppTest: a teacher starts a class and moves; a
+student on the class's link is put on the teacher's slide with the teacher's control values and cannot move
+anything; "Explore on my own" detaches and "Back to the teacher" follows again; crafted links never lead the
+class, and a code that leads nowhere gets one answer; a poll counts each student once and shows nothing before
+the teacher reveals it. Each test has a store of its own (the class limit must not carry over)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from streamlit.proto.ClientState_pb2 import ClientState
+
+from explorer.classroom import codes, state
+from explorer.classroom.memory import InProcessStore
+from explorer.lecture import DECKS, controls
+from explorer.render.poll import class_shares, poll_html
+from explorer.ui import classroom, push
+from tests.test_app_lecture import markdown, open_lecture, param, shown_specs
+
+GENERATION = DECKS["generation"]
+QUESTION = next(n for n, slide in enumerate(GENERATION.slides, 1) if slide.question and slide.question.shares)
+DISTRIBUTION = next(  # a slide with a temperature to move and no question hiding its view
+    n
+    for n, slide in enumerate(GENERATION.slides, 1)
+    if "temperature" in [c.field for c in controls.controls_of(slide.view)] and not slide.question
+)
+
+
+@pytest.fixture(autouse=True)
+def store(monkeypatch):
+    fresh = InProcessStore(max_classes=3)
+    monkeypatch.setattr(state, "_store", fresh)
+    return fresh
+
+
+def teacher_start(deck: str = "generation", slide: int = 1):
+    at = open_lecture(deck=deck, slide=slide)
+    at.button(key="class_start").click().run()
+    return at, param(at, "class"), param(at, "key")
+
+
+def student(code: str, student_id: str | None = None, **params):
+    at = open_lecture(**{"class": code, **params}) if student_id is None else _with_id(code, student_id, params)
+    return at
+
+
+def _with_id(code: str, student_id: str, params: dict):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_app_lecture import TIMEOUT
+
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params.update({"class": code, **params})
+    at.session_state["_class_student"] = student_id
+    at.run()
+    at.switch_page("pages/lecture.py")
+    return at.run()
+
+
+def title(at) -> str:
+    return next(element.value for element in at.markdown if element.value.startswith("## "))
+
+
+def keys(at) -> set[str]:
+    return {button.key for button in at.button}
+
+
+def test_the_teacher_starts_a_class_and_keeps_its_key(store):
+    at, code, key = teacher_start(slide=2)
+    assert not at.exception
+    assert codes.normalize_code(code) == code and len(code) == codes.CODE_LENGTH
+    assert len(key) >= 22  # 128 bits in URL-safe base64
+    assert store.state(code).slide == 2 and store.is_teacher(code, key)
+    assert "class_end" in keys(at) and {"previous", "next"} <= keys(at)
+    assert [image for image in at.get("image") if ".png" in str(image.proto)], "the QR code for the projector"
+
+
+def test_students_follow_the_teachers_slide_and_controls(store):
+    at, code, _key = teacher_start()
+    at.button(key="next").click().run()
+    at.button(key="next").click().run()
+    assert store.state(code).slide == 3
+    follower = student(code)
+    assert not follower.exception
+    assert title(follower) == title(at)
+    assert not {"previous", "next", "leave"} & keys(follower), "a follower moves nothing"
+    assert "Following the teacher" in markdown(follower)
+
+    # The teacher moves to a slide with a temperature and moves it: the follower's view is the teacher's.
+    while store.state(code).slide != DISTRIBUTION:
+        at.button(key="next").click().run()
+    at.slider(key="s_temperature").set_value(1.5).run()
+    assert dict(store.state(code).controls) == {"temperature": 1.5}
+    follower.run()
+    assert title(follower) == title(at)
+    assert shown_specs(at) and shown_specs(follower) == shown_specs(at)
+
+
+def test_a_student_explores_on_their_own_and_comes_back(store):
+    at, code, _key = teacher_start()
+    follower = student(code)
+    follower.button(key="class_detach").click().run()
+    assert {"previous", "next"} <= keys(follower)
+    follower.button(key="next").click().run()
+    follower.button(key="next").click().run()
+    at.button(key="next").click().run()
+    follower.run()
+    assert param(follower, "slide") == "3" and store.state(code).slide == 2, "the explorer stays where they are"
+    follower.button(key="class_rejoin").click().run()
+    assert title(follower) == title(at) and "Following the teacher" in markdown(follower)
+
+
+@pytest.mark.parametrize(
+    "crafted",
+    ["wrong", "", "other", "minus one", "plus one", "upper"],
+)
+def test_a_crafted_link_never_leads_the_class(store, crafted):
+    _at, code, key = teacher_start()
+    _, other_code, other_key = teacher_start(deck="anatomy")
+    craft = {
+        "wrong": codes.new_key(),
+        "": "",
+        "other": other_key,
+        "minus one": key[:-1],
+        "plus one": key + "A",
+        "upper": key.upper() if key.upper() != key else key.lower(),
+    }[crafted]
+    before = store.state(code)
+    visitor = student(code, key=craft)
+    assert not visitor.exception
+    assert param(visitor, "key") is None, "a key that leads nothing leaves the link"
+    assert not {"previous", "next", "class_end", "class_reveal"} & keys(visitor)
+    for button in visitor.button:  # whatever a student can press, the class stays where the teacher left it
+        button.click().run()
+    assert store.state(code) == before
+    assert store.state(other_code).slide == 1
+
+
+@pytest.mark.parametrize("code", ["ZZZZZZ", "abc", "<b>x</b>", "ended"])
+def test_a_code_that_leads_nowhere_gets_one_answer(store, code):
+    if code == "ended":
+        at, code, _key = teacher_start()
+        at.button(key="class_end").click().run()
+        assert param(at, "class") is None and store.state(code) is None
+    visitor = student(code)
+    assert not visitor.exception
+    assert [info.value for info in visitor.info] == [classroom.NO_SUCH_CLASS]
+    assert param(visitor, "class") is None
+    assert {"previous", "next"} <= keys(visitor), "the lecture goes on without the class"
+
+
+def test_the_class_after_the_limit_is_told_to_wait(store):
+    for _ in range(3):
+        teacher_start()
+    at = open_lecture(deck="generation")
+    at.button(key="class_start").click().run()
+    assert param(at, "class") is None and store.classes() == 3
+    assert any("wait for one to end" in info.value.lower() for info in at.info)
+
+
+def test_a_poll_counts_each_student_once_and_shows_nothing_before_the_reveal(store):
+    at, code, _key = teacher_start(slide=QUESTION)
+    ids = [f"{n:032x}" for n in range(1, 6)]
+    students = [student(code, student_id) for student_id in ids]
+    for at_student in students:
+        assert not at_student.exception
+        assert "The answer" not in markdown(at_student)
+        assert not shown_specs(at_student), "the view waits for the reveal"
+    for index, at_student in enumerate(students):
+        at_student.button(key=f"vote-{index % 2}").click().run()
+    students[0].button(key="vote-1").click().run()  # changes its answer: replaced, not added
+    again = student(code, ids[1])  # a reload of the same browser
+    again.button(key="vote-1").click().run()
+    assert store.votes(code, QUESTION) == {0: 2, 1: 3}
+    at.run()
+    assert "**5** answered" in markdown(at)
+    assert not shown_specs(at), "the projector keeps the view for the reveal too"
+
+    at.button(key="class_reveal").click().run()
+    for at_student in students:
+        at_student.run()
+        assert shown_specs(at_student), "the view, once revealed"
+        assert "The answer" in markdown(at_student) or "is right" in markdown(at_student)
+    poll = [element for element in students[0].get("html") if "explorer-poll" in element.proto.body]
+    assert poll and "5 answers" in poll[0].proto.body
+    assert not store.vote(code, QUESTION, ids[0], 0), "the poll closed with the reveal"
+
+
+# -- the parts, on their own ------------------------------------------------------------------------------------
+
+
+def test_a_teachers_controls_are_checked_before_a_follower_uses_them():
+    slide = GENERATION.slide(DISTRIBUTION)
+    result = slide.view.result()
+    crafted = {"temperature": 1e9, "top_p": float("nan"), "top_k": True, "nonsense": 3, "min_p": -5}
+    view = controls.apply(slide.view, crafted, result)
+    assert view.temperature == 3.0 and view.min_p == 0.0
+    assert view.top_p == slide.view.top_p and view.top_k == slide.view.top_k
+    assert controls.moved(view, slide.view) == {"temperature": 3.0}  # min_p clamped to its default
+    anatomy = DECKS["anatomy"]
+    head_slide = next(s for s in anatomy.slides if "head" in [c.field for c in controls.controls_of(s.view)])
+    shown = controls.apply(head_slide.view, {"head": 10_000, "layer": -3}, head_slide.view.result())
+    assert shown.head == head_slide.view.result().stacks[head_slide.view.stack].num_heads - 1
+
+
+def test_the_poll_shows_every_label_literally_and_counts_shares():
+    html = poll_html(["<script>alert(1)</script>", "b"], {0: 1, 1: 3, 7: 50}, [0.2, 0.8], "b")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "4 answers" in html
+    assert class_shares({0: 1, 1: 3, 7: 50}, 2) == [0.25, 0.75]
+    assert class_shares({}, 3) == [0.0, 0.0, 0.0]
+    assert math.isclose(sum(class_shares({0: 2, 2: 5}, 3)), 1.0)
+
+
+def test_a_pushed_rerun_never_clicks_again():
+    sent = ClientState(query_string="class=ABCDEF", page_script_hash="page", fragment_id="fragment")
+    sent.is_auto_rerun = True
+    for name, value in [("click", "trigger_value"), ("chat", "json_trigger_value"), ("slider", "int_value")]:
+        widget = sent.widget_states.widgets.add(id=name)
+        if value == "int_value":
+            widget.int_value = 3
+        else:
+            setattr(widget, value, True if value == "trigger_value" else json.dumps({"x": 1}))
+    fresh = push.fresh_state(sent)
+    assert [widget.id for widget in fresh.widget_states.widgets] == ["slider"]
+    assert fresh.fragment_id == "" and not fresh.is_auto_rerun
+    assert fresh.query_string == "class=ABCDEF" and fresh.page_script_hash == "page"
+    assert len(sent.widget_states.widgets) == 3, "the browser's own state is left as it was"
