@@ -30,7 +30,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 PATCHED_VERSION = "1.67."  # the Streamlit whose AppSession.request_rerun and _client_state these use
 _TRIGGERS = ("trigger_value", "json_trigger_value", "string_trigger_value")
 _lock = threading.Lock()
-_followers: dict[str, set[str]] = {}  # what this server's sessions follow: name (a class) -> session ids
+# What this server's sessions follow: name (a class) -> {session id: the page it followed from}
+_followers: dict[str, dict[str, str]] = {}
 _log = logging.getLogger(__name__)
 
 
@@ -45,7 +46,7 @@ def follow(name: str) -> bool:
     if context is None or not available():
         return False
     with _lock:
-        _followers.setdefault(name, set()).add(context.session_id)
+        _followers.setdefault(name, {})[context.session_id] = context.page_script_hash
     return True
 
 
@@ -57,7 +58,7 @@ def unfollow(name: str) -> None:
     with _lock:
         sessions = _followers.get(name)
         if sessions is not None:
-            sessions.discard(context.session_id)
+            sessions.pop(context.session_id, None)
             if not sessions:
                 del _followers[name]
 
@@ -70,23 +71,23 @@ def followers(name: str) -> int:
 
 def notify(name: str) -> int:
     """Rerun every session of this server that follows ``name``; returns how many were asked. Sessions that
-    have gone (a closed tab) are forgotten. Safe from any thread."""
+    have gone (a closed tab) or moved to another page are forgotten. Safe from any thread."""
     with _lock:
-        sessions = list(_followers.get(name, ()))
+        sessions = list(_followers.get(name, {}).items())
     if not sessions or not available():
         return 0
     runtime = Runtime.instance()
     gone = []
-    for session_id in sessions:
+    for session_id, page in sessions:
         session = runtime.get_app_session(session_id)
-        if session is None:
+        if session is None or session._client_state.page_script_hash not in ("", page):
             gone.append(session_id)
             continue
         session._event_loop.call_soon_threadsafe(_rerun, session)
     if gone:
         with _lock:
             for session_id in gone:
-                _followers.get(name, set()).discard(session_id)
+                _followers.get(name, {}).pop(session_id, None)
     return len(sessions) - len(gone)
 
 
