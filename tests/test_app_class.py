@@ -228,3 +228,19 @@ def test_a_pushed_rerun_never_clicks_again():
     assert fresh.fragment_id == "" and not fresh.is_auto_rerun
     assert fresh.query_string == "class=ABCDEF" and fresh.page_script_hash == "page"
     assert len(sent.widget_states.widgets) == 3, "the browser's own state is left as it was"
+
+
+def test_a_store_out_of_reach_says_so_and_the_lecture_goes_on(monkeypatch):
+    from explorer.classroom.redis_store import RedisStore
+    from tests.browser import free_port
+
+    at, code, _key = teacher_start(slide=QUESTION)
+    follower = student(code, "f" * 32)
+    monkeypatch.setattr(state, "_store", RedisStore(f"redis://127.0.0.1:{free_port()}/0"))  # Redis went down
+    for page in (at, follower):
+        page.run()
+        assert not page.exception
+        assert any("does not answer" in error.value for error in page.error), [e.value for e in page.error]
+        assert title(page), "the lecture goes on"
+    fresh = student(code)
+    assert not fresh.exception and fresh.error

@@ -16,6 +16,7 @@ answer, whatever the reason.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import threading
@@ -78,15 +79,19 @@ class Seat:
 
 def seat_ui() -> Seat | None:
     """This session's seat in the class the link names (``?class=CODE``, the teacher's with ``&key=``); None
-    without a class in the link, or with one that is not running (said once, in one sentence for every reason)."""
+    without a class in the link, with one that is not running (said once, in one sentence for every reason), or
+    when the class's store cannot be reached (said, and the lecture goes on without the class)."""
     raw = st.query_params.get("class")
     if raw is None:
         return None
-    try:
-        store = class_store()
-    except StoreUnavailable as error:
-        st.error(literal(error), icon=":material/cloud_off:")
-        return None
+    seat = None
+    with unreachable_store():
+        seat = _seat(raw)
+    return seat
+
+
+def _seat(raw: str) -> Seat | None:
+    store = class_store()
     code = codes.normalize_code(raw)
     state = store.state(code) if code else None
     if state is None:
@@ -109,12 +114,26 @@ def seat_ui() -> Seat | None:
     return Seat("student", code, state)
 
 
+@contextlib.contextmanager
+def unreachable_store(*, notice: bool = False):
+    """Runs the block; when the class's store cannot be reached (Redis down), says so in one sentence (a notice,
+    from a callback) and goes on: the lecture goes on without its class."""
+    try:
+        yield
+    except StoreUnavailable as error:
+        if notice:
+            add_notice(literal(error))
+        else:
+            st.error(literal(error), icon=":material/cloud_off:")
+
+
 @st.fragment(run_every=0.5)
 def _poll_for_moves(code: str, moves: int) -> None:
     """Where reruns cannot be pushed (another Streamlit): ask twice a second whether the teacher moved."""
-    state = class_store().state(code)
-    if state is None or state.moves != moves:
-        st.rerun(scope="app")
+    with unreachable_store():
+        state = class_store().state(code)
+        if state is None or state.moves != moves:
+            st.rerun(scope="app")
 
 
 def start_ui(deck: Deck, number: int) -> None:
@@ -144,7 +163,8 @@ def controls_for(seat: Seat, slide: Slide, result):
 
 def publish(seat: Seat, deck: Deck, number: int, slide: Slide, view) -> None:
     """The teacher's page, drawn: the class moves to it (nothing is sent when nothing changed)."""
-    class_store().move(seat.code, seat.key, deck=deck.name, slide=number, controls=moved(view, slide.view))
+    with unreachable_store():
+        class_store().move(seat.code, seat.key, deck=deck.name, slide=number, controls=moved(view, slide.view))
 
 
 # -- the bars on the slide ------------------------------------------------------------------------------------
@@ -182,7 +202,8 @@ def teacher_ui(seat: Seat) -> None:
 
 
 def _end(seat: Seat) -> None:
-    class_store().end(seat.code, seat.key)
+    with unreachable_store(notice=True):
+        class_store().end(seat.code, seat.key)
     for name in ("class", "key"):
         st.query_params.pop(name, None)
 
@@ -234,6 +255,14 @@ def student_id() -> str | None:
 
 
 def poll_ui(seat: Seat, number: int, slide: Slide, result) -> str | None:
+    """A question slide in a class (see ``_poll``); with the store out of reach, a sentence and no view."""
+    poll = None
+    with unreachable_store():
+        poll = _poll(seat, number, slide, result)
+    return poll
+
+
+def _poll(seat: Seat, number: int, slide: Slide, result) -> str | None:
     """A question slide in a class: the question, then the votes (a student's buttons, the teacher's count and
     "Show the answer"); once revealed, the verdict. Returns the poll beside the model (HTML) once revealed,
     else None: the view stays hidden until then."""
@@ -286,7 +315,11 @@ def _vote(code: str, number: int, choice: int) -> None:
     student = st.session_state.get(_STUDENT)
     if not student:
         add_notice("Your browser has not been counted in yet: answer again in a second.")
-    elif not class_store().vote(code, number, student, choice):
+        return
+    counted = True
+    with unreachable_store(notice=True):
+        counted = class_store().vote(code, number, student, choice)
+    if not counted:
         add_notice("This poll has closed, or is full: your answer was not counted.")
 
 
@@ -304,12 +337,14 @@ def _teacher_poll(seat: Seat, number: int, choices, revealed: bool) -> None:
 @st.fragment(run_every=1.0)
 def _answered(code: str, number: int) -> None:
     """How many answered so far, counted again every second (one teacher per class: a cheap poll)."""
-    count = sum(class_store().votes(code, number).values())
-    st.markdown(f"**{count}** answered")
+    with unreachable_store():
+        count = sum(class_store().votes(code, number).values())
+        st.markdown(f"**{count}** answered")
 
 
 def _reveal(seat: Seat, number: int) -> None:
-    class_store().reveal(seat.code, seat.key, number)
+    with unreachable_store(notice=True):
+        class_store().reveal(seat.code, seat.key, number)
 
 
 def _notify_on_moves(store) -> None:
