@@ -610,9 +610,10 @@ class ClassClient(Student):
     address the server last gave, as a browser's address bar keeps it), clicks buttons and sets components by
     key, notes when each ``## `` heading (a slide's title) arrived, and keeps what its last finished run drew."""
 
-    def __init__(self, port: int, query: str):
+    def __init__(self, port: int, query: str, *, wait: float = WAIT):
         super().__init__(port, PageSpec("lecture", None, None), own="", text="", others=[])
         self.address = query
+        self.wait = wait  # seconds any one step may take
         self.arrivals: list[tuple[float, str]] = []  # (monotonic seconds, title) of every heading received
         self.drawn = Drawn()  # the last finished run's (a fragment's run draws only the fragment)
         self._texts: list[str] = []
@@ -667,11 +668,11 @@ class ClassClient(Student):
 
     async def until(self, done, what: str) -> Drawn:
         """Read messages until a finished run's drawing satisfies ``done``; that drawing."""
-        deadline = time.monotonic() + WAIT
+        deadline = time.monotonic() + self.wait
         while time.monotonic() < deadline:
             if await self._receive(deadline, {}) and done(self.drawn):
                 return self.drawn
-        raise TimeoutError(f"no {what} within {WAIT:.0f} s")
+        raise TimeoutError(f"no {what} within {self.wait:.0f} s")
 
     async def listen(self, stop: asyncio.Event) -> None:
         """Read every message until ``stop``: a follower's runs come unasked, pushed by the teacher's moves."""
@@ -690,8 +691,8 @@ class ClassClient(Student):
 class Teacher(ClassClient):
     """The teacher's tab: opens a slide, starts a class there, and moves by the keys component as a remote does."""
 
-    def __init__(self, port: int, deck, slide: int = 1):
-        super().__init__(port, urlencode({"deck": deck.name, "slide": slide}))
+    def __init__(self, port: int, deck, slide: int = 1, *, wait: float = WAIT):
+        super().__init__(port, urlencode({"deck": deck.name, "slide": slide}), wait=wait)
         self.deck = deck
         self.seq = 0  # the keys component's press counter, as its JavaScript keeps it
 
