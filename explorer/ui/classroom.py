@@ -193,7 +193,9 @@ def teacher_ui(seat: Seat) -> None:
     """The teacher's "Class" popover: the student link, its QR code for the projector, and "End the class"."""
     link, local = student_link(seat.code)
     with st.popover(f"Class {seat.code}", icon=":material/groups:", width="stretch"):
-        st.markdown(f"Students open **{literal(link)}**")
+        st.markdown("Students open")
+        with st.container(key="class-link"):  # large enough to read off the projector
+            st.markdown(f"**{literal(link)}**")
         st.image(qr_png(link), width=280, output_format="PNG")
         if local:
             st.caption("This page runs on this machine: students reach it at its network address, as shown.")

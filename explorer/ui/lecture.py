@@ -124,10 +124,11 @@ SLIDE_CSS = """
 [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.4rem; }
 .st-key-lecture-title h2 { font-size: max(26px, 1.7vw); padding: 0; line-height: 1.2; }
 .st-key-lecture-look p, .st-key-lecture-sources p, .st-key-lecture-verdict p, .st-key-lecture-place p,
-.st-key-lecture-choices button p { font-size: max(16px, 1.05vw); line-height: 1.35; }
+.st-key-lecture-choices button p, .st-key-class-bar p { font-size: max(16px, 1.05vw); line-height: 1.35; }
 [class*="st-key-lecture-"] [data-testid="stMarkdownContainer"] { margin-bottom: 0; }
 [class*="st-key-lecture-"] p { margin-bottom: 0.15rem; }
 .st-key-lecture-sources p { color: #555; }
+.st-key-class-link p { font-size: max(20px, 1.5vw); }
 .st-key-lecture-question p { font-size: max(22px, 1.45vw); font-weight: 600; }
 .st-key-lecture-choices button { min-height: 2.6em; padding: 0.3em 1em; }
 </style>
