@@ -916,7 +916,7 @@ def follow(args) -> None:
     """``--follow``: one class per student count, on one server or (``--redis``) two sharing a redis-server."""
     redis_url, redis_process = redis_server() if args.redis else (None, None)
     env = {"EXPLORER_REDIS_URL": redis_url} if redis_url else {}
-    servers = [Server(env=env) for _ in range(2 if args.redis else 1)]
+    servers = [Server(args.profile if n == 0 else None, env=env) for n in range(2 if args.redis else 1)]
     rows = list(FOLLOW_HEADER)
     try:
         warm_for_class(servers)

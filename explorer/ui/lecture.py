@@ -403,7 +403,7 @@ def show_slide_view(view, result, exports, beside: str | None = None) -> None:
         st.iframe(view.html(result, zoom, look.width), height=view.height(result, zoom))
         figure = None
     else:
-        figure = show_view(view, result, key="slide", wide=True, exports=False)
+        figure = show_view(view, result, key="slide", wide=True, exports=False, shared=view)
     if exports is None:
         return
     with exports:
