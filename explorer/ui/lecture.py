@@ -227,7 +227,7 @@ def keys_ui(deck: Deck, number: int) -> tuple[int, bool]:
 def title_row_ui(deck: Deck, number: int, slide: Slide, seat):
     """The slide's title, where it is in the deck (← n / N →), the live class, and the Controls popover, which it
     returns. A student following a class gets its class bar in place of all but the title (and None)."""
-    from explorer.ui import classroom  # the class's parts are drawn here, and classroom shows slides from here
+    from explorer.ui import classroom  # imported here: classroom imports this module (its verdict line)
 
     following = seat is not None and seat.follows
     widths = [7, 5] if following else [6, 3, 2, 2]
@@ -341,15 +341,20 @@ def question_ui(deck: Deck, number: int, slide: Slide, result) -> bool:
                 st.button(literal(choice), key=f"choice-{index}", on_click=_answer, args=(deck, number, index))
             st.button("Show the answer", type="tertiary", on_click=_answer, args=(deck, number, tour.REVEALED))
         return False
-    truth = question.answer(result)
-    with st.container(key="lecture-verdict"):
-        st.markdown(_verdict(choices, given, truth) + f" {literal(question.why)}")
+    verdict_ui(question, choices, given, result)
     return True
 
 
-def _verdict(choices: tuple[str, ...], given: int, truth: str) -> str:
+def verdict_ui(question, choices: tuple[str, ...], given: int | None, result) -> None:
+    """The answer beside the viewer's own (``given``: a choice's index; ``tour.REVEALED`` or None for none), and
+    why, in one line."""
+    with st.container(key="lecture-verdict"):
+        st.markdown(_verdict(choices, given, question.answer(result)) + f" {literal(question.why)}")
+
+
+def _verdict(choices: tuple[str, ...], given: int | None, truth: str) -> str:
     answer = f"**{literal(truth)}**"
-    if given == tour.REVEALED or given >= len(choices):
+    if given is None or not 0 <= given < len(choices):  # revealed without an answer (tour.REVEALED), or none
         return f"The answer: {answer}."
     if choices[given] == truth:
         return f":green[Your answer, {answer}, is right.]"
