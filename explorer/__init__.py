@@ -14,6 +14,7 @@ The public API, for notebooks and other programs::
     dist = explorer.next_token_distribution(gen, "It is a truth", temperature=0.7, top_p=0.9)
     ablated = explorer.next_token_logits(gen, "It is a truth", ablate=((0, 1),))  # layer 0, head 1 zeroed
     effects = explorer.head_ablation_effects(gen, "It is a truth")  # [layer, head]: each head's effect
+    cache = explorer.kv_cache(gen, "It is a truth", steps=8)  # the KV cache pass by pass, timed with and without
 
 In Jupyter every result shows itself as the figure its page draws (its page's view, ``explorer.views.display``,
 imported here). Importing ``explorer`` never imports Streamlit; only
@@ -49,6 +50,7 @@ _LAZY = {
     "first_layer_input": "explorer.models.inputs",
     "summed_embeddings": "explorer.models.inputs",
     "tokenize": "explorer.models.inputs",
+    "kv_cache": "explorer.models.kv_cache",
     "logit_lens": "explorer.models.lens",
     "DEFAULT_DECODER": "explorer.models.loading",
     "DEFAULT_ENCODER": "explorer.models.loading",
@@ -99,6 +101,7 @@ __all__ = [
     "first_layer_input",
     "head_ablation_effects",
     "head_probes",
+    "kv_cache",
     "load_model",
     "logit_lens",
     "model_anatomy",

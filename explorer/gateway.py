@@ -140,6 +140,10 @@ def _each_variant(inputs: tuple, settings: dict, traces: tuple):
         yield "decode", (prompt,), {**settings, **dict(variant)}, trace
 
 
+def _kv_cache(lm, prompt: str, steps: int = 8):
+    return explorer.kv_cache(lm, prompt, steps=steps)
+
+
 def _logits(lm, prompt: str, ablate: tuple = ()) -> explorer.NextTokenLogits:
     return explorer.next_token_logits(lm, prompt, ablate=ablate)
 
@@ -242,6 +246,7 @@ JOBS: dict[str, Job] = {
         spread=_each_variant,
     ),
     "logits": Job(_logits, "Running the model…"),
+    "kv cache": Job(_kv_cache, "Timing every pass with the KV cache and without it…"),
     "lens": Job(_lens, "Reading every layer through the lens…"),
     "probes": Job(_probes, "Running the model on the probe…"),
     "ablation effects": Job(

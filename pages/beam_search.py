@@ -15,6 +15,7 @@ from explorer.compute.decoding import (
     tree_at,
 )
 from explorer.ui import branching, clicks, decoding
+from explorer.ui.kv_cache import kv_cache_section
 
 TREE = "beam-tree"  # the search tree: a click on a node branches there
 
@@ -194,3 +195,5 @@ comparison = views.decoding.Comparison(
     lm.name, prompt, (), title="Greedy, beam, beam with a ban", where=(f"{beams} beams", f"{steps} steps")
 )
 ui.show_view(comparison, compared, key="logprobs")
+# The cache greedy search keeps from this prompt; beam search keeps one such row per beam.
+kv_cache_section(lm.name, prompt, steps, rows=beams)

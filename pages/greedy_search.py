@@ -7,6 +7,7 @@ import explorer
 from explorer import ui, views
 from explorer.compute.decoding import greedy_table, looks_untrained, mark_leading_space, repeated_ngram
 from explorer.ui import branching, clicks, decoding
+from explorer.ui.kv_cache import kv_cache_section
 
 GRID = "greedy-grid"  # the candidates grid: a click there branches
 
@@ -112,3 +113,5 @@ entropy_column.metric(
     f"{sum(float(s.entropy[0]) for s in trace.steps) / max(trace.num_steps, 1):.2f} nats",
 )
 st.caption("Tokens: " + " · ".join(ui.literal(mark_leading_space(t)) for t in trace.generated_tokens[0]))
+# The model's own cache, pass by pass, for the model's own choices (a branch's forced tokens aside).
+kv_cache_section(lm.name, prompt, steps)

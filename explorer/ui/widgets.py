@@ -284,19 +284,29 @@ def _number_text(value) -> str:
 # -- choices and switches ------------------------------------------------------------------------------------
 
 
+def _true_or_false(raw: str) -> bool:
+    if raw.lower() not in ("true", "false"):
+        raise ValueError("is not true or false")
+    return raw.lower() == "true"
+
+
 def toggle_ui(label: str, *, key: str, help: str | None = None, default: bool = False) -> bool:
     """A toggle kept in the URL as true/false; anything else in a link is ignored with a notice."""
-
-    def parse(raw: str) -> bool:
-        if raw.lower() not in ("true", "false"):
-            raise ValueError("is not true or false")
-        return raw.lower() == "true"
-
-    st.session_state[key] = bool(_resolve(key, parse, default, label))
+    st.session_state[key] = bool(_resolve(key, _true_or_false, default, label))
     value = st.toggle(label, key=key, help=help, on_change=_on_change, args=(key,))
     _remember(key, value)
     _write_url(key, None if value == default else str(value).lower())
     return value
+
+
+def expander_ui(label: str, *, key: str, icon: str | None = None):
+    """A section whose content runs only while it is open (Streamlit's lazy expander: what it computes costs
+    nothing closed), kept in the URL as ``key=true`` while open. Draw into it only when ``.open``."""
+    st.session_state[key] = bool(_resolve(key, _true_or_false, False, label))
+    section = st.expander(label, key=key, icon=icon, on_change=_on_change, args=(key,))
+    _remember(key, section.open)
+    _write_url(key, "true" if section.open else None)
+    return section
 
 
 def choice_ui(

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from explorer.data import AttentionCapture, DecodeTrace, NextTokenLogits, TokenDistribution
 from explorer.data._display import register_display
 from explorer.data.ablation import HeadAblationEffects
+from explorer.data.kv_cache import KVCacheTrace
 from explorer.data.lens import LogitLens
 from explorer.data.probes import HeadProbes
 from explorer.render import notebook
-from explorer.views import ablation, attention, decoding, lens, probes, sampling
+from explorer.views import ablation, attention, decoding, kv_cache, lens, probes, sampling
 
 
 def _stages_of_logits(logits: NextTokenLogits):
@@ -39,6 +40,7 @@ DISPLAYS: dict[type, tuple[Callable, Callable[..., str]]] = {
     LogitLens: (_same(lens.Lens), lens.summary),
     HeadAblationEffects: (_same(ablation.Map), ablation.summary),
     HeadProbes: (_same(probes.BestHead), probes.summary),
+    KVCacheTrace: (_same(kv_cache.CacheSize), kv_cache.summary),
 }
 
 

@@ -1,0 +1,247 @@
+"""``kv_cache``: what the model's own KV cache holds while greedy search decodes, and what decoding costs without it.
+
+How it works: greedy search runs twice over the same tokens. With the cache, as ``generate()`` does: a prefill
+(one pass over the prompt) returns the model's cache object, and each step feeds only the token the pass before
+chose, with that cache; after every pass the cache's own tensors are read (their shapes, and
+``numel() * element_size()`` for the bytes at the model's dtype). Without it, every pass runs the whole prefix
+again, as ``generate(use_cache=False)`` does, fed the tokens the cached run chose, so that the two runs' logits
+can be compared pass by pass (they must be equal up to rounding: the cache stores exactly the keys and values the
+longer pass recomputes). Every pass is timed on the model's device (synchronised on an accelerator).
+
+Which caches a cache object holds depends on its class (a table): a decoder's ``DynamicCache`` has one per layer,
+an encoder-decoder's ``EncoderDecoderCache`` the decoder's self-attention cache and the cross-attention cache
+(the encoder's keys and values, computed once by the prefill). Encoders have no cache: ``InputError``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from explorer.data import STACK_CROSS, STACK_DECODER
+from explorer.data.kv_cache import KV, CachedStack, KVCacheTrace
+from explorer.errors import InputError
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
+from explorer.models.decoding import MAX_NEW_TOKENS, special_token_ids
+from explorer.models.tokens import token_labels
+
+# Where a cache object keeps each stack's layers, by the cache's class: (stack, attribute holding a cache whose
+# ``layers`` have ``keys`` and ``values`` [batch, kv_head, token, head_dim]; "" for the object itself).
+CACHE_STACKS = {
+    "DynamicCache": ((STACK_DECODER, ""),),
+    "EncoderDecoderCache": ((STACK_DECODER, "self_attention_cache"), (STACK_CROSS, "cross_attention_cache")),
+}
+REPEATS = 3  # runs of each decoding, with and without the cache, whose fastest time per pass is kept
+# Waiting for an accelerator's queued work, by device type, so that a pass's time is the pass's own.
+SYNCHRONIZE: dict[str, Callable[[], None]] = {"cuda": torch.cuda.synchronize, "mps": lambda: torch.mps.synchronize()}
+
+
+def kv_cache(lm, prompt: str, *, steps: int = 8) -> KVCacheTrace:
+    """Greedy search from ``prompt``: a prefill, then ``steps`` one-token steps with the model's KV cache, and the
+    same passes without it (see the module's docstring), each timed as its fastest of ``REPEATS`` runs.
+    ``InputError`` for an encoder, an empty prompt or ``steps`` outside 1 … ``MAX_NEW_TOKENS``."""
+    _check(lm, prompt, steps)
+    passes = PASSES[lm.kind](lm, prompt, steps)
+    with torch.inference_mode():
+        passes.warm_up()
+        cached = _cached_run(passes, steps)
+        uncached = _uncached_run(passes, cached["chosen"])
+        # Each pass's time is its fastest of REPEATS runs: a shared machine's other work only ever adds time.
+        for _ in range(REPEATS - 1):
+            cached["seconds"] = np.minimum(cached["seconds"], _cached_run(passes, steps)["seconds"])
+            uncached["seconds"] = np.minimum(uncached["seconds"], _uncached_run(passes, cached["chosen"])["seconds"])
+    chosen = np.array(cached["chosen"], dtype=np.int64)
+    prefill = passes.prefill_ids[0].tolist()
+    return KVCacheTrace(
+        model_name=lm.name,
+        prompt=prompt,
+        dtype=str(next(lm.model.parameters()).dtype).removeprefix("torch."),
+        num_heads=lm.num_heads,
+        stacks=_stacks(cached["caches"]),
+        prefill_tokens=token_labels(lm.tokenizer, prefill),
+        encoder_tokens=passes.encoder_tokens,
+        chosen_ids=chosen,
+        chosen_tokens=token_labels(lm.tokenizer, chosen.tolist()),
+        cached_reads=np.array([len(prefill)] + [1] * steps, dtype=np.int64),
+        uncached_reads=np.arange(steps + 1, dtype=np.int64) + len(prefill),
+        cached_seconds=np.array(cached["seconds"]),
+        uncached_seconds=np.array(uncached["seconds"]),
+        logit_difference=np.array(
+            [float((a - b).abs().max()) for a, b in zip(cached["logits"], uncached["logits"], strict=True)]
+        ),
+        truncated=passes.truncated,
+    )
+
+
+def _check(lm, prompt: str, steps: int) -> None:
+    if lm.kind not in PASSES:
+        raise InputError(
+            f"{lm.name} is an encoder: it reads the whole text in one pass and generates nothing, so it keeps no KV "
+            "cache. Load a decoder (the bundled prose-gpt2, gpt2, ...) or an encoder-decoder (t5-small)."
+        )
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise InputError("Type a prompt to decode from.")
+    if not isinstance(steps, int | np.integer) or isinstance(steps, bool) or not 1 <= steps <= MAX_NEW_TOKENS:
+        raise InputError(f"steps must be a whole number from 1 to {MAX_NEW_TOKENS} (got {steps!r}).")
+
+
+def _cached_run(passes, steps: int) -> dict:
+    """The prefill and ``steps`` one-token steps with the cache: each pass's logits, choice, time and the caches'
+    (shapes, bytes) read right after it."""
+    run = {"logits": [], "chosen": [], "seconds": [], "caches": []}
+    (logits, cache), seconds = passes.timed(passes.prefill)
+    for index in range(steps + 1):
+        if index:
+            (logits, cache), seconds = passes.timed(passes.step, run["chosen"][-1], cache)
+        run["logits"].append(logits)
+        run["chosen"].append(int(logits.argmax()))
+        run["seconds"].append(seconds)
+        run["caches"].append(_read(cache))
+    return run
+
+
+def _uncached_run(passes, chosen: list[int]) -> dict:
+    """Every pass again without the cache: the prefix so far (the prefill's input and the tokens chosen before)."""
+    run = {"logits": [], "seconds": []}
+    for index in range(len(chosen)):
+        logits, seconds = passes.timed(passes.whole, chosen[:index])
+        run["logits"].append(logits)
+        run["seconds"].append(seconds)
+    return run
+
+
+def _read(cache) -> dict[str, list[tuple[tuple[int, ...], tuple[int, int]]]]:
+    """{stack: per layer ((batch, kv_head, token, head_dim), (bytes of the keys, of the values))}, from the cache's
+    own tensors."""
+    stacks = CACHE_STACKS.get(type(cache).__name__)
+    if stacks is None:
+        raise InputError(f"The explorer does not know how to read a {type(cache).__name__} (see CACHE_STACKS).")
+    read = {}
+    for stack, attribute in stacks:
+        part = getattr(cache, attribute) if attribute else cache
+        read[stack] = [
+            (tuple(layer.keys.shape), tuple(_nbytes(getattr(layer, name)) for name in KV)) for layer in part.layers
+        ]
+    return read
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def _stacks(caches: list[dict]) -> tuple[CachedStack, ...]:
+    """Each stack's arrays over the passes (``caches``: one ``_read`` per pass)."""
+    stacks = []
+    for stack in caches[0]:
+        shapes = np.array([[shape for shape, _ in read[stack]] for read in caches])  # [pass, layer, 4]
+        nbytes = np.array([[sizes for _, sizes in read[stack]] for read in caches], dtype=np.int64)
+        stacks.append(CachedStack(stack, shapes[-1, :, 1].copy(), shapes[-1, :, 3].copy(), shapes[..., 2], nbytes))
+    return tuple(stacks)
+
+
+class _Passes:
+    """A decoder's forward passes: the prefill, a one-token step with the cache, and a whole prefix without."""
+
+    def __init__(self, lm, prompt: str, steps: int):
+        self.lm, self.model = lm, lm.model
+        self.synchronize = SYNCHRONIZE.get(torch.device(lm.device).type, lambda: None)
+        keeps = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        # As generate() does: only the last position's logits (the others cost a vocabulary-wide product each).
+        self.last_only = {"logits_to_keep": 1} if keeps else {}
+        ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
+        if ids.shape[1] == 0:
+            raise InputError("The prompt produced no tokens for this model.")
+        self.prompt_ids, self.truncated = self._fitted(ids, steps)
+        self.encoder_tokens = 0
+
+    def _fitted(self, ids: torch.Tensor, steps: int) -> tuple[torch.Tensor, int]:
+        """The prompt cut from the left so that it and the ``steps`` tokens fed after it fit the model."""
+        room = self.lm.max_tokens - steps
+        return ids[:, -room:].to(self.lm.device), max(ids.shape[1] - room, 0)
+
+    @property
+    def prefill_ids(self) -> torch.Tensor:
+        return self.prompt_ids
+
+    def timed(self, run: Callable, *args):
+        """(what ``run(*args)`` returns, its wall time in seconds, the device's queued work included)."""
+        self.synchronize()
+        start = time.perf_counter()
+        result = run(*args)
+        self.synchronize()
+        return result, time.perf_counter() - start
+
+    def warm_up(self) -> None:
+        """One untimed pass: the first pass of a process allocates and picks kernels, which no later pass does."""
+        self.whole([])
+
+    def _logits(self, outputs) -> torch.Tensor:
+        return outputs.logits[0, -1].float()
+
+    def prefill(self):
+        outputs = self.model(input_ids=self.prompt_ids, use_cache=True, **self.last_only)
+        return self._logits(outputs), outputs.past_key_values
+
+    def step(self, token: int, cache):
+        ids = torch.tensor([[token]], device=self.lm.device)
+        outputs = self.model(input_ids=ids, past_key_values=cache, use_cache=True, **self.last_only)
+        return self._logits(outputs), outputs.past_key_values
+
+    def whole(self, chosen: list[int]) -> torch.Tensor:
+        ids = torch.cat([self.prefill_ids, torch.tensor([chosen], dtype=torch.long, device=self.lm.device)], dim=1)
+        return self._logits(self.model(input_ids=ids, use_cache=False, **self.last_only))
+
+
+class _Seq2SeqPasses(_Passes):
+    """An encoder-decoder's: the prefill runs the encoder over the prompt and the decoder over its start token
+    (the cross-attention cache is filled then); without the cache, each pass runs the encoder's output through
+    the whole decoder prefix again (as ``generate(use_cache=False)`` does, the encoder once per decoding)."""
+
+    def __init__(self, lm, prompt: str, steps: int):
+        super().__init__(lm, prompt, steps)
+        start = special_token_ids(lm)["decoder_start"]
+        if start is None:
+            raise InputError(f"{lm.name} names no decoder start token, so it cannot generate.")
+        self.start = torch.tensor([[start]], device=lm.device)
+        self.encoder_tokens = self.prompt_ids.shape[1]
+        self.encoded = self.uncached_encoded = None  # the encoder's output, for each run
+
+    def _fitted(self, ids: torch.Tensor, steps: int) -> tuple[torch.Tensor, int]:
+        room = self.lm.max_tokens  # the encoder's input; the decoder's positions are relative (T5) or its own
+        return ids[:, :room].to(self.lm.device), max(ids.shape[1] - room, 0)
+
+    @property
+    def prefill_ids(self) -> torch.Tensor:
+        return self.start
+
+    def _encode(self):
+        return self.model.get_encoder()(input_ids=self.prompt_ids, return_dict=True)
+
+    def prefill(self):
+        self.encoded = self._encode()
+        outputs = self.model(
+            encoder_outputs=self.encoded, decoder_input_ids=self.start, use_cache=True, **self.last_only
+        )
+        return self._logits(outputs), outputs.past_key_values
+
+    def step(self, token: int, cache):
+        ids = torch.tensor([[token]], device=self.lm.device)
+        outputs = self.model(
+            encoder_outputs=self.encoded, decoder_input_ids=ids, past_key_values=cache, use_cache=True, **self.last_only
+        )
+        return self._logits(outputs), outputs.past_key_values
+
+    def whole(self, chosen: list[int]) -> torch.Tensor:
+        if not chosen:  # the first pass: the encoder runs here too, as in the prefill
+            self.uncached_encoded = self._encode()
+        ids = torch.cat([self.start, torch.tensor([chosen], dtype=torch.long, device=self.lm.device)], dim=1)
+        outputs = self.model(encoder_outputs=self.uncached_encoded, decoder_input_ids=ids, use_cache=False)
+        return self._logits(outputs)
+
+
+# The passes of each kind of model that keeps a cache (an encoder keeps none).
+PASSES = {KIND_DECODER: _Passes, KIND_ENCODER_DECODER: _Seq2SeqPasses}

@@ -1,0 +1,193 @@
+"""``explorer.kv_cache`` against references written here with the library's own eager models: the logits of a
+greedy decoding with the model's cache equal those of re-running the whole prefix at every step, within the
+dtype's tolerance; the bytes equal the cache tensors' own sizes and the formula layers × 2 × KV heads × tokens ×
+head_dim × element size; the grouped-KV saving is num_attention_heads / num_key_value_heads. Timings are shown to
+people, never asserted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, DynamicCache, EncoderDecoderCache
+
+import explorer
+from explorer import gateway
+from explorer.data.kv_cache import LOGIT_TOLERANCE
+from explorer.models.loading import BUNDLED_MODELS
+from explorer.views.kv_cache import CacheSize, PassTimes
+from tests.devices import DEVICE
+from tests.tiny_models import eager_reference
+
+TEXT = "the cat sat on the mat and the dog"
+PROSE = "It is a truth universally acknowledged, that"
+STEPS = 6
+
+
+def reference_decoder(name: str, tiny_models, dtype=torch.float32):
+    """(the model loaded the plain way, with eager attention; its folder)."""
+    if name == "prose":
+        folder = BUNDLED_MODELS[explorer.DEFAULT_DECODER]()
+        model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=dtype)
+        return model.to(DEVICE).eval(), str(folder)
+    return eager_reference(name, tiny_models[name], dtype), tiny_models[name]
+
+
+def loaded(name: str, tiny_models, **options):
+    return explorer.load_model(
+        explorer.DEFAULT_DECODER if name == "prose" else tiny_models[name], device=DEVICE, **options
+    )
+
+
+def cache_bytes(cache) -> int:
+    """Σ numel × element_size over every tensor the cache object holds, read here from its layers."""
+    parts = (
+        [cache.self_attention_cache, cache.cross_attention_cache] if hasattr(cache, "self_attention_cache") else [cache]
+    )
+    return sum(
+        t.numel() * t.element_size() for part in parts for layer in part.layers for t in (layer.keys, layer.values)
+    )
+
+
+def reference_passes(model, prompt_ids: torch.Tensor, chosen: list[int]):
+    """Per pass: (logits with a cache the test feeds one token at a time, logits of the whole prefix without a
+    cache, the cache's bytes after the pass)."""
+    cache, passes = DynamicCache(config=model.config), []
+    with torch.inference_mode():
+        for index in range(len(chosen)):
+            fed = prompt_ids if index == 0 else torch.tensor([[chosen[index - 1]]], device=DEVICE)
+            cached = model(input_ids=fed, past_key_values=cache, use_cache=True).logits[0, -1].float()
+            prefix = torch.cat([prompt_ids, torch.tensor([chosen[:index]], dtype=torch.long, device=DEVICE)], dim=1)
+            whole = model(input_ids=prefix, use_cache=False).logits[0, -1].float()
+            passes.append((cached, whole, cache_bytes(cache)))
+    return passes
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "prose"])
+def test_with_and_without_the_cache_the_logits_are_equal_at_every_step(tiny_models, name):
+    model, _ = reference_decoder(name, tiny_models)
+    lm = loaded(name, tiny_models)
+    prompt = PROSE if name == "prose" else TEXT
+    trace = explorer.kv_cache(lm, prompt, steps=STEPS)
+    prompt_ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"].to(DEVICE)
+    passes = reference_passes(model, prompt_ids, trace.chosen_ids.tolist())
+    assert len(passes) == STEPS + 1 and trace.tolerance == LOGIT_TOLERANCE["float32"]
+    for index, (cached, whole, nbytes) in enumerate(passes):
+        assert float((cached - whole).abs().max()) <= trace.tolerance  # the reference's own claim
+        assert trace.chosen_ids[index] == int(cached.argmax())  # greedy search, the model's own choices
+        assert trace.logit_difference[index] <= trace.tolerance
+        assert trace.total_bytes[index] == nbytes
+    assert (trace.cached_reads == [prompt_ids.shape[1]] + [1] * STEPS).all()
+    assert (trace.uncached_reads == prompt_ids.shape[1] + np.arange(STEPS + 1)).all()
+    assert trace.cached_reads.sum() == prompt_ids.shape[1] + STEPS  # T + N positions with the cache
+    assert trace.uncached_reads.sum() == sum(prompt_ids.shape[1] + i for i in range(STEPS + 1))
+    assert (trace.cached_seconds > 0).all() and (trace.uncached_seconds > 0).all()  # measured, never compared
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "prose"])
+def test_the_bytes_are_layers_keys_and_values_kv_heads_tokens_head_dim_at_the_dtype(tiny_models, name):
+    model, _ = reference_decoder(name, tiny_models)
+    config = model.config
+    trace = explorer.kv_cache(loaded(name, tiny_models), PROSE if name == "prose" else TEXT, steps=STEPS)
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    tokens = len(trace.prefill_tokens) + np.arange(STEPS + 1)
+    expected = config.num_hidden_layers * 2 * kv_heads * tokens * head_dim * 4  # float32: 4 bytes a number
+    np.testing.assert_array_equal(trace.total_bytes, expected)
+    assert trace.decoder.shape() == (config.num_hidden_layers, 2, kv_heads, tokens[-1], head_dim)
+    assert trace.bytes_per_token == config.num_hidden_layers * 2 * kv_heads * head_dim * 4
+    assert trace.grouping_saving == heads / kv_heads  # 2 for the tiny Llama (4 query heads, 2 KV heads), else 1
+    np.testing.assert_array_equal(trace.ungrouped_bytes, expected * heads // kv_heads)
+    assert (trace.grouping_saving > 1) == (name == "llama")
+
+
+def test_a_half_precision_cache_takes_half_the_bytes_with_the_half_precision_tolerance(tiny_models):
+    single = explorer.kv_cache(loaded("llama", tiny_models), TEXT, steps=3)
+    half = explorer.kv_cache(loaded("llama", tiny_models, dtype="float16"), TEXT, steps=3)
+    assert half.dtype == "float16" and half.tolerance == LOGIT_TOLERANCE["float16"]
+    np.testing.assert_array_equal(half.total_bytes * 2, single.total_bytes)
+    model, _ = reference_decoder("llama", tiny_models, torch.float16)
+    prompt_ids = loaded("llama", tiny_models).tokenizer(TEXT, return_tensors="pt")["input_ids"].to(DEVICE)
+    for index, (cached, whole, nbytes) in enumerate(reference_passes(model, prompt_ids, half.chosen_ids.tolist())):
+        assert float((cached - whole).abs().max()) <= half.tolerance
+        assert half.logit_difference[index] <= half.tolerance and half.total_bytes[index] == nbytes
+
+
+def test_an_encoder_decoder_shows_the_decoders_cache_and_the_cross_attention_cache(tiny_models):
+    model = eager_reference("t5", tiny_models["t5"])
+    lm = loaded("t5", tiny_models)
+    trace = explorer.kv_cache(lm, TEXT, steps=STEPS)
+    config = model.config
+    encoded = lm.tokenizer(TEXT, return_tensors="pt")["input_ids"].to(DEVICE)
+    assert [stack.stack for stack in trace.stacks] == ["decoder", "cross"]
+    assert trace.encoder_tokens == encoded.shape[1] and len(trace.prefill_tokens) == 1  # the decoder start token
+    decoder, cross = trace.stacks
+    per_token = config.num_decoder_layers * 2 * config.num_heads * config.d_kv * 4
+    np.testing.assert_array_equal(decoder.total_bytes, per_token * (1 + np.arange(STEPS + 1)))
+    np.testing.assert_array_equal(cross.total_bytes, per_token * encoded.shape[1])  # filled once, never grown
+    # The reference: the encoder once, then the decoder fed one token at a time with a cache the test made, and
+    # the whole decoder prefix without one, as generate() does with use_cache True and False.
+    start = torch.tensor([[config.decoder_start_token_id]], device=DEVICE)
+    chosen = trace.chosen_ids.tolist()
+    cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+    with torch.inference_mode():
+        encoder = model.get_encoder()(input_ids=encoded)
+        for index in range(STEPS + 1):
+            fed = start if index == 0 else torch.tensor([[chosen[index - 1]]], device=DEVICE)
+            out = model(encoder_outputs=encoder, decoder_input_ids=fed, past_key_values=cache, use_cache=True)
+            prefix = torch.cat([start, torch.tensor([chosen[:index]], dtype=torch.long, device=DEVICE)], dim=1)
+            whole = model(encoder_outputs=encoder, decoder_input_ids=prefix, use_cache=False).logits[0, -1]
+            cached = out.logits[0, -1]
+            assert float((cached - whole).abs().max()) <= trace.tolerance
+            assert trace.chosen_ids[index] == int(cached.argmax())
+            assert trace.logit_difference[index] <= trace.tolerance
+            assert trace.total_bytes[index] == cache_bytes(cache)
+
+
+def test_the_first_steps_of_a_longer_measurement_are_the_shorter_measurement(tiny_models):
+    lm = loaded("llama", tiny_models)
+    long, short = explorer.kv_cache(lm, TEXT, steps=8), explorer.kv_cache(lm, TEXT, steps=3)
+    cut = long.first(3)
+    assert cut.steps == 3 and cut.chosen_tokens == short.chosen_tokens
+    for name in ("chosen_ids", "cached_reads", "uncached_reads", "total_bytes", "ungrouped_bytes"):
+        np.testing.assert_array_equal(getattr(cut, name), getattr(short, name))
+    np.testing.assert_array_equal(cut.decoder.tokens, short.decoder.tokens)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "steps", "says"),
+    [
+        ("", 4, "Type a prompt"),
+        ("   ", 4, "Type a prompt"),
+        (TEXT, 0, "steps must be a whole number from 1 to 64"),
+        (TEXT, 65, "steps must be a whole number"),
+        (TEXT, True, "steps must be a whole number"),
+        (TEXT, "3", "steps must be a whole number"),
+        (TEXT, 2.5, "steps must be a whole number"),
+    ],
+)
+def test_bad_settings_raise_input_error(tiny_models, prompt, steps, says):
+    with pytest.raises(explorer.InputError, match=says):
+        explorer.kv_cache(loaded("gpt2", tiny_models), prompt, steps=steps)
+
+
+def test_an_encoder_keeps_no_cache_and_says_so(tiny_models):
+    lm = explorer.load_model(tiny_models["bert"], device=DEVICE)
+    with pytest.raises(explorer.InputError, match=r"encoder.*keeps no KV cache"):
+        explorer.kv_cache(lm, TEXT, steps=2)
+
+
+def test_one_measurement_serves_every_steps_value_through_the_gateway(monkeypatch, tiny_models):
+    """The page's views to 1 … 32 steps read one gateway job (keyed on the model, the prompt and the maximum)."""
+    calls = []
+    real = explorer.kv_cache
+    monkeypatch.setattr(explorer, "kv_cache", lambda *a, **k: calls.append(k["steps"]) or real(*a, **k))
+    gateway.results_cache().clear()
+    name = tiny_models["gpt2"]
+    shown = [CacheSize(name, TEXT, steps, measured=10).result() for steps in (2, 7, 10)]
+    shown.append(PassTimes(name, TEXT, 4, measured=10).result())
+    assert calls == [10]
+    assert [trace.steps for trace in shown] == [2, 7, 10, 4]
+    assert gateway.run("kv cache", name, TEXT, 10) is gateway.run("kv cache", name, TEXT, steps=10)
+    assert calls == [10]
