@@ -31,6 +31,7 @@ from explorer.data import (
     NextTokenLogits,
     TokenDistribution,
 )
+from explorer.data.kv_cache import KVCacheTrace
 from explorer.data.lens import LogitLens
 from explorer.data.probes import HeadProbes
 from explorer.errors import InputError, ModelLoadError
@@ -89,6 +90,7 @@ __all__ = [
     "HeadAblationEffects",
     "HeadProbes",
     "InputError",
+    "KVCacheTrace",
     "LoadedModel",
     "LogitLens",
     "ModelLoadError",

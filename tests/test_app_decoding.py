@@ -408,3 +408,68 @@ def test_a_branch_link_the_model_cannot_take_says_why():
     assert not at.exception and not at.error
     assert any("vocabulary" in info.value for info in at.info)
     assert any("own choices" in button.label for button in at.button)
+
+
+@pytest.fixture
+def count_measurements(monkeypatch):
+    """The KV cache measurements the pages ask for (the steps of each)."""
+    calls = []
+    real = explorer.kv_cache
+    monkeypatch.setattr(explorer, "kv_cache", lambda *a, **k: calls.append(k["steps"]) or real(*a, **k))
+    results_cache().clear()
+    return calls
+
+
+def test_the_kv_cache_section_runs_nothing_while_closed(count_measurements):
+    at = open_page("pages/greedy_search.py", model=DECODER, steps="6")
+    assert not at.exception
+    assert [e.label for e in at.expander if "KV cache" in e.label]  # offered, closed
+    assert count_measurements == [] and "kv" not in at.query_params
+
+
+def test_the_kv_cache_section_shows_the_models_cache_and_steps_moves_never_measure_again(prose, count_measurements):
+    at = open_page("pages/greedy_search.py", model=DECODER, steps="6", kv="true")
+    assert not at.exception
+    assert count_measurements == [32]  # one measurement to the slider's maximum
+    config = prose.model.config
+    prompt_tokens = len(prose.tokenizer(PROMPT)["input_ids"])
+    head_dim = config.n_embd // config.n_head
+    shape = f"{config.n_layer} × 2 × {config.n_head} × {prompt_tokens + 6} × {head_dim}"
+    held = at.table[-2].value  # what each cache holds, then the costs
+    assert list(held.iloc[0])[1] == shape
+    sizes = figure(at, -2)
+    bars = decode_plotly_array(sizes["data"][0]["y"])
+    expected = config.n_layer * 2 * config.n_head * (prompt_tokens + np.arange(7)) * head_dim * 4 / 1024
+    np.testing.assert_allclose(bars, expected)
+    assert sizes["data"][0]["x"] == ["prefill", *(f"step {i}" for i in range(1, 7))]
+    costs = at.table[-1].value
+    assert list(costs["positions run"]) == [prompt_tokens + 6, sum(prompt_tokens + i for i in range(7))]
+    assert "Verified: at every pass the logits with the cache and without it are equal" in texts(at.caption)
+    assert "no grouped KV heads" in texts(at.markdown)
+    at.slider(key="steps").set_value(3).run()
+    assert not at.exception and count_measurements == [32]
+    assert figure(at, -2)["data"][0]["x"] == ["prefill", "step 1", "step 2", "step 3"]
+
+
+def test_beam_search_says_its_cache_is_one_row_per_beam(count_measurements):
+    at = open_page("pages/beam_search.py", model=DECODER, beams="4", steps="5", kv="true")
+    assert not at.exception
+    assert "Beam search keeps one cache row per beam: 4 ×" in texts(at.markdown)
+    assert count_measurements == [32]  # the greedy page's measurement: one for both pages
+
+
+def test_an_encoder_decoder_shows_both_caches_on_the_greedy_page(tiny_models):
+    at = open_page("pages/greedy_search.py", model=tiny_models["t5"], steps="4", kv="true")
+    assert not at.exception
+    caches = list(at.table[-2].value["cache"])
+    assert caches == [literal("Decoder self-attention"), literal("Cross-attention")]  # st.table: Markdown
+    assert "cross-attention cache holds the encoder's" in texts(at.markdown)
+
+
+def test_grouped_kv_heads_are_named_with_their_saving(tiny_models):
+    at = open_page("pages/greedy_search.py", model=tiny_models["llama"], steps="4", kv="true")
+    assert not at.exception
+    assert "Grouped KV heads: 2 KV heads serve 4 query heads, so the cache is 2× smaller" in texts(at.markdown)
+    sizes = figure(at, -2)
+    bars, ungrouped = (decode_plotly_array(sizes["data"][i]["y"]) for i in (0, 1))
+    np.testing.assert_allclose(ungrouped, 2 * bars)  # the dashed line: a key and a value per query head

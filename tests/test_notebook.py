@@ -27,6 +27,7 @@ from explorer.render import notebook
 from explorer.render.ablation import ablation_map
 from explorer.render.decoding import beam_tree_figure, candidates_figure
 from explorer.render.heatmap import masked_weights, weights_heatmap
+from explorer.render.kv_cache import cache_size_figure
 from explorer.render.lens import lens_figure
 from explorer.render.sampling import stages_figure
 from explorer.render.style import FigureInfo
@@ -268,6 +269,13 @@ def _lens_page(lens):
     return lens_figure(lens.top_tokens, lens.top_logprobs, lens.tokens, info=info, masked=lens.masked)
 
 
+def _kv_cache_page(trace):
+    """The KV cache section of pages/greedy_search.py: the cache's size after each pass (a decoder, no grouping)."""
+    info = FigureInfo("KV cache size", model=trace.model_name, text=trace.prompt, where=(f"{trace.steps} steps",))
+    tokens = trace.stacks[0].tokens[:, 0]
+    return cache_size_figure({"decoder": trace.stacks[0].nbytes.sum(axis=(1, 2))}, tokens, None, info=info)
+
+
 def _ablation_page(effects):
     """pages/head_ablation.py, no head ablated yet, a decoder-only model."""
     info = FigureInfo("Each head ablated alone", model=effects.model_name, text=effects.prompt, where=())
@@ -308,6 +316,7 @@ def results(encoder_capture, decoder):
     lens = explorer.logit_lens(decoder, prompt)
     effects = explorer.head_ablation_effects(decoder, prompt)
     probes = explorer.head_probes(decoder, n=8, seed=1)
+    kv_cache = explorer.kv_cache(decoder, prompt, steps=4)
     return {
         "capture": (encoder_capture, _attention_page(encoder_capture)),
         "greedy": (greedy, _greedy_page(greedy)),
@@ -318,10 +327,14 @@ def results(encoder_capture, decoder):
         "lens": (lens, _lens_page(lens)),
         "effects": (effects, _ablation_page(effects)),
         "probes": (probes, _probes_page(probes)),
+        "kv cache": (kv_cache, _kv_cache_page(kv_cache)),
     }
 
 
-RESULT_NAMES = ["capture", "greedy", "beam", "sample", "distribution", "logits", "lens", "effects", "probes"]
+RESULT_NAMES = [
+    *("capture", "greedy", "beam", "sample", "distribution", "logits", "lens", "effects", "probes"),
+    "kv cache",
+]
 
 
 def test_every_result_type_that_displays_is_compared_with_its_page(results):
@@ -392,6 +405,11 @@ def test_each_result_summarises_itself_in_one_line(results):
     probes = results["probes"][0]
     layer, head = probes.best("induction")
     assert f"induction L{layer}H{head}" in summaries["probes"]
+    kv_cache = results["kv cache"][0]
+    assert summaries["kv cache"].startswith(
+        f"KVCacheTrace: bundled/prose-gpt2, a prefill and 4 steps; the cache ends at "
+        f"{kv_cache.total_bytes[-1] / 1024:.1f} KiB (7.5 KiB per token, float32)"
+    )
 
 
 def test_head_probes_display_as_the_best_induction_heads_weights(results):

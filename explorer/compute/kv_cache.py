@@ -28,8 +28,8 @@ def kib(nbytes: float) -> str:
 
 
 def cache_rows(trace: KVCacheTrace) -> list[dict]:
-    """One row per cache after the last pass: its shape, bytes, bytes per token and what it would take with a key
-    and a value per query head."""
+    """One row per cache after the last pass: its shape (``SHAPE_AXES``), bytes, bytes per token and what it would
+    take with a key and a value per query head."""
     rows = []
     for stack in trace.stacks:
         nbytes = int(stack.total_bytes[-1])
@@ -37,7 +37,7 @@ def cache_rows(trace: KVCacheTrace) -> list[dict]:
         rows.append(
             {
                 "cache": STACK_LABELS.get(stack.stack, stack.stack),
-                f"shape ({SHAPE_AXES})": " × ".join(str(size) for size in stack.shape()),
+                "shape": " × ".join(str(size) for size in stack.shape()),
                 "bytes": kib(nbytes),
                 "per token": kib(nbytes / np.mean(stack.tokens[-1])),
                 f"with {trace.num_heads} KV heads (one per query head)": kib(ungrouped),
@@ -58,9 +58,9 @@ def cost_rows(trace: KVCacheTrace) -> list[dict]:
             {
                 "decoding": label,
                 "positions run": int(reads.sum()),
-                "prefill (ms)": round(1000 * float(seconds[0]), 2),
-                "mean step (ms)": round(1000 * float(np.mean(seconds[1:])), 2) if len(seconds) > 1 else None,
-                "total (ms)": round(1000 * float(seconds.sum()), 1),
+                "prefill (ms)": f"{1000 * float(seconds[0]):.2f}",
+                "mean step (ms)": f"{1000 * float(np.mean(seconds[1:])):.2f}" if len(seconds) > 1 else "",
+                "total (ms)": f"{1000 * float(seconds.sum()):.1f}",
             }
         )
     return rows

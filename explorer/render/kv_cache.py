@@ -107,7 +107,14 @@ def _axes(figure: go.Figure, look: Look, y_title: str) -> None:
     relayout(
         figure,
         margin={"l": 70, "r": 20, "t": look.title_band + look.font_size * 2, "b": 70},
-        legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": look.font_size}},
+        legend={
+            "orientation": "h",
+            "traceorder": "normal",
+            "x": 0,
+            "y": 1.0,
+            "yanchor": "bottom",
+            "font": {"size": look.font_size},
+        },
     )
     update_axes(figure, "x", tickfont={"size": look.tick_size}, gridcolor=GRID)
     update_axes(figure, "y", title={"text": y_title}, tickfont={"size": look.tick_size}, gridcolor=GRID)

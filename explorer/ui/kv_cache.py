@@ -13,7 +13,7 @@ import streamlit as st
 
 import explorer
 from explorer import views
-from explorer.compute.kv_cache import cache_rows, cost_rows, kib, speedup
+from explorer.compute.kv_cache import SHAPE_AXES, cache_rows, cost_rows, kib, speedup
 from explorer.data.kv_cache import KVCacheTrace
 from explorer.ui.results import run_view, show_view
 from explorer.ui.text import literal, literal_table
@@ -38,6 +38,7 @@ def kv_cache_section(model_name: str, prompt: str, steps: int, *, rows: int = 1)
         _explain(trace, rows)
         show_view(size, trace, key="kv-size")
         st.table(literal_table(pd.DataFrame(cache_rows(trace))), hide_index=True)
+        st.caption(f"Shape: {SHAPE_AXES}, read from the model's own cache object after the last step.")
         show_view(views.kv_cache.PassTimes(model_name, prompt, steps), trace, key="kv-times")
         st.table(literal_table(pd.DataFrame(cost_rows(trace))), hide_index=True)
         st.caption(_verified(trace))
@@ -48,13 +49,16 @@ def _explain(trace: KVCacheTrace, rows: int) -> None:
     decoder = trace.decoder
     prompt_tokens, steps = len(trace.prefill_tokens), trace.steps
     held = int(decoder.tokens[-1].max())
+    prefill = (
+        f"the encoder over the prompt's {trace.encoder_tokens} tokens and the decoder over its start token"
+        if trace.encoder_tokens
+        else f"the prompt's {prompt_tokens} tokens"
+    )
     lines = [
-        "Greedy search from this prompt, run by hand pass by pass. "
-        f"Each layer keeps the keys and values of every token it has read, so a step runs only the newest token: "
-        f"its query meets the cached keys. The prefill ran the {prompt_tokens} "
-        f"{'token' if prompt_tokens == 1 else 'tokens'} of the "
-        f"{'decoder start' if trace.encoder_tokens else 'prompt'} at once; after {steps} one-token steps the "
-        f"decoder's cache holds {held} tokens, {kib(int(decoder.total_bytes[-1]))} at {trace.dtype} "
+        f"Greedy search from this prompt, pass by pass, for all {steps} steps (an end of sequence does not stop "
+        "it). Each layer keeps the keys and values of every token it has read, so a step runs only the newest "
+        f"token: its query meets the cached keys. The prefill ran {prefill} at once; after {steps} one-token steps "
+        f"the decoder's cache holds {held} tokens, {kib(int(decoder.total_bytes[-1]))} at {trace.dtype} "
         f"({kib(trace.bytes_per_token)} per token: {decoder.num_layers} layers × keys and values × "
         f"{decoder.shape()[2]} KV heads × {decoder.shape()[4]} numbers × {_element_bytes(decoder)} bytes)."
     ]
