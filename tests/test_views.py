@@ -71,7 +71,17 @@ def test_the_ui_draws_a_figure_only_through_show_view():
 
 def test_every_view_module_is_one_feature_and_imports_no_streamlit():
     modules = {path.stem for path in (ROOT / "explorer" / "views").glob("*.py")} - {"__init__", "display"}
-    assert modules == {"ablation", "anatomy", "attention", "decoding", "lens", "probes", "sampling", "tokens"}
+    assert modules == {
+        "ablation",
+        "anatomy",
+        "attention",
+        "decoding",
+        "kv_cache",
+        "lens",
+        "probes",
+        "sampling",
+        "tokens",
+    }
     for module in modules:
         tree = ast.parse((ROOT / "explorer" / "views" / f"{module}.py").read_text())
         assert not [name for name in _imports(tree) if name.startswith(("streamlit", "explorer.ui"))]
