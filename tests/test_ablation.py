@@ -20,7 +20,7 @@ import torch
 import explorer
 from explorer.models import ablation, recorder
 from explorer.models.decoding import special_token_ids
-from tests.devices import DEVICE
+from tests.devices import DEVICE, as_numpy
 from tests.test_decoding import reference_config
 
 TEXTS = {
@@ -151,9 +151,11 @@ def test_t5_capture_addresses_each_stack(models):
     with torch.inference_mode():
         out = reference(input_ids=ids, labels=labels, output_attentions=True, use_cache=False)
     for stack, expected in (("encoder", out.encoder_attentions), ("decoder", out.decoder_attentions)):
-        np.testing.assert_allclose(ablated.stacks[stack].attentions, np.stack([a[0] for a in expected]), atol=1e-5)
+        np.testing.assert_allclose(
+            ablated.stacks[stack].attentions, np.stack([as_numpy(a[0]) for a in expected]), atol=1e-5
+        )
     np.testing.assert_allclose(
-        ablated.stacks["cross"].attentions, np.stack([a[0] for a in out.cross_attentions]), atol=1e-5
+        ablated.stacks["cross"].attentions, np.stack([as_numpy(a[0]) for a in out.cross_attentions]), atol=1e-5
     )
 
 

@@ -24,7 +24,7 @@ from explorer.models.decoding import special_token_ids
 from explorer.models.tokens import token_labels
 from explorer.render.decoding import beam_tree_figure, candidates_figure
 from explorer.render.style import FigureInfo
-from tests.devices import DEVICE
+from tests.devices import DEVICE, as_numpy
 from tests.test_decoding import (
     CASES,
     PROMPTS,
@@ -130,7 +130,7 @@ def test_forced_steps_record_the_models_own_distribution(models, name, strategy)
         for row in range(step.num_rows):  # every row holds the same prefix at a forced step
             assert step.prefix_ids[row].tolist() == decoder_ids[: trace.prompt_length + step.step]
             assert step.candidate_ids[row].tolist() == torch.topk(expected, k=8).indices.tolist()
-            ranked = expected[step.candidate_ids[row].tolist()]
+            ranked = as_numpy(expected[step.candidate_ids[row].tolist()])
             np.testing.assert_allclose(step.candidate_logprobs[row], ranked, atol=2e-5)
             assert step.forced_logprob[row] == pytest.approx(float(expected[token]), abs=2e-5)
             assert step.forced_rank[row] == int((expected > expected[token]).sum())

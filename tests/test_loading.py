@@ -106,7 +106,7 @@ def test_loading_reports_its_stages(tiny_models):
     explorer.load_model(tiny_models["gpt2"], device=DEVICE, progress=stages.append)
     assert stages == [
         "Loading the decoder weights…",
-        "Moving the model to cpu and checking that its attention can be captured…",
+        f"Moving the model to {DEVICE} and checking that its attention can be captured…",
     ]
 
 
