@@ -31,6 +31,7 @@ from explorer.data import (
     TokenDistribution,
 )
 from explorer.data.lens import LogitLens
+from explorer.data.patching import Patching
 from explorer.data.probes import HeadProbes
 from explorer.errors import InputError, ModelLoadError
 from explorer.views import display as _display  # noqa: F401  (results display as their pages' views)
@@ -50,6 +51,7 @@ _LAZY = {
     "summed_embeddings": "explorer.models.inputs",
     "tokenize": "explorer.models.inputs",
     "logit_lens": "explorer.models.lens",
+    "patch": "explorer.models.patching",
     "DEFAULT_DECODER": "explorer.models.loading",
     "DEFAULT_ENCODER": "explorer.models.loading",
     "DEFAULT_SEQ2SEQ": "explorer.models.loading",
@@ -91,6 +93,7 @@ __all__ = [
     "LogitLens",
     "ModelLoadError",
     "NextTokenLogits",
+    "Patching",
     "TokenDistribution",
     "capture",
     "decode",
@@ -104,6 +107,7 @@ __all__ = [
     "model_anatomy",
     "next_token_distribution",
     "next_token_logits",
+    "patch",
     "summed_embeddings",
     "tokenize",
     "torch_attention",
