@@ -277,6 +277,32 @@ def test_the_prompts_tokens_are_the_default_answer_and_counterfactual(models):
     np.testing.assert_array_equal(typed.residual, result.residual)
 
 
+def test_the_gateway_runs_it_once_for_every_session(models):
+    """``gateway.run("patching", ...)``: the library's result, counted in runs, kept for the next caller."""
+    from contextlib import contextmanager
+
+    from explorer import gateway
+
+    shown = []
+
+    @contextmanager
+    def progress(label, waiting, unit):
+        steps = []
+        shown.append((label, unit, steps))
+        yield lambda done, total: steps.append((done, total))
+
+    gateway.results_cache().clear()
+    clean, corrupted = PROMPTS["prose"]
+    result = gateway.run("patching", explorer.DEFAULT_DECODER, clean, corrupted, progress=progress)
+    assert gateway.run("patching", explorer.DEFAULT_DECODER, clean, corrupted, None, None, progress=progress) is result
+    [(label, unit, steps)] = shown  # the second call was a hit
+    cells = result.residual.size + result.heads.size + result.mlp.size + 3
+    assert (
+        label.startswith("Patching") and "{done} of {total}" in unit and steps[-1] == (cells, cells) and len(steps) > 1
+    )
+    np.testing.assert_array_equal(result.residual, explorer.patch(models["prose"], clean, corrupted).residual)
+
+
 # -- what the user is told -------------------------------------------------------------------------------------
 
 
