@@ -13,7 +13,7 @@ A page reads its widgets, makes the view, and hands it to ``ui.show_view``; anyt
 calls the same three methods. No Streamlit here. One module per feature: ``attention`` (one head's heatmap, two
 compared, statistics and rollout, all heads, step by step, the neuron view, BertViz's views), ``tokens``
 (embeddings and positions), ``anatomy``, ``decoding`` (greedy, the beam tree, comparisons, attention while
-generating), ``sampling`` (the next-token distribution), ``lens``, ``ablation``, ``probes`` (head types).
+generating), ``sampling`` (the next-token distribution), ``lens``, ``ablation``, ``patching``, ``probes`` (head types).
 ``display``: a result in Jupyter is its page's view (``for_result``: the page's opening settings), imported by
 ``explorer/__init__.py``.
 """
@@ -32,7 +32,7 @@ def builder(render, *args, **kwargs) -> Builder:
 
 
 # After ``builder``, which they use: ``views.sampling.Distribution`` reads as what it is at a page's call site.
-from explorer.views import ablation, anatomy, attention, decoding, lens, probes, sampling, tokens  # noqa: E402
+from explorer.views import ablation, anatomy, attention, decoding, lens, patching, probes, sampling, tokens  # noqa: E402
 
 __all__ = [
     "Builder",
@@ -42,6 +42,7 @@ __all__ = [
     "builder",
     "decoding",
     "lens",
+    "patching",
     "probes",
     "sampling",
     "tokens",
