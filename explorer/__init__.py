@@ -14,6 +14,7 @@ The public API, for notebooks and other programs::
     dist = explorer.next_token_distribution(gen, "It is a truth", temperature=0.7, top_p=0.9)
     ablated = explorer.next_token_logits(gen, "It is a truth", ablate=((0, 1),))  # layer 0, head 1 zeroed
     effects = explorer.head_ablation_effects(gen, "It is a truth")  # [layer, head]: each head's effect
+    patched = explorer.patch(gen, "The girl was sure that", "The boy was sure that")  # .residual [layer, position]
 
 In Jupyter every result shows itself as the figure its page draws (its page's view, ``explorer.views.display``,
 imported here). Importing ``explorer`` never imports Streamlit; only
