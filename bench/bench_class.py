@@ -146,6 +146,9 @@ PAGES = {
     "generation_attention": PageSpec(
         "generation_attention", DECODER, "prompt", (("layer", (1, 3, 4)), ("head", (2, 5, 1)))
     ),
+    # The chapter's pair (one word changed: she / he), one result for the whole class: a student's own sentence
+    # would not tokenize to the corrupted prompt's length.
+    "patching": PageSpec("patching", DECODER, None),
     # Each student opens a slide of their own, spread over both decks (``spread``); no moves.
     "lecture": PageSpec("lecture", None, None),
 }

@@ -15,6 +15,7 @@ The public API, for notebooks and other programs::
     ablated = explorer.next_token_logits(gen, "It is a truth", ablate=((0, 1),))  # layer 0, head 1 zeroed
     effects = explorer.head_ablation_effects(gen, "It is a truth")  # [layer, head]: each head's effect
     cache = explorer.kv_cache(gen, "It is a truth", steps=8)  # the KV cache pass by pass, timed with and without
+    patched = explorer.patch(gen, "The girl was sure that", "The boy was sure that")  # .residual [layer, position]
 
 In Jupyter every result shows itself as the figure its page draws (its page's view, ``explorer.views.display``,
 imported here). Importing ``explorer`` never imports Streamlit; only
@@ -33,6 +34,7 @@ from explorer.data import (
 )
 from explorer.data.kv_cache import KVCacheTrace
 from explorer.data.lens import LogitLens
+from explorer.data.patching import Patching
 from explorer.data.probes import HeadProbes
 from explorer.errors import InputError, ModelLoadError
 from explorer.views import display as _display  # noqa: F401  (results display as their pages' views)
@@ -53,6 +55,7 @@ _LAZY = {
     "tokenize": "explorer.models.inputs",
     "kv_cache": "explorer.models.kv_cache",
     "logit_lens": "explorer.models.lens",
+    "patch": "explorer.models.patching",
     "DEFAULT_DECODER": "explorer.models.loading",
     "DEFAULT_ENCODER": "explorer.models.loading",
     "DEFAULT_SEQ2SEQ": "explorer.models.loading",
@@ -95,6 +98,7 @@ __all__ = [
     "LogitLens",
     "ModelLoadError",
     "NextTokenLogits",
+    "Patching",
     "TokenDistribution",
     "capture",
     "decode",
@@ -109,6 +113,7 @@ __all__ = [
     "model_anatomy",
     "next_token_distribution",
     "next_token_logits",
+    "patch",
     "summed_embeddings",
     "tokenize",
     "torch_attention",

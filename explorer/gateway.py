@@ -1,7 +1,8 @@
 """The one way the app runs a model: ``run(kind, model_name, *inputs, progress=None, **settings)``.
 
 Every model run the pages ask for (a capture and its check, a decoding, next-token logits, the logit lens, the
-head probes, ablation effects, the anatomy, a text's tokens and embeddings) goes through ``run``:
+head probes, ablation effects, activation patching, the anatomy, a text's tokens and embeddings) goes through
+``run``:
 
 - **One key scheme**: ``(kind, model name, the job's arguments)``, the arguments bound to the job's own
   signature with its defaults filled in, so ``run("capture", m, "a text")`` and
@@ -160,6 +161,12 @@ def _ablation_effects(lm, prompt: str, *, progress=None) -> explorer.HeadAblatio
     return explorer.head_ablation_effects(lm, prompt, progress=progress)
 
 
+def _patching(
+    lm, clean: str, corrupted: str, answer: str | None = None, counterfactual: str | None = None, *, progress=None
+) -> explorer.Patching:
+    return explorer.patch(lm, clean, corrupted, answer=answer, counterfactual=counterfactual, progress=progress)
+
+
 def _anatomy(lm):
     return explorer.model_anatomy(lm)
 
@@ -251,6 +258,11 @@ JOBS: dict[str, Job] = {
     "probes": Job(_probes, "Running the model on the probe…"),
     "ablation effects": Job(
         _ablation_effects, "Ablating each head…", unit="Ablating each head in turn: {done} of {total} heads"
+    ),
+    "patching": Job(
+        _patching,
+        "Patching the clean run into the corrupted one…",
+        unit="Patching one activation at a time: {done} of {total} runs",
     ),
     "anatomy": Job(_anatomy, "Counting parameters…", gated=False),
     "longest n": Job(_longest_n, "Reading the vocabulary…", gated=False),

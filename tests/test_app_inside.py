@@ -163,3 +163,25 @@ def test_a_probe_too_long_for_the_model_is_clamped_with_a_notice():
     at = open_page("pages/head_types.py", probe_n="5000")
     assert not at.exception and not at.error
     assert any("outside 2–100" in info.value for info in at.info)
+
+
+# -- patching ----------------------------------------------------------------------------------------------------
+
+
+def test_the_patching_page_draws_the_three_maps_of_the_default_pair(prose):
+    at = open_page("pages/patching.py")
+    assert not at.exception and not at.error
+    expected = explorer.patch(prose, "The girl was sure that", "The boy was sure that")
+    residual, heads, mlp = _charts(at)
+    np.testing.assert_allclose(decode_plotly_array(residual["data"][0]["z"]), expected.residual, atol=1e-6)
+    np.testing.assert_allclose(decode_plotly_array(heads["data"][0]["z"]), expected.heads, atol=1e-6)
+    np.testing.assert_allclose(decode_plotly_array(mlp["data"][0]["z"])[:, 0], expected.mlp, atol=1e-6)
+    caption = " ".join(c.value for c in at.caption)
+    assert f"LD {expected.ld_clean:.3f} on the clean prompt" in caption and "largest error" in caption
+
+
+def test_the_patching_page_says_why_prompts_of_different_lengths_cannot_be_patched():
+    at = open_page("pages/patching.py", corrupted="The young boy was quite sure that")
+    assert not at.exception
+    assert "clean prompt is 5 tokens and the corrupted prompt 7" in " ".join(i.value for i in at.info)
+    assert not at.get("plotly_chart")

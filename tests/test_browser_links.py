@@ -31,6 +31,7 @@ PAGES = [
     "generation_attention",
     "head_ablation",
     "logit_lens",
+    "patching",
     "head_types",
     "lecture",
 ]
@@ -41,7 +42,8 @@ PARAMETERS = (
     "greedy head hide_special layer logprobs lp min_p model_b ngram pair prompt query returned rollout "
     "rollout_layer sample_steps seed show source skip_first step steps strategy stretch target "
     "temperature text text_b tokens top_k top_p upto word position probe probe_n force present class key kv "
-    "deck slide answers presenter s_layer s_head s_query s_temperature s_top_k s_top_p s_min_p s_step s_upto_step"
+    "deck slide answers presenter s_layer s_head s_query s_temperature s_top_k s_top_p s_min_p s_step s_upto_step "
+    "clean corrupted answer counterfactual"
 ).split()
 
 FIND_LINKS = """

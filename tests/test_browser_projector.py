@@ -33,6 +33,7 @@ PAGES = {
     "logit-lens": f"logit_lens?{DECODER}",
     "head-types": "head_types",
     "which-heads-matter": f"head_ablation?{DECODER}&ablate=3.5",
+    "patching": f"patching?{DECODER}",
     "lecture": "lecture?deck=generation&slide=2",  # a Plotly slide: the test waits for a Plotly chart
 }
 SIZES = [(1280, 720), (1920, 1080)]

@@ -140,6 +140,20 @@ def test_the_greedy_page_shows_its_view():
     _same(_shown(at), _drawn(views.decoding.Greedy(DECODER, PROMPT), trace))
 
 
+def test_the_patching_page_shows_its_views():
+    at = _open("pages/patching.py", model=DECODER)
+    residual = views.patching.Residual(DECODER, "The girl was sure that", "The boy was sure that")
+    result = residual.result()
+    for index, view in enumerate(
+        (residual, views.patching.Heads(*_fields(residual)), views.patching.Mlp(*_fields(residual)))
+    ):
+        _same(_shown(at, index), _drawn(view, result))
+
+
+def _fields(view) -> tuple:
+    return (view.model, view.clean, view.corrupted, view.answer, view.counterfactual)
+
+
 def test_the_lens_and_anatomy_pages_show_their_views():
     at = _open("pages/logit_lens.py", model=DECODER, text=PROMPT)
     lens = views.lens.Lens(DECODER, PROMPT)

@@ -25,6 +25,8 @@ What each module holds:
   ``DecodeSettings``, ``DecodeStep``, ``BeamNode`` and ``NgramBan``; ``NextTokenLogits`` and ``TokenDistribution``.
 - ``ablation``: ``HeadAblationEffects`` ([layer, head]: each head ablated alone). ``lens``: ``LogitLens``.
   ``probes``: ``HeadProbes``. ``anatomy``: ``ModelAnatomy``, the tokenization table and ``Embeddings``.
+  ``patching``: ``Patching`` (a clean prompt's activations patched into a corrupted one: [layer, position] of the
+  residual stream, [layer, head], [layer] of the MLPs).
 
 For example::
 

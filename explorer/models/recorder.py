@@ -13,13 +13,15 @@ visitors can capture on one cached model at once. Outside a recording the functi
 Head ablation happens here too, in the same function, so it needs no second code path: inside
 ``ablating(keep)`` the output of each attention call ([batch, query, head, head_dim], what every eager
 function returns before the heads are concatenated and projected) has the heads that ``keep`` marks
-False set to 0. ``keep`` is per call and per thread, in a ``ContextVar`` like the recordings.
+False set to 0. ``keep`` is per call and per thread, in a ``ContextVar`` like the recordings. Activation
+patching reads and replaces heads at the same place: inside ``editing(edits)``, each listed module's output goes
+through its edit function before the output projection.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -56,6 +58,10 @@ class AttentionCall:
 _recording: ContextVar[list[AttentionCall] | None] = ContextVar("explorer_recording", default=None)
 # id(attention module) -> [batch or 1, head] bool: which heads' outputs reach the output projection.
 _keep: ContextVar[dict[int, torch.Tensor] | None] = ContextVar("explorer_ablation", default=None)
+# id(attention module) -> output [batch, query, head, head_dim] -> what reaches the output projection instead.
+_edits: ContextVar[dict[int, Callable[[torch.Tensor], torch.Tensor]] | None] = ContextVar(
+    "explorer_edits", default=None
+)
 
 
 def _model_eager_forward(module: torch.nn.Module):
@@ -68,6 +74,9 @@ def _recording_attention(module, query, key, value, attention_mask, **kwargs):
     keep = _keep.get()
     if keep is not None and id(module) in keep:
         output = _ablated(output, keep[id(module)], query.shape[1])
+    edits = _edits.get()
+    if edits is not None and id(module) in edits:
+        output = edits[id(module)](output)
     calls = _recording.get()
     if calls is not None:
         scaling = kwargs.get("scaling")
@@ -125,3 +134,14 @@ def ablating(keep: dict[int, torch.Tensor]) -> Iterator[None]:
         yield
     finally:
         _keep.reset(token)
+
+
+@contextmanager
+def editing(edits: dict[int, Callable[[torch.Tensor], torch.Tensor]]) -> Iterator[None]:
+    """Pass, in this context (this thread), the output [batch, query, head, head_dim] of each attention module
+    ``edits`` names (by id) through its function before the output projection."""
+    token = _edits.set(edits)
+    try:
+        yield
+    finally:
+        _edits.reset(token)

@@ -41,6 +41,7 @@ PAGES = [
     ("Decoding", "pages/generation_attention.py", "Attention while generating", ":material/stacked_line_chart:"),
     ("Inside the model", "pages/logit_lens.py", "Logit lens", ":material/layers:"),
     ("Inside the model", "pages/head_ablation.py", "Which heads matter", ":material/block:"),
+    ("Inside the model", "pages/patching.py", "Patching", ":material/swap_horiz:"),
     ("Teach", "pages/lecture.py", "Lecture", ":material/co_present:"),
 ]
 

@@ -14,7 +14,7 @@ calls the same three methods. No Streamlit here. One module per feature: ``atten
 compared, statistics and rollout, all heads, step by step, the neuron view, BertViz's views), ``tokens``
 (embeddings and positions), ``anatomy``, ``decoding`` (greedy, the beam tree, comparisons, attention while
 generating), ``kv_cache`` (the cache while decoding), ``sampling`` (the next-token distribution), ``lens``,
-``ablation``, ``probes`` (head types).
+``ablation``, ``patching``, ``probes`` (head types).
 ``display``: a result in Jupyter is its page's view (``for_result``: the page's opening settings), imported by
 ``explorer/__init__.py``.
 """
@@ -33,7 +33,18 @@ def builder(render, *args, **kwargs) -> Builder:
 
 
 # After ``builder``, which they use: ``views.sampling.Distribution`` reads as what it is at a page's call site.
-from explorer.views import ablation, anatomy, attention, decoding, kv_cache, lens, probes, sampling, tokens  # noqa: E402
+from explorer.views import (  # noqa: E402
+    ablation,
+    anatomy,
+    attention,
+    decoding,
+    kv_cache,
+    lens,
+    patching,
+    probes,
+    sampling,
+    tokens,
+)
 
 __all__ = [
     "Builder",
@@ -44,6 +55,7 @@ __all__ = [
     "decoding",
     "kv_cache",
     "lens",
+    "patching",
     "probes",
     "sampling",
     "tokens",

@@ -1,0 +1,457 @@
+"""``patch``: activation patching, the clean run's activations copied one at a time into the corrupted run.
+
+The clean prompt runs once with every activation patched later recorded: the residual stream at the input of
+each layer and at the output of the last, each head's output before the output projection, each MLP's output.
+The corrupted prompt then runs in batches of identical rows, each row with one activation replaced by the clean
+one (a residual-stream cell at one position, or a head or an MLP at every position), and the logit difference
+read at the metric's position. No padding, so each row is the single patched run up to the rounding of batched
+matrix products; three extra rows (the whole stream at layer 0 and at layer L, and nothing) measure that
+rounding (``Patching.verification``).
+
+Where the layers and MLPs are is a table keyed by model type (``SITES``); the heads are patched where head
+ablation zeroes them, in the output of the recording attention (``recorder.editing``), with the attention
+modules ``ablation.layout`` found. The hooks live only while a call runs (removed in ``finally``) and act only on
+the forward passes of the call that registered them, named in a context variable: another thread's run of the
+shared model passes through them unchanged.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import torch
+
+from explorer.data import STACK_DECODER, STACK_ENCODER
+from explorer.data.patching import Patching
+from explorer.errors import InputError
+from explorer.models import ablation, recorder
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
+from explorer.models.capture import dtype_name
+from explorer.models.decoding import special_token_ids
+from explorer.models.head_effects import _last_position_only
+from explorer.models.lens import masked_lm_head
+from explorer.models.tokens import token_labels
+
+ROWS_PER_PASS = 32  # patched runs per forward pass
+TOKENS_PER_PASS = 2048  # and at most this many tokens in one pass (rows × prompt length): bounds the memory
+
+
+@dataclass(frozen=True)
+class PatchSites:
+    """Where one family keeps what is patched, as attribute paths.
+
+    layers  from the loaded model to the list of layers of the stack patched (an encoder-decoder's encoder)
+    mlp     from one layer to the module whose output is the MLP's output (before any residual add or norm)
+    """
+
+    layers: str = "model.layers"
+    mlp: str = "mlp"
+
+
+# Keyed by ``config.model_type``; the default fits the Llama-style decoders (Llama, Mistral, Qwen, Gemma, Phi).
+SITES: dict[str, PatchSites] = {
+    "gpt2": PatchSites("transformer.h"),
+    "gptj": PatchSites("transformer.h"),
+    "falcon": PatchSites("transformer.h"),
+    "bloom": PatchSites("transformer.h", "mlp.dense_4h_to_h"),  # BloomMLP adds the residual itself
+    "gpt_neox": PatchSites("gpt_neox.layers"),
+    "opt": PatchSites("model.decoder.layers", "fc2"),  # OPT's MLP is fc1 and fc2 in the layer itself
+    # Encoders as explorer loads them (AutoModel: no head); BertOutput adds the residual and norms after .dense.
+    "bert": PatchSites("encoder.layer", "output.dense"),
+    "roberta": PatchSites("encoder.layer", "output.dense"),
+    "xlm-roberta": PatchSites("encoder.layer", "output.dense"),
+    "t5": PatchSites("encoder.block", "layer.1.DenseReluDense"),  # encoder blocks: self-attention, then FF
+}
+
+# The stack each kind patches: a decoder's own, an encoder's, an encoder-decoder's encoder.
+STACK_OF_KIND = {KIND_DECODER: STACK_DECODER, KIND_ENCODER: STACK_ENCODER, KIND_ENCODER_DECODER: STACK_ENCODER}
+
+# Each row of a patched batch is one cell: (site, layer, position or head or None).
+RESIDUAL, HEAD, MLP, STREAM, NOTHING = "residual", "head", "mlp", "stream", "nothing"
+
+# The call whose hooks act on this context's forward pass, and what they do there.
+_active: ContextVar[tuple[object, object] | None] = ContextVar("explorer_patching", default=None)
+
+
+def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, progress=None) -> Patching:
+    """Activation patching of ``clean`` into ``corrupted`` (see ``explorer.data.patching``). ``answer`` and
+    ``counterfactual`` are tokens (text of one token, or an id); by default the model's top next token on the
+    clean and on the corrupted prompt. ``progress(done, total)`` is called as batches of patched runs finish."""
+    model = _Model.of(lm)
+    clean_inputs, corrupted_inputs = _inputs(lm, clean, "clean"), _inputs(lm, corrupted, "corrupted")
+    _check_lengths(clean_inputs, corrupted_inputs)
+    metric = _metric_position(lm, clean_inputs, corrupted_inputs)
+    with _hooked(model) as call:
+        recorded = _Recorded()
+        clean_logits = call.run(clean_inputs, recorded, 1, metric)[0]
+        corrupted_logits = call.run(corrupted_inputs, None, 1, metric)[0]
+        answer_id = _token_id(lm, answer, int(clean_logits.argmax()), "answer", clean_logits.shape[0])
+        against = _token_id(lm, counterfactual, int(corrupted_logits.argmax()), "counterfactual", clean_logits.shape[0])
+        ld_clean, ld_corrupted = (float(x[answer_id] - x[against]) for x in (clean_logits, corrupted_logits))
+        _check_metric(lm, answer_id, against, ld_clean, ld_corrupted)
+        cells = _cells(model, clean_inputs["input_ids"].shape[1])
+        patched = _patched_lds(call, model, corrupted_inputs, recorded, cells, metric, (answer_id, against), progress)
+    recovered = dict(zip(cells, (patched - ld_corrupted) / (ld_clean - ld_corrupted), strict=True))
+    tokens, lds = (answer_id, against), (ld_clean, ld_corrupted)
+    return _result(lm, model, clean_inputs, corrupted_inputs, tokens, lds, metric, recovered)
+
+
+# -- the model's parts ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Model:
+    """The loaded model with the modules patched: its layers, their MLPs, their attention modules (by id)."""
+
+    lm: object
+    stack: str
+    layers: tuple[torch.nn.Module, ...]
+    mlps: tuple[torch.nn.Module, ...]
+    attentions: tuple[int, ...]
+    num_heads: int
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @classmethod
+    def of(cls, lm) -> _Model:
+        stack = STACK_OF_KIND[lm.kind]
+        sites = SITES.get(lm.model.config.model_type, PatchSites())
+        layers = tuple(_module(lm, lm.model, sites.layers, "layers"))
+        mlps = tuple(_module(lm, layer, sites.mlp, "MLP") for layer in layers)
+        found = ablation.layout(lm)
+        attentions, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
+        if len(attentions) != len(layers) or len(set(heads)) != 1:
+            raise InputError(
+                f"Patching cannot match {lm.name}'s {len(layers)} layers with its {stack}'s attention modules "
+                f"({len(attentions)}, with {heads} heads)."
+            )
+        return cls(lm, stack, layers, mlps, attentions, heads[0])
+
+
+def _module(lm, root: torch.nn.Module, path: str, what: str):
+    try:
+        return root.get_submodule(path)
+    except AttributeError:
+        raise InputError(
+            f"Patching does not know where {lm.name}'s {what} are ({type(lm.model).__name__}: looked for {path})."
+        ) from None
+
+
+# -- inputs and the metric --------------------------------------------------------------------------------------
+
+
+def _inputs(lm, text: str, which: str) -> dict[str, torch.Tensor]:
+    """The prompt's [1, position] tensors on the model's device, as its kind takes them."""
+    if not text or not text.strip():
+        raise InputError(f"Type the {which} prompt.")
+    encoded = lm.tokenizer(text, return_tensors="pt")
+    names = ("input_ids", "attention_mask", "token_type_ids") if lm.kind == KIND_ENCODER else ("input_ids",)
+    inputs = {name: encoded[name].to(lm.device) for name in names if name in encoded}
+    length = inputs["input_ids"].shape[1]
+    if not 0 < length <= lm.max_tokens:
+        raise InputError(f"The {which} prompt is {length} tokens; {lm.name} takes 1 to {lm.max_tokens}.")
+    return inputs
+
+
+def _check_lengths(clean: dict, corrupted: dict) -> None:
+    clean_length, corrupted_length = clean["input_ids"].shape[1], corrupted["input_ids"].shape[1]
+    if clean_length != corrupted_length:
+        raise InputError(
+            f"The clean prompt is {clean_length} tokens and the corrupted prompt {corrupted_length}: patching copies "
+            "activations position by position, so the two must tokenize to the same length. Change the corrupted "
+            "prompt by words of the same token length."
+        )
+
+
+def _metric_position(lm, clean: dict, corrupted: dict) -> int | None:
+    """Where the logits are read: a decoder's last position, an encoder's one [MASK] (the same in both prompts),
+    None for an encoder-decoder (its decoder's first token)."""
+    if lm.kind == KIND_DECODER:
+        return clean["input_ids"].shape[1] - 1
+    if lm.kind == KIND_ENCODER_DECODER:
+        return None
+    mask_id = lm.tokenizer.mask_token_id
+    if mask_id is None:
+        raise InputError(f"{lm.name}'s tokenizer has no mask token, so it predicts no token to patch for.")
+    found = [torch.nonzero(inputs["input_ids"][0] == mask_id).flatten().tolist() for inputs in (clean, corrupted)]
+    if any(len(positions) != 1 for positions in found) or found[0] != found[1]:
+        raise InputError(
+            f"An encoder predicts a masked token: put one {lm.tokenizer.mask_token} in each prompt, at the same "
+            f"position (found at {found[0]} in the clean prompt and {found[1]} in the corrupted one)."
+        )
+    return found[0][0]
+
+
+def _token_id(lm, token, default: int, which: str, vocab: int) -> int:
+    """The id of a typed token (text that is one token, or an id); ``default`` for None."""
+    if token is None:
+        return default
+    if isinstance(token, str):
+        ids = lm.tokenizer(token, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            pieces = ", ".join(repr(label) for label in token_labels(lm.tokenizer, ids))
+            raise InputError(
+                f"The {which} must be one token of {lm.name}; {token!r} is {len(ids)} tokens ({pieces or 'none'})."
+            )
+        return int(ids[0])
+    if isinstance(token, bool) or not hasattr(token, "__index__") or not 0 <= int(token) < vocab:
+        raise InputError(f"The {which} must be a token's text or an id from 0 to {vocab - 1} (got {token!r}).")
+    return int(token)
+
+
+def _check_metric(lm, answer: int, against: int, ld_clean: float, ld_corrupted: float) -> None:
+    if answer == against:
+        label = token_labels(lm.tokenizer, [answer])[0]
+        raise InputError(
+            f"The answer and the counterfactual are both {label!r} (by default, the top next token of the clean and "
+            "of the corrupted prompt), so the logit difference is 0 on both prompts and nothing can be recovered. "
+            "Change the corrupted prompt so that the model predicts something else, or type a counterfactual."
+        )
+    if ld_clean == ld_corrupted:
+        raise InputError(
+            f"The logit difference is {ld_clean:.4f} on both prompts, so nothing can be recovered: make the "
+            "prompts differ where it changes the prediction."
+        )
+
+
+# -- the runs ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Recorded:
+    """The clean run's activations by layer: residual (L + 1) [position, hidden], heads (L) [position, head,
+    head_dim], mlp (L) [position, hidden]."""
+
+    residual: dict[int, torch.Tensor] = field(default_factory=dict)
+    heads: dict[int, torch.Tensor] = field(default_factory=dict)
+    mlp: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def at_residual(self, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+        self.residual[layer] = hidden[0].clone()
+        return hidden
+
+    def at_heads(self, layer: int, output: torch.Tensor) -> torch.Tensor:
+        self.heads[layer] = output[0].clone()
+        return output
+
+    def at_mlp(self, layer: int, output: torch.Tensor) -> torch.Tensor:
+        self.mlp[layer] = output[0].clone()
+        return output
+
+
+@dataclass
+class _Patches:
+    """One batch's replacements, row by row: the clean activations where each row's cells say."""
+
+    clean: _Recorded
+    residual: dict[int, tuple[torch.Tensor, torch.Tensor]]  # layer -> (rows, positions)
+    heads: dict[int, torch.Tensor]  # layer -> [row, head] bool, True: the clean head
+    mlp: dict[int, torch.Tensor]  # layer -> rows
+
+    def at_residual(self, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+        if layer not in self.residual:
+            return hidden
+        rows, positions = self.residual[layer]
+        hidden = hidden.clone()
+        hidden[rows, positions] = self.clean.residual[layer][positions]
+        return hidden
+
+    def at_heads(self, layer: int, output: torch.Tensor) -> torch.Tensor:
+        if layer not in self.heads:
+            return output
+        return torch.where(self.heads[layer][:, None, :, None], self.clean.heads[layer][None], output)
+
+    def at_mlp(self, layer: int, output: torch.Tensor) -> torch.Tensor:
+        if layer not in self.mlp:
+            return output
+        output = output.clone()
+        output[self.mlp[layer]] = self.clean.mlp[layer]
+        return output
+
+
+def _patches(clean: _Recorded, cells: list[tuple], positions: int, num_heads: int, device) -> _Patches:
+    residual, heads, mlp = defaultdict(list), {}, defaultdict(list)
+    for row, (site, layer, index) in enumerate(cells):
+        if site == RESIDUAL:
+            residual[layer].append((row, index))
+        elif site == STREAM:
+            residual[layer].extend((row, position) for position in range(positions))
+        elif site == HEAD:
+            heads.setdefault(layer, torch.zeros((len(cells), num_heads), dtype=torch.bool))[row, index] = True
+        elif site == MLP:
+            mlp[layer].append(row)
+    return _Patches(
+        clean,
+        {
+            layer: tuple(torch.tensor(axis, device=device) for axis in zip(*pairs, strict=True))
+            for layer, pairs in residual.items()
+        },
+        {layer: mask.to(device) for layer, mask in heads.items()},
+        {layer: torch.tensor(rows, device=device) for layer, rows in mlp.items()},
+    )
+
+
+def _cells(model: _Model, positions: int) -> list[tuple]:
+    """Every cell of the three maps, then the three checks."""
+    layers = model.num_layers
+    return [
+        *((RESIDUAL, layer, position) for layer in range(layers + 1) for position in range(positions)),
+        *((HEAD, layer, head) for layer in range(layers) for head in range(model.num_heads)),
+        *((MLP, layer, None) for layer in range(layers)),
+        (STREAM, 0, None),
+        (STREAM, layers, None),
+        (NOTHING, None, None),
+    ]
+
+
+def _patched_lds(call, model: _Model, inputs, recorded, cells, metric, tokens, progress) -> np.ndarray:
+    """[cell] float64: the logit difference with each cell patched, a batch of cells per forward pass."""
+    positions = inputs["input_ids"].shape[1]
+    per_pass = max(1, min(ROWS_PER_PASS, TOKENS_PER_PASS // positions))
+    lds = np.empty(len(cells))
+    for start in range(0, len(cells), per_pass):
+        chunk = cells[start : start + per_pass]
+        patches = _patches(recorded, chunk, positions, model.num_heads, model.lm.device)
+        logits = call.run(inputs, patches, len(chunk), metric)
+        lds[start : start + len(chunk)] = (logits[:, tokens[0]] - logits[:, tokens[1]]).double().numpy()
+        if progress is not None:
+            progress(start + len(chunk), len(cells))
+    return lds
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One ``patch`` call's hooks: ``run`` makes them act (record or patch) on one forward pass of this thread."""
+
+    model: _Model
+
+    def run(self, inputs: dict, plan, rows: int, metric: int | None) -> torch.Tensor:
+        """[row, vocab] float32 logits on the CPU at the metric's position, ``plan`` recording or patching."""
+        batch = {name: tensor.expand(rows, -1) for name, tensor in inputs.items()}
+        edits = {module: partial(_edit_heads, self, layer) for layer, module in enumerate(self.model.attentions)}
+        token = _active.set((self, plan))
+        try:
+            with torch.inference_mode(), recorder.editing(edits):
+                logits = LOGITS_OF_KIND[self.model.lm.kind](self.model.lm, batch, metric)
+        finally:
+            _active.reset(token)
+        return logits.to(device="cpu", dtype=torch.float32)
+
+
+def _plan_of(call: _Call):
+    """What this context's forward pass asks of ``call``'s hooks: its plan, or None (another call's run, or a
+    run that is no patching's at all)."""
+    active = _active.get()
+    return active[1] if active is not None and active[0] is call else None
+
+
+def _edit_heads(call: _Call, layer: int, output: torch.Tensor) -> torch.Tensor:
+    plan = _plan_of(call)
+    return output if plan is None else plan.at_heads(layer, output)
+
+
+def _layer_input(call: _Call, layer: int, module, args, kwargs):
+    plan = _plan_of(call)
+    if plan is None:
+        return None
+    if args:
+        return (plan.at_residual(layer, args[0]), *args[1:]), kwargs
+    return args, {**kwargs, "hidden_states": plan.at_residual(layer, kwargs["hidden_states"])}
+
+
+def _layer_output(call: _Call, layer: int, module, args, output):
+    """Layer L: the last layer's output (a tensor, or a tuple whose first item is the hidden states)."""
+    plan = _plan_of(call)
+    if plan is None:
+        return None
+    if isinstance(output, tuple):
+        return (plan.at_residual(layer, output[0]), *output[1:])
+    return plan.at_residual(layer, output)
+
+
+def _mlp_output(call: _Call, layer: int, module, args, output):
+    plan = _plan_of(call)
+    return None if plan is None else plan.at_mlp(layer, output)
+
+
+_hooks_lock = threading.Lock()
+
+
+@contextmanager
+def _hooked(model: _Model) -> Iterator[_Call]:
+    """This call's hooks on the layers and MLPs, removed when the block ends, however it ends."""
+    call, handles = _Call(model), []
+    try:
+        with _hooks_lock:  # registering changes the modules' hook dicts: one thread at a time
+            for layer, module in enumerate(model.layers):
+                handles.append(module.register_forward_pre_hook(partial(_layer_input, call, layer), with_kwargs=True))
+            handles.append(model.layers[-1].register_forward_hook(partial(_layer_output, call, model.num_layers)))
+            for layer, module in enumerate(model.mlps):
+                handles.append(module.register_forward_hook(partial(_mlp_output, call, layer)))
+        yield call
+    finally:
+        with _hooks_lock:
+            for handle in handles:
+                handle.remove()
+
+
+def _decoder_logits(lm, batch: dict, metric: int | None) -> torch.Tensor:
+    return lm.model(**batch, use_cache=False, **_last_position_only(lm.model)).logits[:, -1]
+
+
+def _encoder_logits(lm, batch: dict, metric: int | None) -> torch.Tensor:
+    """The masked-LM head of the checkpoint on the [MASK] position's last hidden state."""
+    head = masked_lm_head(lm)
+    return head(lm.model(**batch).last_hidden_state[:, metric])
+
+
+def _encoder_decoder_logits(lm, batch: dict, metric: int | None) -> torch.Tensor:
+    rows = batch["input_ids"].shape[0]
+    start = torch.full((rows, 1), special_token_ids(lm)["decoder_start"], device=batch["input_ids"].device)
+    return lm.model(**batch, decoder_input_ids=start, use_cache=False).logits[:, -1]
+
+
+LOGITS_OF_KIND: dict[str, Callable] = {
+    KIND_DECODER: _decoder_logits,
+    KIND_ENCODER: _encoder_logits,
+    KIND_ENCODER_DECODER: _encoder_decoder_logits,
+}
+
+
+# -- the result -------------------------------------------------------------------------------------------------
+
+
+def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered: dict) -> Patching:
+    layers, positions = model.num_layers, clean["input_ids"].shape[1]
+    answer, against = tokens
+    residual = [[recovered[RESIDUAL, layer, p] for p in range(positions)] for layer in range(layers + 1)]
+    heads = [[recovered[HEAD, layer, head] for head in range(model.num_heads)] for layer in range(layers)]
+    return Patching(
+        model_name=lm.name,
+        clean_tokens=token_labels(lm.tokenizer, clean["input_ids"][0].tolist()),
+        corrupted_tokens=token_labels(lm.tokenizer, corrupted["input_ids"][0].tolist()),
+        answer_id=answer,
+        answer_token=token_labels(lm.tokenizer, [answer])[0],
+        counterfactual_id=against,
+        counterfactual_token=token_labels(lm.tokenizer, [against])[0],
+        ld_clean=lds[0],
+        ld_corrupted=lds[1],
+        stack=model.stack,
+        metric_position=metric,
+        residual=np.array(residual, dtype=np.float32),
+        heads=np.array(heads, dtype=np.float32),
+        mlp=np.array([recovered[MLP, layer, None] for layer in range(layers)], dtype=np.float32),
+        whole_first=float(recovered[STREAM, 0, None]),
+        whole_last=float(recovered[STREAM, layers, None]),
+        nothing=float(recovered[NOTHING, None, None]),
+        dtype=dtype_name(lm.model),
+    )

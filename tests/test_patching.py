@@ -1,0 +1,394 @@
+"""Activation patching against a reference written here: plain forward hooks on the model's own modules, one
+patched run per cell, on a separate copy of the weights loaded the plain way (transformers' eager attention; for
+BERT, ``BertForMaskedLM`` with its own head).
+
+The reference patches a head at the input of its layer's output projection (the heads concatenated), where the
+explorer patches the recording attention's output, and batches nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertForMaskedLM, T5ForConditionalGeneration
+
+import explorer
+from explorer.errors import InputError
+from explorer.models import patching as patching_module
+from explorer.models import recorder
+from explorer.models.decoding import special_token_ids
+from explorer.models.loading import resolve_source
+from tests.devices import DEVICE
+from tests.tiny_models import TINY, eager_reference
+
+# name -> (clean, corrupted): one word changed. The bundled decoder's pair is the page's default (she / he).
+PROMPTS = {
+    "gpt2": ("the cat sat on the mat and", "the dog sat on the mat and"),
+    "llama": ("time flies like an arrow and", "fruit flies like an arrow and"),
+    "bert": ("the cat sat on the [MASK] .", "the dog sat on the [MASK] ."),
+    "t5": ("the cat ran to the park", "the dog ran to the park"),
+    "prose": ("The girl was sure that", "The boy was sure that"),
+}
+# The tiny models' weights drawn this many times wider than their configs say: at the default scale a 16-wide random
+# model's logit difference moves by 1e-4 between the prompts, and the recovered fractions would be rounding over it.
+WIDER = 10
+# The reference's own modules: (layers, the MLP in a layer, the output projection in a layer, head_dim).
+REFERENCE_SITES = {
+    "gpt2": (lambda m: m.transformer.h, lambda b: b.mlp, lambda b: b.attn.c_proj, lambda c: c.n_embd // c.n_head),
+    "llama": (lambda m: m.model.layers, lambda b: b.mlp, lambda b: b.self_attn.o_proj, lambda c: c.head_dim),
+    "bert": (
+        lambda m: m.bert.encoder.layer,
+        lambda b: b.output.dense,
+        lambda b: b.attention.output.dense,
+        lambda c: c.hidden_size // c.num_attention_heads,
+    ),
+    "t5": (
+        lambda m: m.encoder.block,
+        lambda b: b.layer[1].DenseReluDense,
+        lambda b: b.layer[0].SelfAttention.o,
+        lambda c: c.d_kv,
+    ),
+}
+REFERENCE_SITES["prose"] = REFERENCE_SITES["gpt2"]
+
+
+def save_wider_tiny(name: str, folder) -> str:
+    """The tiny ``name`` model of ``tests/tiny_models.py`` with ``WIDER`` initial weights; BERT with its masked-LM
+    head and a [MASK] token (the word tokenizer has none)."""
+    auto_class, make_config, make_tokenizer = TINY[name]
+    tokenizer, config = make_tokenizer(), make_config()
+    if name == "bert":
+        tokenizer.add_special_tokens({"mask_token": "[MASK]"})
+        config.vocab_size = len(tokenizer)
+    for scale in ("initializer_range", "initializer_factor"):  # T5 calls it a factor
+        if hasattr(config, scale):
+            setattr(config, scale, getattr(config, scale) * WIDER)
+    torch.manual_seed(0)
+    build = {"bert": BertForMaskedLM, "t5": T5ForConditionalGeneration}.get(name)
+    model = build(config) if build else auto_class.from_config(config, attn_implementation="eager")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    found = {name: save_wider_tiny(name, tmp_path_factory.mktemp(name)) for name in ("gpt2", "llama", "bert", "t5")}
+    found["prose"] = resolve_source(explorer.DEFAULT_DECODER)
+    return found
+
+
+@pytest.fixture(scope="module")
+def models(folders):
+    return {name: explorer.load_model(folder, device=DEVICE) for name, folder in folders.items()}
+
+
+# -- the reference --------------------------------------------------------------------------------------------
+
+
+class Reference:
+    """One model loaded the plain way, patched by hand with forward hooks, one run per cell."""
+
+    def __init__(self, name: str, lm):
+        self.lm, self.name = lm, name
+        folder = lm.model.config._name_or_path
+        if name == "bert":
+            self.model = BertForMaskedLM.from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
+        else:
+            self.model = eager_reference("gpt2" if name == "prose" else name, folder)
+        layers, mlp, projection, head_dim = REFERENCE_SITES[name]
+        self.layers = list(layers(self.model))
+        self.mlps = [mlp(layer) for layer in self.layers]
+        self.projections = [projection(layer) for layer in self.layers]
+        self.head_dim = head_dim(self.model.config)
+
+    def ids(self, text: str) -> torch.Tensor:
+        return self.lm.tokenizer(text, return_tensors="pt")["input_ids"].to(DEVICE)
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            if self.name == "t5":
+                start = torch.tensor([[special_token_ids(self.lm)["decoder_start"]]], device=DEVICE)
+                return self.model(input_ids=ids, decoder_input_ids=start).logits[0, -1].float().cpu()
+            logits = self.model(input_ids=ids).logits[0]
+            position = (ids[0] == self.lm.tokenizer.mask_token_id).nonzero()[0, 0] if self.name == "bert" else -1
+            return logits[position].float().cpu()
+
+    def record(self, ids: torch.Tensor) -> dict:
+        """The clean run's layer inputs (and last output), MLP outputs and output projections' inputs."""
+        found, handles = {}, []
+        for layer, module in enumerate(self.layers):
+            handles += [
+                module.register_forward_pre_hook(partial(_keep_input, found, ("in", layer)), with_kwargs=True),
+                self.mlps[layer].register_forward_hook(partial(_keep_output, found, ("mlp", layer))),
+                self.projections[layer].register_forward_pre_hook(partial(_keep_heads, found, ("heads", layer))),
+            ]
+        handles.append(self.layers[-1].register_forward_hook(partial(_keep_output, found, ("in", len(self.layers)))))
+        try:
+            self.logits(ids)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return found
+
+    def patched_ld(self, ids, clean: dict, tokens, site: str, layer: int, index) -> float:
+        """LD with one cell of the clean run patched in: ("residual", layer, position), ("head", layer, head),
+        ("mlp", layer, None)."""
+        handle = self._hook(clean, site, layer, index)
+        try:
+            logits = self.logits(ids)
+        finally:
+            handle.remove()
+        return float(logits[tokens[0]] - logits[tokens[1]])
+
+    def _hook(self, clean, site, layer, index):
+        if site == "mlp":
+            return self.mlps[layer].register_forward_hook(lambda m, a, o: clean["mlp", layer][None].expand_as(o))
+        if site == "head":
+            cut = slice(index * self.head_dim, (index + 1) * self.head_dim)
+
+            def head(module, args):
+                patched = args[0].clone()
+                patched[0, :, cut] = clean["heads", layer][:, cut]
+                return (patched, *args[1:])
+
+            return self.projections[layer].register_forward_pre_hook(head)
+
+        def replace(hidden):
+            hidden = hidden.clone()
+            hidden[0, index] = clean["in", layer][index]
+            return hidden
+
+        if layer == len(self.layers):
+            return self.layers[-1].register_forward_hook(
+                lambda m, a, o: (replace(o[0]), *o[1:]) if isinstance(o, tuple) else replace(o)
+            )
+
+        def layer_input(module, args, kwargs):
+            if args:
+                return (replace(args[0]), *args[1:]), kwargs
+            return args, {**kwargs, "hidden_states": replace(kwargs["hidden_states"])}
+
+        return self.layers[layer].register_forward_pre_hook(layer_input, with_kwargs=True)
+
+
+def _keep_input(found, key, module, args, kwargs):
+    found[key] = (args[0] if args else kwargs["hidden_states"])[0].clone()
+
+
+def _keep_output(found, key, module, args, output):
+    found[key] = (output[0] if isinstance(output, tuple) else output)[0].clone()
+
+
+def _keep_heads(found, key, module, args):
+    found[key] = args[0][0].clone()
+
+
+def widest_tokens(reference: Reference) -> tuple[int, int]:
+    """(answer, counterfactual): the tokens whose logit difference the one changed word moves most, so that the
+    recovered fractions are fractions of a real change. The bundled decoder's are its own top tokens (None)."""
+    if reference.name == "prose":
+        return None, None
+    clean, corrupted = (reference.logits(reference.ids(text)) for text in PROMPTS[reference.name])
+    moved = clean - corrupted
+    return int(moved.argmax()), int(moved.argmin())
+
+
+def reference_maps(reference: Reference, result) -> dict[str, np.ndarray]:
+    """The three maps as the reference computes them, cell by cell, for the tokens the result measured."""
+    clean_ids, corrupted_ids = (reference.ids(text) for text in PROMPTS[reference.name])
+    tokens = (result.answer_id, result.counterfactual_id)
+    clean = reference.record(clean_ids)
+    lds = [reference.logits(ids) for ids in (clean_ids, corrupted_ids)]
+    ld_clean, ld_corrupted = (float(x[tokens[0]] - x[tokens[1]]) for x in lds)
+
+    def recovered(site, layer, index):
+        ld = reference.patched_ld(corrupted_ids, clean, tokens, site, layer, index)
+        return (ld - ld_corrupted) / (ld_clean - ld_corrupted)
+
+    layers, positions, heads = result.num_layers, clean_ids.shape[1], result.heads.shape[1]
+    return {
+        "ld": np.array([ld_clean, ld_corrupted]),
+        "residual": np.array([[recovered("residual", i, p) for p in range(positions)] for i in range(layers + 1)]),
+        "heads": np.array([[recovered("head", i, h) for h in range(heads)] for i in range(layers)]),
+        "mlp": np.array([recovered("mlp", i, None) for i in range(layers)]),
+    }
+
+
+@pytest.fixture(scope="module")
+def references(models):
+    return {name: Reference(name, lm) for name, lm in models.items()}
+
+
+@pytest.fixture(scope="module")
+def tokens(references):
+    return {name: widest_tokens(reference) for name, reference in references.items()}
+
+
+def run_patch(lm, name: str, tokens: dict, **extra):
+    answer, counterfactual = tokens[name]
+    return explorer.patch(lm, *PROMPTS[name], answer=answer, counterfactual=counterfactual, **extra)
+
+
+# -- against the reference ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(PROMPTS))
+def test_patching_equals_the_hooked_reference(models, references, tokens, name):
+    result = run_patch(models[name], name, tokens)
+    expected = reference_maps(references[name], result)
+    np.testing.assert_allclose([result.ld_clean, result.ld_corrupted], expected["ld"], atol=1e-5, rtol=0)
+    for field in ("residual", "heads", "mlp"):
+        np.testing.assert_allclose(getattr(result, field), expected[field], atol=1e-5, rtol=0, err_msg=field)
+    print(name, "max error", max(np.abs(getattr(result, f) - expected[f]).max() for f in ("residual", "heads", "mlp")))
+    assert abs(result.ld_clean - result.ld_corrupted) > 0.2  # the maps are fractions of a real difference
+    assert np.abs(result.heads).max() > 1e-3 and np.abs(result.mlp).max() > 1e-3  # not all nothing
+    assert result.clean_tokens != result.corrupted_tokens and len(result.clean_tokens) == result.residual.shape[1]
+
+
+@pytest.mark.parametrize("name", list(PROMPTS))
+def test_the_whole_stream_recovers_one_and_nothing_zero(models, tokens, name):
+    """The whole residual stream at layer 0 is the clean run's input, at layer L its output: both give the clean
+    LD back; patching nothing leaves the corrupted one. In batched rows, so up to rounding."""
+    result = run_patch(models[name], name, tokens)
+    assert result.verification() < 1e-5, result.summary()
+    assert abs(result.whole_first - 1) < 1e-5 and abs(result.whole_last - 1) < 1e-5 and abs(result.nothing) < 1e-5
+    if name in ("gpt2", "llama", "prose"):
+        # a decoder's last layer at one position moves only that position's prediction: the last one's is all
+        np.testing.assert_allclose(result.residual[-1, -1], 1, atol=1e-5)
+        np.testing.assert_allclose(result.residual[-1, :-1], 0, atol=1e-5)
+        # and a position cannot see the ones after it: only the last one matters at any layer for the last
+        assert result.metric_position == len(result.clean_tokens) - 1
+
+
+def test_the_prompts_tokens_are_the_default_answer_and_counterfactual(models):
+    lm = models["prose"]
+    clean, corrupted = PROMPTS["prose"]
+    result = explorer.patch(lm, clean, corrupted)
+    clean_top = explorer.next_token_logits(lm, clean).logits.argmax()
+    corrupted_top = explorer.next_token_logits(lm, corrupted).logits.argmax()
+    assert (result.answer_id, result.counterfactual_id) == (clean_top, corrupted_top)
+    typed = explorer.patch(lm, clean, corrupted, answer=result.answer_token, counterfactual=int(corrupted_top))
+    np.testing.assert_array_equal(typed.residual, result.residual)
+
+
+def test_the_gateway_runs_it_once_for_every_session(models):
+    """``gateway.run("patching", ...)``: the library's result, counted in runs, kept for the next caller."""
+    from contextlib import contextmanager
+
+    from explorer import gateway
+
+    shown = []
+
+    @contextmanager
+    def progress(label, waiting, unit):
+        steps = []
+        shown.append((label, unit, steps))
+        yield lambda done, total: steps.append((done, total))
+
+    gateway.results_cache().clear()
+    clean, corrupted = PROMPTS["prose"]
+    result = gateway.run("patching", explorer.DEFAULT_DECODER, clean, corrupted, progress=progress)
+    assert gateway.run("patching", explorer.DEFAULT_DECODER, clean, corrupted, None, None, progress=progress) is result
+    [(label, unit, steps)] = shown  # the second call was a hit
+    cells = result.residual.size + result.heads.size + result.mlp.size + 3
+    assert (
+        label.startswith("Patching") and "{done} of {total}" in unit and steps[-1] == (cells, cells) and len(steps) > 1
+    )
+    np.testing.assert_array_equal(result.residual, explorer.patch(models["prose"], clean, corrupted).residual)
+
+
+# -- what the user is told -------------------------------------------------------------------------------------
+
+
+def test_prompts_of_different_lengths_are_refused_with_both_lengths(models):
+    with pytest.raises(InputError, match=r"clean prompt is 6 tokens and the corrupted prompt 8"):
+        explorer.patch(models["gpt2"], "the cat sat on the mat", "the big dog sat on the mat ,", answer="and")
+
+
+@pytest.mark.parametrize(
+    ("name", "settings", "words"),
+    [
+        ("prose", dict(answer=" nevertheless unquestionably"), "one token"),
+        ("prose", dict(answer=""), "0 tokens"),
+        ("prose", dict(counterfactual=10**9), "id from 0 to"),
+        ("prose", dict(answer=" the", counterfactual=" the"), "both ' the'"),
+        ("gpt2", dict(answer="park", counterfactual=True), "id from 0 to"),
+    ],
+)
+def test_bad_tokens_are_refused(models, name, settings, words):
+    clean, corrupted = PROMPTS[name]
+    with pytest.raises(InputError, match=words):
+        explorer.patch(models[name], clean, corrupted, **settings)
+
+
+def test_the_same_prompt_twice_is_refused(models):
+    clean = PROMPTS["prose"][0]
+    with pytest.raises(InputError, match="both"):  # same top token: answer == counterfactual
+        explorer.patch(models["prose"], clean, clean)
+    with pytest.raises(InputError, match=r"is .* on both prompts"):
+        explorer.patch(models["prose"], clean, clean, answer=" the", counterfactual=" a")
+
+
+def test_an_encoder_needs_one_mask_at_the_same_position(models):
+    with pytest.raises(InputError, match=r"one \[MASK\] in each prompt"):
+        explorer.patch(models["bert"], "the cat sat on the mat", "the dog sat on the mat")
+    with pytest.raises(InputError, match=r"\[3\] in the clean prompt and \[6\]"):
+        explorer.patch(models["bert"], "the cat [MASK] on the mat", "the dog sat on the [MASK]")
+
+
+# -- the shared model -------------------------------------------------------------------------------------------
+
+
+def hooks_of(model: torch.nn.Module) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+@pytest.mark.parametrize("name", ["prose", "t5"])
+def test_no_hook_is_left_on_the_model(models, tokens, name):
+    lm = models[name]
+    before = hooks_of(lm.model)
+    run_patch(lm, name, tokens)
+    assert hooks_of(lm.model) == before
+    assert recorder._edits.get() is None and patching_module._active.get() is None
+
+    def fail(done, total):
+        assert hooks_of(lm.model) > before  # the hooks are there while the call runs
+        raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        run_patch(lm, name, tokens, progress=fail)
+    assert hooks_of(lm.model) == before
+    assert recorder._edits.get() is None and patching_module._active.get() is None
+
+
+def test_concurrent_calls_do_not_see_each_others_hooks(models):
+    """Patching on many threads at once, beside plain runs of the same model: each gets its single-call result."""
+    lm = models["prose"]
+    clean, corrupted = PROMPTS["prose"]
+    alone = explorer.patch(lm, clean, corrupted)
+    plain = explorer.next_token_logits(lm, corrupted).logits
+    start = threading.Barrier(6)
+
+    def patching(_):
+        start.wait()
+        return explorer.patch(lm, clean, corrupted)
+
+    def plain_run(_):
+        start.wait()
+        return [explorer.next_token_logits(lm, corrupted).logits for _ in range(5)]
+
+    with ThreadPoolExecutor(6) as pool:
+        patched = [pool.submit(patching, i) for i in range(3)]
+        plains = [pool.submit(plain_run, i) for i in range(3)]
+    for future in patched:
+        result = future.result()
+        np.testing.assert_array_equal(result.residual, alone.residual)
+        np.testing.assert_array_equal(result.heads, alone.heads)
+    for logits in (logits for future in plains for logits in future.result()):
+        np.testing.assert_array_equal(logits, plain)
