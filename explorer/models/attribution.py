@@ -1,0 +1,169 @@
+"""Input attribution: which input tokens made the model predict a token, by three methods (Captum's).
+
+Every method reads one function of the input embeddings, the log-probability of the target token:
+
+- decoders: the next token after the text (the last position's logits);
+- encoder-decoders: the decoder's first token, from the encoder's input embeddings;
+- encoders: the token at the text's ``[MASK]``, read through the masked-LM head its checkpoint carries.
+
+The input embeddings are the token embeddings only (``inputs_embeds``): positions and token types are added by
+the model itself, so the baseline (every input embedding zero) keeps them, and the attention mask, as for the
+text. Gradients are taken with ``torch.autograd.grad`` (Captum's way), which fills no ``.grad`` of the shared
+model's parameters: concurrent calls on one model leave nothing behind for each other.
+
+- ``integrated_gradients``: ∫₀¹ ∇f(α·x)·x dα per token (summed over the hidden axis), by Gauss-Legendre
+  quadrature with ``steps`` points; Σ scores = f(x) − f(0) up to ``delta``.
+- ``gradient_x_input``: ∇f(x)·x per token.
+- ``occlusion``: f(x) − f(x with that token's embedding zero), one token at a time.
+"""
+
+from __future__ import annotations
+
+import torch
+from captum.attr import FeatureAblation, InputXGradient, IntegratedGradients
+
+from explorer.data.attribution import Attribution
+from explorer.errors import InputError
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
+from explorer.models.capture import encode_text
+from explorer.models.tokens import token_labels
+
+METHODS = ("integrated_gradients", "gradient_x_input", "occlusion")
+MAX_STEPS = 512
+INTERNAL_BATCH = 16  # path points per forward pass: bounds integrated gradients' memory (Captum batches all)
+
+
+def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradients", steps: int = 64) -> Attribution:
+    """One score per input token of ``prompt`` for the log-probability of ``target`` (a token id or a token's
+    text; default: the model's own top prediction), by ``method`` (see the module docstring)."""
+    _check(method, steps)
+    encoded, _ = encode_text(lm, prompt, None)
+    predict = _PREDICTORS[lm.kind](lm, encoded)
+    embeddings = lm.model.get_input_embeddings()(encoded["input_ids"]).detach().float()
+    mask = encoded["attention_mask"]
+    with torch.no_grad():
+        logprobs = predict(embeddings, mask)[0]
+        target_id = int(logprobs.argmax()) if target is None else _target_id(lm, target)
+        baseline = float(predict(torch.zeros_like(embeddings), mask)[0, target_id])
+    scores, delta = _SCORERS[method](predict, embeddings, mask, target_id, steps)
+    return Attribution(
+        model_name=lm.name,
+        method=method,
+        tokens=token_labels(lm.tokenizer, encoded["input_ids"][0].tolist()),
+        scores=scores.detach().float().cpu().numpy()[0],
+        target_id=target_id,
+        target_token=token_labels(lm.tokenizer, [target_id])[0],
+        logprob=float(logprobs[target_id]),
+        baseline_logprob=baseline,
+        delta=delta,
+        steps=steps if method == "integrated_gradients" else None,
+    )
+
+
+def _check(method: str, steps: int) -> None:
+    if method not in METHODS:
+        raise InputError(f"Attribution methods: {', '.join(METHODS)} (got {method!r}).")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 2 <= steps <= MAX_STEPS:
+        raise InputError(f"Integrated gradients takes 2 to {MAX_STEPS} steps (got {steps!r}).")
+
+
+def _target_id(lm, target) -> int:
+    if isinstance(target, int) and not isinstance(target, bool):
+        if not 0 <= target < lm.model.get_output_embeddings().weight.shape[0]:
+            raise InputError(f"Token id {target} is not in this model's vocabulary.")
+        return target
+    ids = lm.tokenizer(str(target), add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        raise InputError(f"“{target}” is {len(ids)} tokens for this model: the target must be one token.")
+    return int(ids[0])
+
+
+# -- what is attributed: the target's log-probability as a function of the input embeddings, per model kind ----
+
+
+def _decoder(lm, encoded):
+    def predict(embeddings, mask):
+        logits = lm.model(inputs_embeds=embeddings, attention_mask=mask, use_cache=False).logits
+        return torch.log_softmax(logits[:, -1].float(), dim=-1)
+
+    return predict
+
+
+def _encoder_decoder(lm, encoded):
+    start = torch.tensor([[lm.model.config.decoder_start_token_id]], device=encoded["input_ids"].device)
+
+    def predict(embeddings, mask):
+        decoder_ids = start.expand(embeddings.shape[0], 1)
+        logits = lm.model(
+            inputs_embeds=embeddings, attention_mask=mask, decoder_input_ids=decoder_ids, use_cache=False
+        ).logits
+        return torch.log_softmax(logits[:, -1].float(), dim=-1)
+
+    return predict
+
+
+def _encoder(lm, encoded):
+    from explorer.models.lens import masked_lm_head  # the head the lens reads an encoder through
+
+    head = masked_lm_head(lm)
+    masked = (encoded["input_ids"][0] == lm.tokenizer.mask_token_id).nonzero()
+    if lm.tokenizer.mask_token_id is None or len(masked) != 1:
+        raise InputError(f"Put one {lm.tokenizer.mask_token or '[MASK]'} in the text: the encoder predicts that token.")
+    position = int(masked[0])
+    types = encoded.get("token_type_ids")
+
+    def predict(embeddings, mask):
+        extra = {"token_type_ids": types.expand(embeddings.shape[0], -1)} if types is not None else {}
+        hidden = lm.model(inputs_embeds=embeddings, attention_mask=mask, **extra).last_hidden_state
+        return torch.log_softmax(head(hidden[:, position]).float(), dim=-1)
+
+    return predict
+
+
+_PREDICTORS = {KIND_DECODER: _decoder, KIND_ENCODER_DECODER: _encoder_decoder, KIND_ENCODER: _encoder}
+
+
+# -- the three methods ---------------------------------------------------------------------------------------------
+
+
+def _integrated_gradients(predict, embeddings, mask, target_id, steps):
+    attributions, delta = IntegratedGradients(predict).attribute(
+        embeddings,
+        torch.zeros_like(embeddings),
+        target=target_id,
+        additional_forward_args=(mask,),
+        n_steps=steps,
+        method="gausslegendre",
+        internal_batch_size=INTERNAL_BATCH,
+        return_convergence_delta=True,
+    )
+    return attributions.sum(-1), float(delta[0])
+
+
+def _gradient_x_input(predict, embeddings, mask, target_id, steps):
+    inputs = embeddings.clone().requires_grad_()  # Captum would set it on the caller's tensor, with a warning
+    attributions = InputXGradient(predict).attribute(inputs, target=target_id, additional_forward_args=(mask,))
+    return attributions.sum(-1), None
+
+
+def _occlusion(predict, embeddings, mask, target_id, steps):
+    # One feature per token (all of its hidden units together), ablated to zero one at a time.
+    tokens = embeddings.shape[1]
+    features = torch.arange(tokens, device=embeddings.device).view(1, tokens, 1).expand_as(embeddings)
+    with torch.no_grad():
+        drops = FeatureAblation(predict).attribute(
+            embeddings,
+            baselines=0.0,
+            target=target_id,
+            additional_forward_args=(mask,),
+            feature_mask=features,
+            perturbations_per_eval=min(tokens, INTERNAL_BATCH),
+        )
+    return drops[..., 0], None
+
+
+_SCORERS = {
+    "integrated_gradients": _integrated_gradients,
+    "gradient_x_input": _gradient_x_input,
+    "occlusion": _occlusion,
+}
