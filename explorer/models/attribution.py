@@ -19,8 +19,9 @@ model's parameters: concurrent calls on one model leave nothing behind for each 
 
 from __future__ import annotations
 
+import numpy as np
 import torch
-from captum.attr import FeatureAblation, InputXGradient, IntegratedGradients
+from captum.attr import FeatureAblation, InputXGradient
 
 from explorer.data.attribution import Attribution
 from explorer.errors import InputError
@@ -30,6 +31,7 @@ from explorer.models.tokens import token_labels
 
 METHODS = ("integrated_gradients", "gradient_x_input", "occlusion")
 MAX_STEPS = 512
+POWER = 3
 INTERNAL_BATCH = 16  # path points per forward pass: bounds integrated gradients' memory (Captum batches all)
 
 
@@ -127,17 +129,28 @@ _PREDICTORS = {KIND_DECODER: _decoder, KIND_ENCODER_DECODER: _encoder_decoder, K
 
 
 def _integrated_gradients(predict, embeddings, mask, target_id, steps):
-    attributions, delta = IntegratedGradients(predict).attribute(
-        embeddings,
-        torch.zeros_like(embeddings),
-        target=target_id,
-        additional_forward_args=(mask,),
-        n_steps=steps,
-        method="gausslegendre",
-        internal_batch_size=INTERNAL_BATCH,
-        return_convergence_delta=True,
-    )
-    return attributions.sum(-1), float(delta[0])
+    """∫₀¹ ∇f(α·x)·x dα by Gauss-Legendre on α = t³ (written here: Captum's paths are uniform in α). With a zero
+    baseline, a model whose first norm sees the embeddings alone (Llama's and T5's RMSNorm: no position added
+    before it) changes almost all the way within α < 10⁻³, where the norm's output grows from zero to full size;
+    α = t³ spreads that stretch over the first twentieth of t, where uniform-in-α points left it unresolved (T5:
+    a completeness error of half the change at 64 steps)."""
+    nodes, weights = np.polynomial.legendre.leggauss(steps)
+    t = (nodes + 1) / 2
+    alphas, step_sizes = t**POWER, weights / 2 * POWER * t ** (POWER - 1)  # dα = 3t² dt, and dt = dx / 2 on [-1, 1]
+    total = torch.zeros_like(embeddings)
+    for start in range(0, steps, INTERNAL_BATCH):
+        chunk = torch.tensor(alphas[start : start + INTERNAL_BATCH], dtype=embeddings.dtype, device=embeddings.device)
+        sizes = torch.tensor(
+            step_sizes[start : start + INTERNAL_BATCH], dtype=embeddings.dtype, device=embeddings.device
+        )
+        points = (chunk.view(-1, 1, 1) * embeddings).requires_grad_()
+        chosen = predict(points, mask.expand(len(chunk), -1))[:, target_id]
+        (gradients,) = torch.autograd.grad(chosen.sum(), points)
+        total += (sizes.view(-1, 1, 1) * gradients).sum(0, keepdim=True)
+    scores = (total * embeddings).sum(-1)
+    with torch.no_grad():
+        change = predict(embeddings, mask)[0, target_id] - predict(torch.zeros_like(embeddings), mask)[0, target_id]
+    return scores, float(scores.sum() - change)
 
 
 def _gradient_x_input(predict, embeddings, mask, target_id, steps):
