@@ -31,19 +31,36 @@ continuation; with ``--mix --long``: the heaviest class at once, for peak memory
 runs in hosted mode with the Dockerfile's environment. ``--table`` runs every page at 10 and 40 students and
 prints the README's table. Everything talks to 127.0.0.1 only, and every wait is bounded.
 
+A live class (``--follow``): a teacher client opens the generation deck's first slide on the Lecture page and
+starts a class ("Start a live class"; its address then carries the teacher link), and ``--students`` clients open
+the student link (``/lecture?class=CODE``) and stay, only listening. The teacher moves one slide every ``--every``
+seconds (5) for ``--slides`` moves (10), each a press of the page's keys component as a remote sends it. Per move
+and student it records the time from the teacher's page showing the new slide's title to the student's page
+showing it (the students' pages rerun when pushed; nothing is sent from them), and from the teacher's press
+(p50, p95, max; goal: p95 ≤ 1 s), and how many moves every student followed. Then the class idles ``--idle``
+seconds (30) on the last slide: once the servers are quiet after the last move (the slides around it are
+computed ahead), each server's CPU (% of one core over its process tree; goal: < 10%) and memory (PSS then,
+and its peak). ``--redis``: a redis-server (free port, nothing saved) and two app servers with
+``EXPLORER_REDIS_URL``, the teacher on server A, the students alternately on A and B; the same numbers per server
+(the teacher's moves reach B's students through Redis), and Redis's own CPU.
+
 Run:  python bench/bench_class.py --page sampling --students 10 40
       python bench/bench_class.py --table
+      python bench/bench_class.py --follow --students 40 [--redis]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import itertools
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -55,7 +72,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -372,6 +389,9 @@ class Student:
                 self.headings = []
         raise TimeoutError(f"no {what} within {WAIT:.0f} s")
 
+    def observe(self, message: ForwardMsg, kind: str | None) -> None:
+        """Each message as it arrives (a live class's clients note when and what; a page's student nothing)."""
+
     async def _receive(self, deadline: float, figures: dict) -> bool:
         """One message; True when it ends a script run."""
         raw = await asyncio.wait_for(self.ws.recv(), timeout=max(deadline - time.monotonic(), 0.1))
@@ -380,6 +400,7 @@ class Student:
         message = ForwardMsg()
         message.ParseFromString(raw)
         kind = message.WhichOneof("type")
+        self.observe(message, kind)
         if kind == "delta" and message.delta.WhichOneof("type") == "new_element":
             element = message.delta.new_element
             field = element.WhichOneof("type")
@@ -566,6 +587,362 @@ def measure(server: Server, name: str, count: int, run: str, args) -> str:
     )
 
 
+# -- a live class (--follow): the teacher moves, the students' pages follow --------------------------------------
+
+FOLLOW_DECK = "generation"  # its first slide asks a question (a poll), as a class starts
+KEYS = "lecture-keys"  # the lecture page's keys component: a remote's or keyboard's press
+OPENING = 8  # students opening the class link at once (the rest wait their turn: 2 cores)
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What one finished run drew: its Markdown and HTML bodies in order, and its buttons' and components' keys."""
+
+    texts: tuple[str, ...] = ()
+    keys: frozenset[str] = frozenset()
+
+    def shows(self, title: str) -> bool:
+        return any(heading(text) == title for text in self.texts)
+
+
+class ClassClient(Student):
+    """A browser tab on the Lecture page of a live class, over Streamlit's protocol: it opens ``query`` (then the
+    address the server last gave, as a browser's address bar keeps it), clicks buttons and sets components by
+    key, notes when each ``## `` heading (a slide's title) arrived, and keeps what its last finished run drew."""
+
+    def __init__(self, port: int, query: str, *, wait: float = WAIT):
+        super().__init__(port, PageSpec("lecture", None, None), own="", text="", others=[])
+        self.address = query
+        self.wait = wait  # seconds any one step may take
+        self.arrivals: list[tuple[float, str]] = []  # (monotonic seconds, title) of every heading received
+        self.drawn = Drawn()  # the last finished run's (a fragment's run draws only the fragment)
+        self._texts: list[str] = []
+        self._keys: set[str] = set()
+
+    def query(self) -> str:
+        return self.address
+
+    def observe(self, message: ForwardMsg, kind: str | None) -> None:
+        if kind == "script_finished":
+            self.drawn = Drawn(tuple(self._texts), frozenset(self._keys))
+            self._texts, self._keys = [], set()
+            self.headings = []  # Student's list of the run under way: a class client keeps ``arrivals``
+        if kind != "delta" or message.delta.WhichOneof("type") != "new_element":
+            return
+        element = message.delta.new_element
+        field = element.WhichOneof("type")
+        if field in ("markdown", "html"):
+            body = getattr(element, field).body
+            self._texts.append(body)
+            if (title := heading(body)) is not None:
+                self.arrivals.append((time.monotonic(), title))
+        elif field in ("button", "bidi_component"):
+            self._keys.add(getattr(element, field).id.split("-", 2)[-1])
+
+    async def open(self, title: str) -> float:
+        """Connect and open the page; the seconds until a run has drawn ``title``."""
+        begin = time.monotonic()
+        self.ws = await websockets.connect(self.url, subprotocols=["streamlit"], max_size=None, open_timeout=60)
+        await self._rerun()
+        await self.until(lambda drawn: drawn.shows(title), title)
+        return time.monotonic() - begin
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+    async def send(self, key: str, state: dict | None = None) -> float:
+        """A click on button ``key``, or component ``key``'s new ``state``; returns when it was sent."""
+        message = self._message()
+        widget = message.rerun_script.widget_states.widgets.add()
+        widget.id = self.widgets[key]
+        if state is None:
+            widget.trigger_value = True  # a click: true for one run
+        else:
+            widget.json_value = json.dumps(state)
+        await self.ws.send(message.SerializeToString())
+        return time.monotonic()
+
+    async def rerun(self) -> None:
+        """A rerun with nothing changed, as a reload of the same session."""
+        await self._rerun()
+
+    async def until(self, done, what: str) -> Drawn:
+        """Read messages until a finished run's drawing satisfies ``done``; that drawing."""
+        deadline = time.monotonic() + self.wait
+        while time.monotonic() < deadline:
+            if await self._receive(deadline, {}) and done(self.drawn):
+                return self.drawn
+        raise TimeoutError(f"no {what} within {self.wait:.0f} s")
+
+    async def listen(self, stop: asyncio.Event) -> None:
+        """Read every message until ``stop``: a follower's runs come unasked, pushed by the teacher's moves."""
+        try:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await self._receive(time.monotonic() + 0.5, {})
+        except Exception as error:  # a closed connection: recorded, the class goes on
+            self.errors.append(f"listening: {type(error).__name__}: {error}"[:200])
+
+    def arrived(self, title: str, since: float) -> float | None:
+        """When heading ``title`` first arrived at or after ``since``; None if it has not."""
+        return next((at for at, shown in self.arrivals if shown == title and at >= since), None)
+
+
+class Teacher(ClassClient):
+    """The teacher's tab: opens a slide, starts a class there, and moves by the keys component as a remote does."""
+
+    def __init__(self, port: int, deck, slide: int = 1, *, wait: float = WAIT):
+        super().__init__(port, urlencode({"deck": deck.name, "slide": slide}), wait=wait)
+        self.deck = deck
+        self.seq = 0  # the keys component's press counter, as its JavaScript keeps it
+
+    async def start_class(self) -> str:
+        """Click "Start a live class"; the class's code, once the page's address carries the teacher link."""
+        await self.send("class_start")
+        await self.until(lambda drawn: "key=" in self.address, "teacher link")
+        return self.code
+
+    @property
+    def code(self) -> str:
+        return parse_qs(self.address)["class"][0]
+
+    async def press(self, number: int) -> tuple[float, float]:
+        """Move to slide ``number``: (when the press was sent, when the teacher's own page got its title)."""
+        self.seq += 1
+        sent = await self.send(KEYS, {"pressed": {"slide": number, "seq": self.seq}})
+        title = self.deck.slide(number).title
+        await self.until(lambda drawn: drawn.shows(title), f"slide {number}")
+        return sent, self.arrived(title, sent)
+
+
+@dataclass(frozen=True)
+class Followed:
+    """One student's view of one teacher's move: seconds from the teacher's page showing the new slide's title,
+    and from the teacher's press, to the student's; None when it never came."""
+
+    server: int
+    move: int
+    from_teacher: float | None
+    from_press: float | None
+
+
+@dataclass(frozen=True)
+class ClassRun:
+    """A followed class: every (move, student) pair, the students' errors per server, the idle measurement."""
+
+    followed: list[Followed]
+    errors: dict[int, list[str]]
+    idle_cpu: dict[str, float]  # % of one core over the idle wait, per server ("A", "B", and "redis")
+    memory: dict[str, tuple[int, int]]  # bytes, per app server: PSS at the end of the idle wait, peak PSS
+    moves: int
+    students: int
+    settled: float  # seconds the servers took to be quiet after the last move, before the idle measurement
+
+
+def route(deck, start: int, moves: int) -> list[int]:
+    """``moves`` slides from ``start``, one slide a move: forward to the deck's end, then back, and so on."""
+    path, at, step = [], start, 1
+    for _ in range(moves):
+        if not 1 <= at + step <= len(deck):
+            step = -step
+        at += step
+        path.append(at)
+    return path
+
+
+def tree_cpu(process: psutil.Process) -> dict[int, float]:
+    """CPU seconds (user + system) of a process and its children, by pid."""
+    try:
+        tree = [process, *process.children(recursive=True)]
+    except psutil.Error:
+        return {}
+    times = {}
+    for member in tree:
+        with contextlib.suppress(psutil.Error):
+            times[member.pid] = sum(member.cpu_times()[:2])
+    return times
+
+
+def tree_pss(process: psutil.Process) -> int:
+    try:
+        return sum(resident(member)[0] for member in [process, *process.children(recursive=True)])
+    except psutil.Error:
+        return 0
+
+
+def idle_cost(processes: dict[str, psutil.Process], seconds: float) -> dict[str, float]:
+    """% of one core each process tree used over ``seconds`` (a child that started meanwhile counts whole)."""
+    before = {name: tree_cpu(process) for name, process in processes.items()}
+    time.sleep(seconds)
+    after = {name: tree_cpu(process) for name, process in processes.items()}
+    used = {name: sum(t - before[name].get(pid, 0.0) for pid, t in after[name].items()) for name in processes}
+    return {name: 100 * max(cpu, 0.0) / seconds for name, cpu in used.items()}
+
+
+async def follow_class(servers: list[Server], students: int, moves: int, every: float, idle: float, redis=None):
+    """The teacher on ``servers[0]`` starts a class on the deck's first slide; ``students`` followers open its link,
+    spread over the servers in turn, and stay; the teacher moves ``moves`` times, one move every ``every``
+    seconds; then everyone stays ``idle`` seconds on the last slide while each server's CPU is measured."""
+    from explorer.lecture import DECKS
+
+    deck = DECKS[FOLLOW_DECK]
+    teacher = Teacher(servers[0].port, deck)
+    await teacher.open(deck.slide(1).title)
+    code = await teacher.start_class()
+    followers = [ClassClient(servers[n % len(servers)].port, urlencode({"class": code})) for n in range(students)]
+    errors: dict[int, list[str]] = {n: [] for n in range(len(servers))}
+    gate = asyncio.Semaphore(OPENING)
+
+    async def join(follower: ClassClient) -> None:
+        async with gate:
+            await follower.open(deck.slide(1).title)
+
+    opened = await asyncio.gather(*(join(f) for f in followers), return_exceptions=True)
+    joined = [f for f, outcome in zip(followers, opened, strict=True) if outcome is None]
+    for n, outcome in enumerate(opened):
+        if outcome is not None:
+            errors[n % len(servers)].append(f"opening: {type(outcome).__name__}: {outcome}"[:200])
+    stop = asyncio.Event()
+    listening = [asyncio.create_task(f.listen(stop)) for f in joined]
+    presses = []
+    try:
+        for number in route(deck, 1, moves):
+            begin = time.monotonic()
+            presses.append((number, *await teacher.press(number)))
+            await asyncio.sleep(max(every - (time.monotonic() - begin), 0.0))
+        listening.append(asyncio.create_task(teacher.listen(stop)))  # its own reads are done: it idles too
+        named = dict(zip("AB", servers, strict=False))
+        processes = {name: psutil.Process(server.process.pid) for name, server in named.items()}
+        if redis is not None:
+            processes["redis"] = psutil.Process(redis.pid)
+        # The last move's own work first (the slides around it computed ahead): an idle class's cost is what
+        # follows, measured once the servers are quiet (or after 30 s, when they never are).
+        settled = max(await asyncio.gather(*(asyncio.to_thread(s.wait_until_quiet) for s in servers)))
+        cpu = await asyncio.to_thread(idle_cost, processes, idle)
+        memory = {name: (tree_pss(processes[name]), server.peak) for name, server in named.items()}
+    finally:
+        stop.set()
+        await asyncio.gather(*listening, return_exceptions=True)
+        await asyncio.gather(*(f.close() for f in [*joined, teacher]), return_exceptions=True)
+    followed = []
+    for n, follower in enumerate(followers):
+        for move, (number, sent, shown) in enumerate(presses):
+            seen = follower.arrived(deck.slide(number).title, sent) if follower in joined else None
+            from_teacher = None if seen is None or shown is None else seen - shown
+            followed.append(Followed(n % len(servers), move, from_teacher, None if seen is None else seen - sent))
+        errors[n % len(servers)].extend(follower.errors)
+    return ClassRun(followed, errors, cpu, memory, len(presses), students, settled)
+
+
+def redis_server():
+    """Debian's redis-server on a free loopback port, nothing saved to disk, as the tests start it: (URL, process)."""
+    import redis
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        sys.exit("redis-server is not installed: `apt-get install redis-server` (tests/run.sh does it)")
+    port = free_port()
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(redis.exceptions.ConnectionError):
+            if client.ping():
+                client.close()
+                return url, process
+        time.sleep(0.05)
+    process.kill()
+    sys.exit(f"redis-server did not answer at {url}")
+
+
+def warm_for_class(servers: list[Server]) -> None:
+    """Each server opens the deck's first slide once (its model loaded, as the teacher's rehearsal), then settles."""
+    from explorer.lecture import DECKS
+
+    deck = DECKS[FOLLOW_DECK]
+
+    async def rehearse(server: Server) -> None:
+        client = ClassClient(server.port, urlencode({"deck": deck.name, "slide": 1}))
+        await client.open(deck.slide(1).title)
+        await client.close()
+
+    for server in servers:
+        asyncio.run(rehearse(server))
+    for server in servers:
+        server.wait_until_quiet()
+
+
+FOLLOW_HEADER = [
+    "| server | students | moves every student followed | teacher's page → student's s (p50 / p95 / max) "
+    "| teacher's press → student's s (p50 / p95 / max) | idle CPU, % of one core | memory: PSS at idle (peak) "
+    "| errors |",
+    "|---|---|---|---|---|---|---|---|",
+]
+
+
+def follow_rows(run: ClassRun, servers: int) -> list[str]:
+    """The table's rows: one per app server, and the whole class when there are two."""
+    rows = []
+    groups = [(name, [n]) for n, name in enumerate("AB"[:servers])]
+    for name, members in groups + ([("both", list(range(servers)))] if servers > 1 else []):
+        chosen = [f for f in run.followed if f.server in members]
+        students = sum(1 for n in range(run.students) if n % servers in members)
+        every = sum(all(f.from_press is not None for f in chosen if f.move == move) for move in range(run.moves))
+        teacher = [f.from_teacher for f in chosen if f.from_teacher is not None]
+        press = [f.from_press for f in chosen if f.from_press is not None]
+        errors = sum(len(run.errors[n]) for n in members)
+        pss, peak = run.memory.get(name, (0, 0))
+        memory = f"{pss / 1e9:.2f} GB ({peak / 1e9:.2f} GB)" if name in run.memory else "–"
+        redis = f" (Redis {run.idle_cpu['redis']:.1f})" if "redis" in run.idle_cpu else ""
+        cpu = f"{run.idle_cpu[name]:.1f}{redis}" if name in run.memory else f"{sum(run.idle_cpu.values()):.1f} in all"
+        rows.append(
+            f"| {name} | {students} | {every}/{run.moves} | {percentiles(teacher)} | {percentiles(press)} "
+            f"| {cpu} | {memory} | {errors} |"
+        )
+    return rows
+
+
+def measure_follow(servers: list[Server], students: int, args, redis=None) -> ClassRun:
+    run = asyncio.run(follow_class(servers, students, args.slides, args.every, args.idle, redis=redis))
+    for server, name in zip(servers, "AB", strict=False):
+        for error in run.errors[servers.index(server)][:3]:
+            print(f"  server {name} student: {error}", flush=True)
+    return run
+
+
+def follow(args) -> None:
+    """``--follow``: one class per student count, on one server or (``--redis``) two sharing a redis-server."""
+    redis_url, redis_process = redis_server() if args.redis else (None, None)
+    env = {"EXPLORER_REDIS_URL": redis_url} if redis_url else {}
+    servers = [Server(args.profile if n == 0 else None, env=env) for n in range(2 if args.redis else 1)]
+    rows = list(FOLLOW_HEADER)
+    try:
+        warm_for_class(servers)
+        for count in args.students:
+            run = measure_follow(servers, count, args, redis=redis_process)
+            rows += follow_rows(run, len(servers))
+            teacher = sorted(f.from_teacher for f in run.followed if f.from_teacher is not None)
+            p95 = teacher[min(len(teacher) - 1, round(0.95 * (len(teacher) - 1)))] if teacher else float("nan")
+            idle = max(run.idle_cpu.get(name, 0.0) for name in "AB")
+            print(
+                f"  {count} students: p95 {p95:.2f} s (goal ≤ 1 s: {'met' if p95 <= 1 else 'missed'}); "
+                f"idle {idle:.1f}% of one core on the busiest server (goal < 10%: {'met' if idle < 10 else 'missed'}; "
+                f"measured after the last move's work, {run.settled:.1f} s)",
+                flush=True,
+            )
+    finally:
+        for server in servers:
+            server.stop()
+        if redis_process is not None:
+            redis_process.terminate()
+            redis_process.wait(10)
+    moves = f"the teacher moving every {args.every:g} s for {args.slides} slides, then {args.idle:g} s idle"
+    print(f"\n{len(servers)} server(s){' sharing Redis' if args.redis else ''}; {moves}:")
+    print("\n".join(rows))
+
+
 HEADER = [
     "| page | students | open → own result s (p50 / p95 / max) | slider move s (p50 / p95 / max) | errors "
     "| without result | leaks | peak memory: PSS (summed RSS) | chromium during the class: open → figure s |",
@@ -573,7 +950,7 @@ HEADER = [
 ]
 
 
-def main() -> None:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--page", action="append", choices=[*PAGES, "mix"], help="repeatable; default: the heatmaps")
     parser.add_argument("--mix", action="store_true", help="students spread over every page")
@@ -601,7 +978,23 @@ def main() -> None:
     parser.add_argument(
         "--profile-waits", action="store_true", help="with --profile: every thread's stack, waiting included"
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--follow", action="store_true", help="a live class: students follow the teacher's slides (--slides, --every)"
+    )
+    parser.add_argument("--slides", type=int, default=10, help="with --follow: how many moves the teacher makes")
+    parser.add_argument("--every", type=float, default=5.0, help="with --follow: seconds between the teacher's moves")
+    parser.add_argument("--idle", type=float, default=30.0, help="with --follow: seconds the class idles, measured")
+    parser.add_argument("--redis", action="store_true", help="with --follow: two servers sharing a redis-server")
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = arguments()
+    if args.follow:
+        begun = time.monotonic()
+        follow(args)
+        print(f"\n{os.cpu_count()} CPU cores; load average {os.getloadavg()[0]:.1f}; {time.monotonic() - begun:.0f} s")
+        return
     pages = list(PAGES) if args.table else (args.page or []) + (["mix"] if args.mix else [])
     pages = pages or ["attention_heatmaps"]
     begun = time.monotonic()

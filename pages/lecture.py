@@ -46,6 +46,8 @@ with stage:
         with controls:
             view = lecture.controls_ui(slide.view, result)
             leave = st.button("Open on its full page", icon=":material/open_in_full:", key="leave", help="Esc")
+    if teaching:  # the class moves now, while this page draws: its students' pages draw at the same time
+        classroom.publish(seat, deck, number, slide, view)
     lecture.answers(deck)  # the link's answers read (with a notice for what does not fit) before the notices show
     ui.notices_ui()
     shown_result = result if view == slide.view else ui.run_view(view)
@@ -65,8 +67,6 @@ with stage:
 if side is not None:
     with side:
         lecture.presenter_ui(deck, number, slide)
-if teaching:
-    classroom.publish(seat, deck, number, slide, view)
 if seat is None:
     lecture.score_ui(deck)
 lecture.deck_file_ui(deck)

@@ -244,3 +244,20 @@ def test_a_store_out_of_reach_says_so_and_the_lecture_goes_on(monkeypatch):
         assert title(page), "the lecture goes on"
     fresh = student(code)
     assert not fresh.exception and fresh.error
+
+
+def test_a_slides_figure_is_built_once_for_the_whole_class(monkeypatch):
+    """Forty students rerun on the teacher's move: the slide's figure is built once per look, not per student."""
+    from explorer.ui import figures
+
+    built = []
+    original = figures._drawn
+    monkeypatch.setattr(figures, "_drawn", lambda build, look: built.append(look) or original(build, look))
+    monkeypatch.setattr(figures, "_shared", type(figures._shared)())
+    at, code, _key = teacher_start(slide=DISTRIBUTION)
+    followers = [student(code) for _ in range(3)]
+    for follower in followers:
+        follower.run()
+        assert shown_specs(follower) == shown_specs(at)
+    slide_builds = [look for look in built if look.presentation]  # the home page each opening runs first draws too
+    assert len(slide_builds) == 1, f"built {len(slide_builds)} times: {slide_builds}"

@@ -68,3 +68,53 @@ def test_lecture_students_get_their_own_slides(server):
     assert all(s.open_to_result is not None for s in students)
     assert [s.spec.heading for s in students] == [ANATOMY.slide(n).title for n in (1, 2, 3)]
     assert sum(len(s.leaks) for s in students) == 0  # no student was shown another slide than their own
+
+
+def test_the_follow_options_reach_the_class():
+    args = bench_class.arguments(["--follow", "--students", "3", "--slides", "2", "--every", "1", "--redis"])
+    assert (args.follow, args.students, args.slides, args.every, args.redis) == (True, [3], 2, 1.0, True)
+    assert bench_class.arguments([]).follow is False
+
+
+def test_the_teacher_walks_to_the_decks_end_and_back():
+    from explorer.lecture import GENERATION
+
+    last = len(GENERATION)
+    assert bench_class.route(GENERATION, 1, 3) == [2, 3, 4]
+    assert bench_class.route(GENERATION, last - 1, 3) == [last, last - 1, last - 2]
+
+
+def _followed_every_move(run, students: int, moves: int) -> None:
+    assert [errors for errors in run.errors.values()] == [[]] * len(run.errors)
+    assert run.moves == moves
+    assert sorted((f.move, f.server) for f in run.followed) == sorted(
+        (move, n % len(run.errors)) for move in range(moves) for n in range(students)
+    )
+    assert all(f.from_teacher is not None and f.from_press >= f.from_teacher for f in run.followed)
+
+
+def test_students_follow_the_teachers_moves(server):
+    """--follow's class on one server: each student's page shows every slide the teacher moves to, unasked."""
+    run = asyncio.run(bench_class.follow_class([server], 3, moves=2, every=1.0, idle=1.0))
+    _followed_every_move(run, students=3, moves=2)
+    assert set(run.idle_cpu) == {"A"} and run.memory["A"][0] > 0
+    rows = bench_class.follow_rows(run, 1)
+    assert len(rows) == 1 and rows[0].startswith("| A | 3 | 2/2 |")
+
+
+def test_students_on_a_second_server_follow_through_redis(redis_db):
+    """--follow --redis: the teacher on server A; the students on A and B, which hears the moves through Redis."""
+    servers = [bench_class.Server(env={"EXPLORER_REDIS_URL": redis_db}) for _ in range(2)]
+    try:
+        run = asyncio.run(bench_class.follow_class(servers, 3, moves=2, every=1.0, idle=1.0))
+    finally:
+        for instance in servers:
+            instance.stop()
+    _followed_every_move(run, students=3, moves=2)
+    assert {f.server for f in run.followed} == {0, 1}
+    assert set(run.memory) == {"A", "B"}
+    assert [row.split(" | ")[0:3] for row in bench_class.follow_rows(run, 2)] == [
+        ["| A", "2", "2/2"],
+        ["| B", "1", "2/2"],
+        ["| both", "3", "2/2"],
+    ]

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from tests.browser import chromium, needs_chromium, open_tab, served_app, wait_until_idle
 from tests.redis_server import redis_server
+from tests.test_browser_class import settle, start_class
 
 pytestmark = needs_chromium
 TITLE = ".st-key-lecture-title h2"
@@ -56,13 +56,8 @@ def opened(browser, url: str):
 def test_a_class_follows_its_teacher_across_two_servers(servers):
     first, second = servers
     with chromium() as browser:
-        teacher = opened(browser, f"{first}/lecture?deck=generation&slide=2")
-        teacher.page.get_by_role("button", name="Live class").click()
-        teacher.page.get_by_role("button", name="Start a live class").click()
-        teacher.page.wait_for_url("**class=*", timeout=60_000)
-        wait_until_idle(teacher.page)
-        query = parse_qs(urlparse(teacher.page.url).query)
-        code, key = query["class"][0], query["key"][0]
+        teacher, code, key, _ = start_class(browser, [], first, 2)  # the page settled before each click
+        teacher.page.locator(TITLE).click()  # closes the class's popover
         students = [opened(browser, f"{server}/lecture?class={code}") for server in (first, second, second)]
         crafted = opened(browser, f"{second}/lecture?class={code}&key={key[:-1]}")
         for tab in (*students, crafted):
@@ -89,6 +84,7 @@ def test_a_class_follows_its_teacher_across_two_servers(servers):
         for tab in students:
             wait_for_title(tab.page, "One token at a time")
         for index, tab in enumerate(students):
+            settle(tab.page)
             tab.page.locator(f".st-key-vote-{index % 2} button").click()
             wait_until_idle(tab.page)
         teacher.page.get_by_text("3 answered").wait_for(timeout=30_000)

@@ -40,7 +40,7 @@ PARAMETERS = (
     "ablate beams bv_head bv_layer bv_view causal compare context ctx_a ctx_b draw early generation "
     "greedy head hide_special layer logprobs lp min_p model_b ngram pair prompt query returned rollout "
     "rollout_layer sample_steps seed show source skip_first step steps strategy stretch target "
-    "temperature text text_b tokens top_k top_p upto word position probe probe_n force present "
+    "temperature text text_b tokens top_k top_p upto word position probe probe_n force present class key "
     "deck slide answers presenter s_layer s_head s_query s_temperature s_top_k s_top_p s_min_p s_step s_upto_step"
 ).split()
 

@@ -51,9 +51,11 @@ def _row(choice: str, share: float, count: int, model: float, right: bool) -> st
 
 
 def _bar(share: float, colour: str, text: str) -> str:
+    # A light track under each bar: a small share still reads as a part of the whole, its number right beside it.
     width = f"{max(min(share, 1.0), 0.0) * 100:.1f}%"
     return (
         '<div style="display:flex;align-items:center;gap:0.4em">'
-        f'<div style="flex:1"><div style="width:{width};min-width:2px;height:0.8em;background:{colour}"></div></div>'
+        '<div style="flex:1;background:#eef2f6;border-radius:2px">'
+        f'<div style="width:{width};min-width:2px;height:0.8em;background:{colour};border-radius:2px"></div></div>'
         f'<span style="min-width:4.5em;font-size:0.85em">{html.escape(text)}</span></div>'
     )

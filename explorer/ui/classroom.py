@@ -31,6 +31,7 @@ from explorer.lecture import Deck, Slide
 from explorer.lecture.controls import apply, moved
 from explorer.render.poll import poll_html
 from explorer.ui import push
+from explorer.ui.lecture import verdict_ui
 from explorer.ui.text import literal
 from explorer.ui.widgets import add_notice
 
@@ -95,7 +96,7 @@ def _seat(raw: str) -> Seat | None:
     code = codes.normalize_code(raw)
     state = store.state(code) if code else None
     if state is None:
-        push.unfollow(raw)
+        push.unfollow(code or raw)  # as followed: the normalized code
         add_notice(NO_SUCH_CLASS)
         for name in ("class", "key"):
             st.query_params.pop(name, None)
@@ -193,7 +194,9 @@ def teacher_ui(seat: Seat) -> None:
     """The teacher's "Class" popover: the student link, its QR code for the projector, and "End the class"."""
     link, local = student_link(seat.code)
     with st.popover(f"Class {seat.code}", icon=":material/groups:", width="stretch"):
-        st.markdown(f"Students open **{literal(link)}**")
+        st.markdown("Students open")
+        with st.container(key="class-link"):  # large enough to read off the projector
+            st.markdown(f"**{literal(link)}**")
         st.image(qr_png(link), width=280, output_format="PNG")
         if local:
             st.caption("This page runs on this machine: students reach it at its network address, as shown.")
@@ -280,19 +283,8 @@ def _poll(seat: Seat, number: int, slide: Slide, result) -> str | None:
     store = class_store()
     student = st.session_state.get(_STUDENT)
     mine = store.answer_of(seat.code, number, student) if seat.role != "teacher" and student else None
-    truth = question.answer(result)
-    with st.container(key="lecture-verdict"):
-        st.markdown(_verdict(choices, mine, truth) + f" {literal(question.why)}")
-    return poll_html(choices, store.votes(seat.code, number), question.model_shares(result), truth)
-
-
-def _verdict(choices, mine: int | None, truth: str) -> str:
-    answer = f"**{literal(truth)}**"
-    if mine is None or not 0 <= mine < len(choices):
-        return f"The answer: {answer}."
-    if choices[mine] == truth:
-        return f":green[Your answer, {answer}, is right.]"
-    return f":red[Your answer: {literal(choices[mine])}.] The answer: {answer}."
+    verdict_ui(question, choices, mine, result)
+    return poll_html(choices, store.votes(seat.code, number), question.model_shares(result), question.answer(result))
 
 
 def _student_vote(seat: Seat, number: int, choices) -> None:

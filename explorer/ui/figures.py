@@ -20,8 +20,13 @@ Before the browser has reported (the first run of a session, and in ``AppTest``)
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 
+# pandas is imported here, once, by the server's first run: Altair imports it lazily, and forty sessions drawing
+# their first chart at once raced that import ("partially initialized module 'pandas' has no attribute ...").
+import pandas  # noqa: F401
 import plotly.graph_objects as go
 import pyarrow as pa
 import streamlit as st
@@ -110,6 +115,7 @@ def show_figure(
     tall: bool = False,
     wide: bool = False,
     exports: bool = True,
+    shared: Hashable | None = None,
 ) -> object:
     """Draw ``build(look)`` sized to the window, with export buttons below it; returns the shown figure.
 
@@ -118,15 +124,16 @@ def show_figure(
     the figure losing its size). ``tall``: a square matrix in a narrow column, drawn as tall as its width
     allows (``style.taller``). ``wide``: on a projector, the content's whole width (``style.look_for``).
     ``exports``: the export buttons below it (a lecture slide leaves them to the deck's own files, so the figure
-    fills the window)."""
-    figure = build(look=figure_look(key, tall=tall, wide=wide))
+    fills the window). ``shared``: what alone decides the figure besides its look (a lecture slide's view): the
+    figure is then built once per look for every session of the server (see ``_drawn``)."""
+    look = figure_look(key, tall=tall, wide=wide)
+    figure, drawn = _drawn(build, look) if shared is None else _shared_drawn(build, look, shared)
     plotly = isinstance(figure, go.Figure | PlotlySpec)
     if plotly:
-        shown = _AsBuilt(figure) if isinstance(figure, PlotlySpec) else figure
         config = _plotly_config(info)
         selection = {"on_select": "rerun", "selection_mode": "points"} if select_key else {}
         st.plotly_chart(
-            shown,
+            drawn,
             theme=None,
             key=select_key or key,
             width="content",
@@ -137,11 +144,64 @@ def show_figure(
     else:
         # The spec, not st.altair_chart: that one validates the chart against the Vega-Lite schema while it holds
         # a lock shared by every session (Altair's settings are global), so a class's charts queued behind
-        # each other (0.2 s each); the chart's own builder is the only source of specs here.
-        st.vega_lite_chart(_vega_spec(figure), theme=None, key=key, width="content")
+        # each other (0.2 s each); the chart's own builder is the only source of specs here. Streamlit changes
+        # the spec's top level: each run gets its own shallow copy.
+        st.vega_lite_chart(dict(drawn), theme=None, key=key, width="content")
     if exports:
         export_buttons(build, info, key=key, plotly=plotly)
     return figure
+
+
+def _drawn(build: Builder, look: Look) -> tuple[object, object]:
+    """(the figure, what Streamlit's chart element is handed for it)."""
+    figure = build(look=look)
+    if isinstance(figure, PlotlySpec):
+        return figure, _AsBuilt(figure)
+    return figure, figure if isinstance(figure, go.Figure) else _vega_spec(figure)
+
+
+# A class following its teacher reruns forty pages on the same slide at once. Building the slide's figure was half
+# of each of those runs (Plotly validates every property it is given): built once per look and kept, each run
+# only hands the finished spec on. The spec is never changed once built (Streamlit copies what it changes).
+SHARED_FIGURES = 32
+SHARED_WAIT = 30.0  # seconds a session waits for another's build of the same figure before building it itself
+_shared: OrderedDict = OrderedDict()
+_building: dict = {}  # (shared, look) -> set when the session building it is done
+_shared_lock = threading.Lock()
+
+
+def _shared_drawn(build: Builder, look: Look, shared: Hashable) -> tuple[object, object]:
+    # Built by one session at a time: the class's forty runs start together, and each building the figure it
+    # found missing cost as much as having no cache (the others wait for the first, a fraction of a second).
+    key = (shared, look)
+    while True:
+        with _shared_lock:
+            if key in _shared:
+                _shared.move_to_end(key)
+                return _shared[key]
+            building = _building.get(key)
+            mine = building is None
+            if mine:
+                building = _building[key] = threading.Event()
+        if not mine:
+            building.wait(SHARED_WAIT)  # then read it, or build it here if that build failed
+            continue
+        try:
+            return _keep_shared(key, *_drawn(build, look))
+        finally:
+            with _shared_lock:
+                _building.pop(key, None)
+            building.set()
+
+
+def _keep_shared(key, figure, drawn) -> tuple[object, object]:
+    if isinstance(drawn, go.Figure) and not isinstance(drawn, _AsBuilt):
+        drawn = _AsBuilt.of(drawn.to_dict())  # what Streamlit would take of it, taken once
+    with _shared_lock:
+        _shared[key] = (figure, drawn)
+        while len(_shared) > SHARED_FIGURES:
+            _shared.popitem(last=False)
+    return figure, drawn
 
 
 class _AsBuilt(go.Figure):
@@ -151,6 +211,13 @@ class _AsBuilt(go.Figure):
 
     def __init__(self, spec: PlotlySpec):  # super().__init__ deliberately not called
         self._sent = spec.sent()
+
+    @classmethod
+    def of(cls, sent: dict) -> _AsBuilt:
+        """One for a figure's spec already taken (``Figure.to_dict()``)."""
+        shown = cls.__new__(cls)
+        shown._sent = sent
+        return shown
 
     def to_dict(self) -> dict:
         return self._sent

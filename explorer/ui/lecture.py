@@ -124,10 +124,11 @@ SLIDE_CSS = """
 [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.4rem; }
 .st-key-lecture-title h2 { font-size: max(26px, 1.7vw); padding: 0; line-height: 1.2; }
 .st-key-lecture-look p, .st-key-lecture-sources p, .st-key-lecture-verdict p, .st-key-lecture-place p,
-.st-key-lecture-choices button p { font-size: max(16px, 1.05vw); line-height: 1.35; }
+.st-key-lecture-choices button p, .st-key-class-bar p { font-size: max(16px, 1.05vw); line-height: 1.35; }
 [class*="st-key-lecture-"] [data-testid="stMarkdownContainer"] { margin-bottom: 0; }
 [class*="st-key-lecture-"] p { margin-bottom: 0.15rem; }
 .st-key-lecture-sources p { color: #555; }
+.st-key-class-link p { font-size: max(20px, 1.5vw); }
 .st-key-lecture-question p { font-size: max(22px, 1.45vw); font-weight: 600; }
 .st-key-lecture-choices button { min-height: 2.6em; padding: 0.3em 1em; }
 </style>
@@ -226,7 +227,7 @@ def keys_ui(deck: Deck, number: int) -> tuple[int, bool]:
 def title_row_ui(deck: Deck, number: int, slide: Slide, seat):
     """The slide's title, where it is in the deck (← n / N →), the live class, and the Controls popover, which it
     returns. A student following a class gets its class bar in place of all but the title (and None)."""
-    from explorer.ui import classroom  # the class's parts are drawn here, and classroom shows slides from here
+    from explorer.ui import classroom  # imported here: classroom imports this module (its verdict line)
 
     following = seat is not None and seat.follows
     widths = [7, 5] if following else [6, 3, 2, 2]
@@ -340,15 +341,20 @@ def question_ui(deck: Deck, number: int, slide: Slide, result) -> bool:
                 st.button(literal(choice), key=f"choice-{index}", on_click=_answer, args=(deck, number, index))
             st.button("Show the answer", type="tertiary", on_click=_answer, args=(deck, number, tour.REVEALED))
         return False
-    truth = question.answer(result)
-    with st.container(key="lecture-verdict"):
-        st.markdown(_verdict(choices, given, truth) + f" {literal(question.why)}")
+    verdict_ui(question, choices, given, result)
     return True
 
 
-def _verdict(choices: tuple[str, ...], given: int, truth: str) -> str:
+def verdict_ui(question, choices: tuple[str, ...], given: int | None, result) -> None:
+    """The answer beside the viewer's own (``given``: a choice's index; ``tour.REVEALED`` or None for none), and
+    why, in one line."""
+    with st.container(key="lecture-verdict"):
+        st.markdown(_verdict(choices, given, question.answer(result)) + f" {literal(question.why)}")
+
+
+def _verdict(choices: tuple[str, ...], given: int | None, truth: str) -> str:
     answer = f"**{literal(truth)}**"
-    if given == tour.REVEALED or given >= len(choices):
+    if given is None or not 0 <= given < len(choices):  # revealed without an answer (tour.REVEALED), or none
         return f"The answer: {answer}."
     if choices[given] == truth:
         return f":green[Your answer, {answer}, is right.]"
@@ -402,7 +408,7 @@ def show_slide_view(view, result, exports, beside: str | None = None) -> None:
         st.iframe(view.html(result, zoom, look.width), height=view.height(result, zoom))
         figure = None
     else:
-        figure = show_view(view, result, key="slide", wide=True, exports=False)
+        figure = show_view(view, result, key="slide", wide=True, exports=False, shared=view)
     if exports is None:
         return
     with exports:
