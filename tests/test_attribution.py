@@ -21,52 +21,75 @@ METHODS = ("integrated_gradients", "gradient_x_input", "occlusion")
 
 
 def reference_function(model, lm, text: str):
-    """(input embeddings, mask, f): the target's log-probability as a function of the input embeddings, written
-    per model kind with the plain model."""
+    """(input embeddings, f): the target's log-probabilities [batch, vocabulary] as a function of a batch of input
+    embeddings, written per model kind with the plain model."""
     encoded = lm.tokenizer(text, return_tensors="pt").to(DEVICE)
     ids, mask = encoded["input_ids"], encoded["attention_mask"]
     embeddings = model.get_input_embeddings()(ids).detach().float()
     if lm.kind == "encoder-decoder":
         start = torch.tensor([[model.config.decoder_start_token_id]], device=DEVICE)
         return embeddings, lambda x: torch.log_softmax(
-            model(inputs_embeds=x, attention_mask=mask, decoder_input_ids=start).logits[0, -1].float(), -1
+            model(inputs_embeds=x, attention_mask=mask.expand(len(x), -1), decoder_input_ids=start.expand(len(x), 1))
+            .logits[:, -1]
+            .float(),
+            -1,
         )
     if lm.kind == "encoder":
         position = int((ids[0] == lm.tokenizer.mask_token_id).nonzero()[0])
-        types = encoded.get("token_type_ids")
+        types = encoded["token_type_ids"] if "token_type_ids" in encoded else torch.zeros_like(ids)
         return embeddings, lambda x: torch.log_softmax(
-            model(inputs_embeds=x, attention_mask=mask, token_type_ids=types).logits[0, position].float(), -1
+            model(inputs_embeds=x, attention_mask=mask.expand(len(x), -1), token_type_ids=types.expand(len(x), -1))
+            .logits[:, position]
+            .float(),
+            -1,
         )
     return embeddings, lambda x: torch.log_softmax(
-        model(inputs_embeds=x, attention_mask=mask).logits[0, -1].float(), -1
+        model(inputs_embeds=x, attention_mask=mask.expand(len(x), -1)).logits[:, -1].float(), -1
     )
 
 
 def gradient(f, x, target: int) -> torch.Tensor:
+    """∇ of f's target log-probability at each of a batch of inputs, each on its own (the batch's rows never mix)."""
     x = x.clone().requires_grad_()
-    (grad,) = torch.autograd.grad(f(x)[target], x)
+    (grad,) = torch.autograd.grad(f(x)[:, target].sum(), x)
     return grad
 
 
-def references(model, lm, text: str, target: int, steps: int = 64) -> dict[str, np.ndarray]:
+def exact_path_integral(f, x, target: int) -> torch.Tensor:
+    """∫₀¹ ∇f(α·x) dα, as near exact as the test can afford: 16 Gauss-Legendre points in α on each sixth of a
+    decade from 10⁻³² to 1 (a stack of bias-free RMSNorms moves f far below α = 10⁻¹⁰)."""
+    nodes, weights = np.polynomial.legendre.leggauss(16)
+    edges = np.concatenate([[0.0], np.logspace(-32, 0, 193)])
+    low, high = edges[:-1, None], edges[1:, None]
+    alphas = (low + (nodes + 1) * (high - low) / 2).ravel()
+    sizes = (weights * (high - low) / 2).ravel()
+    total = torch.zeros_like(x)
+    for start in range(0, len(alphas), 64):
+        alpha = torch.tensor(alphas[start : start + 64], dtype=x.dtype, device=x.device).view(-1, 1, 1)
+        size = torch.tensor(sizes[start : start + 64], dtype=x.dtype, device=x.device).view(-1, 1, 1)
+        total += (size * gradient(f, alpha * x, target)).sum(0, keepdim=True)
+    return total
+
+
+def references(model, lm, text: str, target: int, exact: bool = True) -> dict:
     x, f = reference_function(model, lm, text)
-    nodes, weights = np.polynomial.legendre.leggauss(steps)  # on [-1, 1]: moved to [0, 1]
-    path = sum(w / 2 * gradient(f, float((a + 1) / 2) * x, target) for a, w in zip(nodes, weights, strict=True))
     with torch.no_grad():
-        full = f(x)[target]
-        baseline = f(torch.zeros_like(x))[target]
+        full = f(x)[0, target]
+        baseline = f(torch.zeros_like(x))[0, target]
         occluded = []
         for position in range(x.shape[1]):
             ablated = x.clone()
             ablated[0, position] = 0
-            occluded.append(float(full - f(ablated)[target]))
-    return {
-        "integrated_gradients": (path * x).sum(-1)[0].cpu().numpy(),
+            occluded.append(float(full - f(ablated)[0, target]))
+    found = {
         "gradient_x_input": (gradient(f, x, target) * x).sum(-1)[0].cpu().numpy(),
         "occlusion": np.array(occluded),
         "logprob": float(full),
         "baseline": float(baseline),
     }
+    if exact:
+        found["integrated_gradients"] = (exact_path_integral(f, x, target) * x).sum(-1)[0].cpu().numpy()
+    return found
 
 
 def masked_bert(folder):
@@ -97,25 +120,37 @@ def loaded(tiny_models, tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "t5", "bert"])
-def test_every_method_equals_its_reference(loaded, name):
+def test_gradient_x_input_and_occlusion_equal_their_references(loaded, name):
     lm, model, text = loaded[name]
     found = {method: attribute(lm, text, method=method) for method in METHODS}
     target = found["occlusion"].target_id
-    expected = references(model, lm, text, target)
+    expected = references(model, lm, text, target, exact=False)
     for method in ("gradient_x_input", "occlusion"):
         np.testing.assert_allclose(found[method].scores, expected[method], atol=1e-5, rtol=0, err_msg=method)
-    np.testing.assert_allclose(found["integrated_gradients"].scores, expected["integrated_gradients"], atol=1e-4)
     for result in found.values():
         assert result.target_id == target and len(result.tokens) == len(result.scores)
         assert result.logprob == pytest.approx(expected["logprob"], abs=1e-5)
         assert result.baseline_logprob == pytest.approx(expected["baseline"], abs=1e-5)
 
 
-# Measured completeness errors, relative to the change they explain: GPT-2 1e-7 from 16 steps on; the tiny Llama
-# 155% at 16 steps, 6.4% at 64, 7e-7 at 256; the tiny T5 53% at 64. Their RMSNorm of the all-zero baseline is zero, and along the path the
-# norm's output jumps to full size within the first few hundredths of it (rms_norm_eps 1e-6, embeddings of size
-# 0.02): that stretch needs more points. The verification line shows the error to the user whatever it is.
-STEPS_WITHIN_ONE_PERCENT = {"gpt2": 64, "t5": 256, "bert": 64, "llama": 256}
+# Integrated gradients at 64 steps against the test's own near-exact integral (3,088 points), each token's score,
+# relative to the change: measured 3e-6 (GPT-2), 5e-4 (Llama), BERT below. T5 is left out: its bias-free RMSNorms
+# and ReLUs make the integrand kink over thirty decades of α, and even the test's integral misses its own
+# completeness by 0.9% there (its completeness is checked below instead).
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
+def test_integrated_gradients_equal_the_path_integral(loaded, name):
+    lm, model, text = loaded[name]
+    found = attribute(lm, text)
+    expected = references(model, lm, text, found.target_id)["integrated_gradients"]
+    assert np.abs(found.scores - expected).max() <= 1e-3 * abs(found.change)
+
+
+# Completeness errors measured, relative to the change they explain, at 64 / 256 steps: GPT-2 6e-6 / 5e-6, Llama
+# (grouped KV heads) 4e-4 / 3e-6, BERT 4e-5 / 3e-6, the bundled decoder 4e-5 / 1e-6; the tiny T5 12% / 0.4% and the
+# bundled dates-t5 2.2% / 0.2%. T5's path moves f over thirty decades of α (each bias-free RMSNorm scales a small
+# input up by 1/√eps, layer after layer) through ReLU kinks: 64 points leave the T5 family above 1%, 256 put it
+# under. The verification line shows the error to the user whatever it is.
+STEPS_WITHIN_ONE_PERCENT = {"gpt2": 64, "llama": 64, "bert": 64, "t5": 256}
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "t5", "bert"])
@@ -126,6 +161,33 @@ def test_integrated_gradients_add_up_to_the_change(loaded, name):
     assert abs(result.delta) <= 0.01 * abs(result.change), result.verification()
 
 
+def test_the_panels_integrate_what_they_are_planned_on():
+    """The quadrature alone, on a function with the shape of T5's path (a step over a few decades of α, far
+    below 1): its points and weights give ∫₀¹ g'(α) dα = g(1) − g(0), measured within 8e-4 of it at 64 points and
+    2e-5 at 128 (the tails' panels get one point each at first; the refinement then gives them more)."""
+    from explorer.models.attribution import GRID, panel_points, quadrature
+
+    def g(alpha):
+        return np.tanh(np.log10(np.maximum(alpha, 1e-300)) + 15) + 0.3 * alpha**2
+
+    def derivative(alpha):
+        return (1 - np.tanh(np.log10(alpha) + 15) ** 2) / (alpha * np.log(10)) + 0.6 * alpha
+
+    seen = []
+
+    def integrate(panel):
+        alphas, weights = panel_points(*panel)
+        assert ((alphas > 0) & (alphas < 1)).all() and (weights > 0).all()
+        seen.append(len(alphas))
+        return np.array([weights @ derivative(alphas)])
+
+    for steps, within in ((64, 1e-3), (128, 1e-4)):
+        seen.clear()
+        parts = quadrature(g(GRID), steps, integrate)
+        assert sum(seen) <= steps
+        assert float(sum(parts.values())[0]) == pytest.approx(g(1.0) - g(0.0), rel=within)
+
+
 def test_the_bundled_models_and_a_chosen_target():
     decoder = explorer.load_model(explorer.DEFAULT_DECODER)
     top = attribute(decoder, "The cat sat on the")
@@ -133,8 +195,10 @@ def test_the_bundled_models_and_a_chosen_target():
     assert other.target_token.strip() == "mat" and other.logprob < top.logprob
     assert abs(top.delta) <= 0.01 * abs(top.change)
     seq2seq = explorer.load_model(explorer.DEFAULT_SEQ2SEQ)
-    dates = attribute(seq2seq, "Thursday, March 5, 2021", method="occlusion")
-    assert len(dates.scores) == len(dates.tokens) and np.isfinite(dates.scores).all()
+    dates = attribute(seq2seq, "Thursday, March 5, 2021", steps=256)
+    assert abs(dates.delta) <= 0.01 * abs(dates.change), dates.verification()
+    occluded = attribute(seq2seq, "Thursday, March 5, 2021", method="occlusion")
+    assert len(occluded.scores) == len(occluded.tokens) and np.isfinite(occluded.scores).all()
 
 
 def test_bad_input_gets_a_sentence(loaded, minilm):

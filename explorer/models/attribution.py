@@ -30,8 +30,7 @@ from explorer.models.capture import encode_text
 from explorer.models.tokens import token_labels
 
 METHODS = ("integrated_gradients", "gradient_x_input", "occlusion")
-MAX_STEPS = 512
-POWER = 3
+MIN_STEPS, MAX_STEPS = 8, 512
 INTERNAL_BATCH = 16  # path points per forward pass: bounds integrated gradients' memory (Captum batches all)
 
 
@@ -65,8 +64,8 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
 def _check(method: str, steps: int) -> None:
     if method not in METHODS:
         raise InputError(f"Attribution methods: {', '.join(METHODS)} (got {method!r}).")
-    if isinstance(steps, bool) or not isinstance(steps, int) or not 2 <= steps <= MAX_STEPS:
-        raise InputError(f"Integrated gradients takes 2 to {MAX_STEPS} steps (got {steps!r}).")
+    if isinstance(steps, bool) or not isinstance(steps, int) or not MIN_STEPS <= steps <= MAX_STEPS:
+        raise InputError(f"Integrated gradients takes {MIN_STEPS} to {MAX_STEPS} steps (got {steps!r}).")
 
 
 def _target_id(lm, target) -> int:
@@ -129,28 +128,111 @@ _PREDICTORS = {KIND_DECODER: _decoder, KIND_ENCODER_DECODER: _encoder_decoder, K
 
 
 def _integrated_gradients(predict, embeddings, mask, target_id, steps):
-    """∫₀¹ ∇f(α·x)·x dα by Gauss-Legendre on α = t³ (written here: Captum's paths are uniform in α). With a zero
-    baseline, a model whose first norm sees the embeddings alone (Llama's and T5's RMSNorm: no position added
-    before it) changes almost all the way within α < 10⁻³, where the norm's output grows from zero to full size;
-    α = t³ spreads that stretch over the first twentieth of t, where uniform-in-α points left it unresolved (T5:
-    a completeness error of half the change at 64 steps)."""
-    nodes, weights = np.polynomial.legendre.leggauss(steps)
-    t = (nodes + 1) / 2
-    alphas, step_sizes = t**POWER, weights / 2 * POWER * t ** (POWER - 1)  # dα = 3t² dt, and dt = dx / 2 on [-1, 1]
-    total = torch.zeros_like(embeddings)
-    for start in range(0, steps, INTERNAL_BATCH):
-        chunk = torch.tensor(alphas[start : start + INTERNAL_BATCH], dtype=embeddings.dtype, device=embeddings.device)
-        sizes = torch.tensor(
-            step_sizes[start : start + INTERNAL_BATCH], dtype=embeddings.dtype, device=embeddings.device
+    """∫₀¹ ∇f(α·x)·x dα with ``steps`` points, placed where f changes along the path (``plan_panels``)."""
+    grid = torch.tensor(GRID, dtype=embeddings.dtype, device=embeddings.device)
+    with torch.no_grad():
+        along = torch.cat(
+            [
+                predict(chunk.view(-1, 1, 1) * embeddings, mask.expand(len(chunk), -1))[:, target_id]
+                for chunk in grid.split(INTERNAL_BATCH)
+            ]
         )
+    along = along.double().cpu().numpy()
+
+    def integrate(panel):
+        return _path_integral(predict, embeddings, mask, target_id, *panel_points(*panel))
+
+    scores = sum(quadrature(along, steps, integrate).values())
+    return scores, float(scores.sum()) - (along[-1] - along[0])
+
+
+def quadrature(along: np.ndarray, steps: int, integrate) -> dict:
+    """``integrate(panel)`` (an array whose sum is the panel's part of ∫ df) for the panels of ``steps`` points
+    in all: three quarters placed by ``plan_panels``, then the rest, a panel at a time, where a panel's own
+    completeness (its sum = f(end) − f(start), read off ``along``) is missed most."""
+    first = plan_panels(along, steps * FIRST_SHARE // 4)
+    done = {panel: integrate(panel) for panel in first}
+    left = steps - sum(count for _, _, count in first)
+    while True:
+        error = {p: abs(float(s.sum()) - (along[p[1]] - along[p[0]])) for p, s in done.items()}
+        worst = max(error, key=error.get)
+        finer = refine(worst)
+        cost = sum(count for _, _, count in finer)
+        if cost > left:
+            return done
+        left -= cost
+        del done[worst]
+        done.update({panel: integrate(panel) for panel in finer})
+
+
+def _path_integral(predict, embeddings, mask, target_id, alphas, sizes):
+    """Σ sizes·∇f(α·x) over the points α, times x and summed over the hidden axis: [1, token]."""
+    total = torch.zeros_like(embeddings)
+    for start in range(0, len(alphas), INTERNAL_BATCH):
+        chunk = torch.tensor(alphas[start : start + INTERNAL_BATCH], dtype=embeddings.dtype, device=embeddings.device)
+        size = torch.tensor(sizes[start : start + INTERNAL_BATCH], dtype=embeddings.dtype, device=embeddings.device)
         points = (chunk.view(-1, 1, 1) * embeddings).requires_grad_()
         chosen = predict(points, mask.expand(len(chunk), -1))[:, target_id]
         (gradients,) = torch.autograd.grad(chosen.sum(), points)
-        total += (sizes.view(-1, 1, 1) * gradients).sum(0, keepdim=True)
-    scores = (total * embeddings).sum(-1)
-    with torch.no_grad():
-        change = predict(embeddings, mask)[0, target_id] - predict(torch.zeros_like(embeddings), mask)[0, target_id]
-    return scores, float(scores.sum() - change)
+        total += (size.view(-1, 1, 1) * gradients).sum(0, keepdim=True)
+    return (total * embeddings).sum(-1).detach()
+
+
+# Where f(α·x) is read before any gradient: α = 0, then three points a decade from 10⁻³⁰ to 1 (a stack of
+# RMSNorms without biases, T5's, scales each layer up by 1/√eps while its input is small: f moves over decades).
+GRID = np.concatenate([[0.0], np.logspace(-30, 0, 91)])
+PANEL_POINTS = 8  # Gauss-Legendre points per panel of the first plan, on average
+FIRST_SHARE = 3  # quarters of the points placed first; the rest where panels still miss
+MAX_PANEL_CELLS = 6  # two decades
+FLOOR = 1e-3  # share of the whole change every grid cell counts as, however flat f is there
+
+
+def plan_panels(along: np.ndarray, steps: int) -> list[tuple[int, int, int]]:
+    """Panels (first grid index, last grid index, points): neighbouring grid cells merged while their share of
+    how much f changes (``along`` = f at ``GRID``) stays under one panel's and they span at most two decades,
+    with points in proportion to each panel's share."""
+    cells = np.abs(np.diff(along))
+    shares = (cells + FLOOR * max(cells.sum(), 1e-12)) / (cells.sum() + FLOOR * len(cells) * max(cells.sum(), 1e-12))
+    most = PANEL_POINTS / steps
+    widest = max(MAX_PANEL_CELLS, -(-len(cells) // max(steps // 2 - 1, 1)))  # few steps: wider panels
+    edges, share = [0], 0.0
+    for cell, cell_share in enumerate(shares):
+        if cell > edges[-1] and (share + cell_share > most or cell - edges[-1] >= widest or cell == 1):
+            edges.append(cell)  # [0, 10⁻³⁰] is a panel of its own: points uniform in α there miss every decade
+            share = 0.0
+        share += cell_share
+    edges.append(len(cells))
+    counts = _counts(np.add.reduceat(shares, edges[:-1]), steps)
+    return [(low, high, int(count)) for low, high, count in zip(edges[:-1], edges[1:], counts, strict=True)]
+
+
+def refine(panel: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+    """A panel's two halves with as many points each, or, within one grid cell, twice its points."""
+    low, high, count = panel
+    if high - low >= 2:
+        middle = (low + high) // 2
+        return [(low, middle, count), (middle, high, count)]
+    return [(low, high, 2 * count)]
+
+
+def panel_points(low: int, high: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre points α and weights on [GRID[low], GRID[high]]: uniform in log α, or in α from 0."""
+    nodes, weights = np.polynomial.legendre.leggauss(count)
+    start, end = GRID[low], GRID[high]
+    if start == 0:
+        return end * (nodes + 1) / 2, end * weights / 2
+    logs = np.log(start) + (np.log(end) - np.log(start)) * (nodes + 1) / 2
+    return np.exp(logs), np.exp(logs) * (np.log(end) - np.log(start)) * weights / 2  # dα = α d(log α)
+
+
+def _counts(shares: np.ndarray, steps: int) -> np.ndarray:
+    """Points per panel: at least one each, the rest in proportion to the panels' shares (largest remainders)."""
+    counts = np.ones(len(shares), dtype=int)
+    wanted = shares / shares.sum() * (steps - len(shares))
+    counts += np.floor(wanted).astype(int)
+    rest = steps - counts.sum()
+    counts[np.argsort(-(wanted - np.floor(wanted)))[:rest]] += 1
+    return counts
 
 
 def _gradient_x_input(predict, embeddings, mask, target_id, steps):
