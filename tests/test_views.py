@@ -78,6 +78,7 @@ def test_every_view_module_is_one_feature_and_imports_no_streamlit():
         "decoding",
         "kv_cache",
         "lens",
+        "patching",
         "probes",
         "sampling",
         "tokens",
