@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer import DEFAULT_ENCODER, DEFAULT_SEQ2SEQ, views
+from explorer import DEFAULT_DECODER, DEFAULT_ENCODER, DEFAULT_SEQ2SEQ, views
 from explorer.compute.anatomy import memory_mb, model_lecture_count
 from explorer.compute.attention import score_stages
 from explorer.compute.sampling import softmax
@@ -23,7 +23,9 @@ PAIR_IDS = (101, 2051, 10029, 2066, 2019, 8612, 102, 5909, 10029, 2066, 1037, 15
 PAIR_TYPES = (0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1)
 FLIES = 2  # "flies" among [CLS] time flies like an arrow [SEP]
 HEAD = 8  # the chapter's head (layer 0)
-DATES = ("Thursday, March 5, 2021", "2021-03-05")  # the bundled seq2seq model's own example
+DATES = ("Thursday, March 5, 2021", "2021-03-05")
+# One word changes the bundled decoder's next pronoun: the Patching page's own default pair.
+PATCHING_PAIR = ("The girl was sure that", "The boy was sure that")  # the bundled seq2seq model's own example
 
 
 def _ids(ids) -> str:
@@ -155,6 +157,15 @@ def _second_flies_inside(capture) -> str:
 
 
 # -- layers and counts -----------------------------------------------------------------------------------------
+
+
+def _first_layer_recovering(patching) -> str:
+    """The first layer whose input, patched at the last position alone, brings back at least half the answer."""
+    return _stream_label(patching, int(np.argmax(patching.residual[:, -1] >= 0.5)))
+
+
+def _stream_label(patching, layer: int) -> str:
+    return "out of the last layer" if layer == patching.num_layers else f"into layer {layer}"
 
 
 def _feed_forward_against(anatomy) -> tuple[str, ...]:
@@ -368,6 +379,21 @@ ANATOMY = Deck(
             "lets it read the whole encoded input.",
             (14,),
             against=_cross_against,
+        ),
+        Slide(
+            "Where is the answer computed?",
+            views.patching.Residual(DEFAULT_DECODER, *PATCHING_PAIR),
+            ("Clean run's stream copied into the corrupted run, one cell at a time.", "1 = the clean answer is back."),
+            "Activation patching: run the corrupted prompt, but copy one piece of the clean run's residual stream "
+            "into it. Where that brings the clean answer back, that piece carries the information. The changed "
+            "word's own position carries it early; the last position picks it up a few layers in.",
+            ("activation patching",),
+            question=Question(
+                "Patching only the last token: from which layer on does the clean answer mostly come back?",
+                lambda patching: tuple(_stream_label(patching, layer) for layer in range(patching.num_layers + 1)),
+                _first_layer_recovering,
+                "Attention in the layers before moves the changed word's information to the last position.",
+            ),
         ),
     ),
 )

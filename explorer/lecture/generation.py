@@ -197,6 +197,17 @@ def _cache_against(trace) -> tuple[str, ...]:
     )
 
 
+def _cache_size_against(trace) -> tuple[str, ...]:
+    stack = trace.decoder
+    layers, heads, size = stack.num_layers, int(stack.kv_heads.max()), int(stack.head_dim.max())
+    return (
+        "Primer: the keys and values of earlier tokens are kept, so each step only adds the new token's",
+        f"Here: {layers} layers × 2 × {heads} KV heads × {size} numbers × "
+        f"{trace.bytes_per_token / (layers * 2 * heads * size):.0f} bytes ({trace.dtype}) = "
+        f"{trace.bytes_per_token:,.0f} bytes per token, {int(trace.total_bytes[-1]):,} after {trace.steps} steps",
+    )
+
+
 GREEDY_TABLE = views.decoding.Greedy(DEFAULT_DECODER, CHAPTER_PROMPT, _greedy(8))
 STRATEGIES = (
     ("Greedy search", _greedy(32)),
@@ -375,6 +386,16 @@ GENERATION = Deck(
             "values of every token before it. That is why generation costs one small pass per token.",
             ("the KV cache",),
             against=_cache_against,
+        ),
+        Slide(
+            "What the cache holds",
+            views.kv_cache.CacheSize(DEFAULT_DECODER, PROMPT, 8),
+            ("Per layer: one key and one value per KV head, per token.", "Each new token adds the same bytes."),
+            "The cache grows linearly with the text: layers × 2 × KV heads × head size × bytes per number, for "
+            "every token. Models with grouped KV heads let several query heads share one key and value, and keep "
+            "less. Without the cache every step would run the whole prefix again.",
+            ("the KV cache",),
+            against=_cache_size_against,
         ),
     ),
 )
