@@ -181,9 +181,9 @@ def test_a_moved_slide_opens_on_its_full_page_as_moved():
     ("params", "notices"),
     [
         ({"deck": "evil**bold**", "slide": "2"}, ["lecture “evil\\*\\*bold\\*\\*” is not one of the choices"]),
-        ({"deck": "generation", "slide": "abc"}, ["slide “abc” is not one of the 14 slides"]),
-        ({"deck": "generation", "slide": "999"}, ["slide “999” is not one of the 14 slides"]),
-        ({"deck": "generation", "slide": "-1"}, ["slide “\\-1” is not one of the 14 slides"]),
+        ({"deck": "generation", "slide": "abc"}, ["slide “abc” is not one of the 15 slides"]),
+        ({"deck": "generation", "slide": "999"}, ["slide “999” is not one of the 15 slides"]),
+        ({"deck": "generation", "slide": "-1"}, ["slide “\\-1” is not one of the 15 slides"]),
         (
             {"deck": "anatomy", "slide": "6", "answers": "[x](https://evil.example)-1.6-99.3-0"},
             ["is not a slide number and a choice", "slide 3 asks no question"],

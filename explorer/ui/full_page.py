@@ -83,6 +83,15 @@ def _generation_attention(view) -> dict:
     }
 
 
+def _patching(view) -> dict:
+    return {
+        "clean": view.clean,
+        "corrupted": view.corrupted,
+        "answer": view.answer or "",
+        "counterfactual": view.counterfactual or "",
+    }
+
+
 # view class -> (its page, view -> that page's widget values)
 FULL_PAGES: dict[type, tuple[str, Callable[[object], dict]]] = {
     views.tokens.Embeddings: ("pages/tokens_embeddings.py", lambda v: {"text": v.text, "pair": v.text_pair or ""}),
@@ -104,6 +113,8 @@ FULL_PAGES: dict[type, tuple[str, Callable[[object], dict]]] = {
     views.decoding.BeamTree: ("pages/beam_search.py", _beam_tree),
     views.decoding.Comparison: ("pages/compare_strategies.py", _comparison),
     views.decoding.GenerationAttention: ("pages/generation_attention.py", _generation_attention),
+    views.kv_cache.CacheSize: ("pages/greedy_search.py", lambda v: {"prompt": v.prompt, "steps": v.steps, "kv": True}),
+    views.patching.Residual: ("pages/patching.py", _patching),
     views.sampling.Distribution: ("pages/sampling.py", _distribution),
     views.sampling.Temperatures: ("pages/sampling.py", _distribution),
 }
