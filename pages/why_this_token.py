@@ -52,7 +52,7 @@ except explorer.InputError as error:
 
 ranks = [str(rank) for rank in range(1, len(candidates.ids) + 1)]
 labels = {
-    rank: f"{ui.literal(repr(token))} {probability:.1%}"
+    rank: f"{ui.literal(repr(token))} {100 * probability:.3g}%"
     for rank, token, probability in zip(ranks, candidates.tokens, candidates.probabilities.tolist(), strict=True)
 }
 with ui.controls():
@@ -99,7 +99,8 @@ ui.notices_ui()
 
 with ui.stage():
     st.html(view.html(attribution, font_size=30 if ui.presenting() else 20))
-    ui.show_view(view, attribution, key="attribution", alt=f"Attribution scores of {view.info().subtitle()}")
+    # wide: bars need no 16:9 frame, and on a projector the shaded text above leaves less height for one
+    ui.show_view(view, attribution, key="attribution", wide=True, alt=f"Attribution scores of {view.info().subtitle()}")
 st.caption(view.caption(attribution))  # numbers and fixed words only
 decoder = lm.kind == "decoder"  # its last token is the one right before the prediction
 top = views.attribution.strongest(attribution, skip_last=decoder)

@@ -233,3 +233,12 @@ def test_why_this_token_switches_method_and_target_from_the_link(prose):
     assert not at.exception
     expected = explorer.attribute(prose, WHY_TEXT, target=second, method="gradient_x_input")
     np.testing.assert_allclose(decode_plotly_array(_charts(at)[0]["data"][0]["y"]), expected.scores, atol=1e-5)
+
+
+def test_why_this_token_explains_the_bundled_decoder_for_an_encoder_without_its_head(minilm):
+    at = open_decoding_page(WHY, model=explorer.DEFAULT_ENCODER)
+    assert not at.exception and not at.error
+    captions = " ".join(c.value for c in at.caption)
+    assert "checkpoint has none" in captions and "explains the bundled prose" in captions
+    assert at.text_input(key="text").value == WHY_TEXT  # the decoder's text, not the encoder's [MASK] sentence
+    assert _charts(at)

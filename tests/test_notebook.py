@@ -326,7 +326,7 @@ def _attribution_page(attribution):
     where = ("Integrated gradients", "64 steps", f"target {attribution.target_token!r}")
     text = "".join(attribution.tokens)
     info = FigureInfo("Why this token?", model=attribution.model_name, text=text, where=where)
-    title = "share of log p(target) − log p(baseline)"
+    title = "share of Δ log p"
     return attribution_bars(attribution.tokens, attribution.scores, score_title=title, info=info)
 
 

@@ -168,6 +168,17 @@ def test_the_why_this_token_page_shows_its_view():
     assert shaded == [view.html(result, font_size=20)]
 
 
+def test_the_shaded_text_escapes_every_label_and_colours_by_sign():
+    from explorer.render.attribution import shaded_text_html
+
+    shaded = shaded_text_html(
+        ['<img src=x onerror="alert(1)">', " & so", "\u202e"], [-2.0, 0.0, 1.0], target_token="<b>"
+    )
+    assert "<img" not in shaded and "<b>" not in shaded and "\u202e" not in shaded
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;: -2.0000" in shaded and "&amp; so" in shaded
+    assert shaded.count("<span") == 3 and "background:rgb(33, 102, 172)" in shaded  # -max: the scale's blue end
+
+
 def test_the_attribution_views_steps_bounds_are_the_librarys():
     from explorer.models import attribution
 

@@ -22,10 +22,10 @@ DEFAULT_STEPS = 64
 # What the page's Steps slider offers: explorer.attribute's bounds.
 MIN_STEPS, MAX_STEPS = 8, 512
 COMPLETE = 0.01  # a completeness error within this share of the change explained reads as verified
-SCORE_TITLES = {
-    INTEGRATED_GRADIENTS: "share of log p(target) − log p(baseline)",
-    "gradient_x_input": "gradient × input of log p(target)",
-    "occlusion": "drop in log p(target) without the token",
+SCORE_TITLES = {  # short: the y axis of a chart a projector leaves 500 px for
+    INTEGRATED_GRADIENTS: "share of Δ log p",
+    "gradient_x_input": "gradient × input",
+    "occlusion": "drop in log p",
 }
 
 
