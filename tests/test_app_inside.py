@@ -242,3 +242,30 @@ def test_why_this_token_explains_the_bundled_decoder_for_an_encoder_without_its_
     assert "checkpoint has none" in captions and "explains the bundled prose" in captions
     assert at.text_input(key="text").value == WHY_TEXT  # the decoder's text, not the encoder's [MASK] sentence
     assert _charts(at)
+
+
+def test_why_this_token_runs_the_model_once_per_new_input(monkeypatch):
+    """A rerun with nothing changed runs nothing; a new method or target runs one attribution, and going back to
+    one seen before runs none (the gateway's cache, shared by every session)."""
+    from explorer import gateway
+    from explorer.models import attribution
+
+    calls = []
+    library = explorer.attribute
+
+    def counted(lm, prompt, **settings):
+        calls.append(settings["method"])
+        return library(lm, prompt, **settings)
+
+    monkeypatch.setattr(explorer, "attribute", counted)
+    monkeypatch.setattr(attribution, "top_targets", lambda *a, **k: calls.append("targets") or top_targets(*a, **k))
+    gateway.results_cache().clear()
+    at = open_page(WHY)
+    assert calls == ["targets", "integrated_gradients"]
+    at.run()
+    assert calls == ["targets", "integrated_gradients"]
+    at.radio(key="method").set_value("occlusion").run()
+    assert calls[2:] == ["occlusion"]
+    at.radio(key="method").set_value("integrated_gradients").run()
+    at.radio(key="candidate").set_value("2").run()
+    assert not at.exception and calls[3:] == ["integrated_gradients"]
