@@ -149,6 +149,9 @@ PAGES = {
     # The chapter's pair (one word changed: she / he), one result for the whole class: a student's own sentence
     # would not tokenize to the corrupted prompt's length.
     "patching": PageSpec("patching", DECODER, None),
+    # The page's default text, one attribution for the whole class: integrated gradients runs the model about 150
+    # times per text, so forty texts of the students' own would queue for minutes behind the forward gate.
+    "why_this_token": PageSpec("why_this_token", DECODER, None),
     # Each student opens a slide of their own, spread over both decks (``spread``); no moves.
     "lecture": PageSpec("lecture", None, None),
 }

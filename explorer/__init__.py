@@ -16,6 +16,8 @@ The public API, for notebooks and other programs::
     effects = explorer.head_ablation_effects(gen, "It is a truth")  # [layer, head]: each head's effect
     cache = explorer.kv_cache(gen, "It is a truth", steps=8)  # the KV cache pass by pass, timed with and without
     patched = explorer.patch(gen, "The girl was sure that", "The boy was sure that")  # .residual [layer, position]
+    why = explorer.attribute(gen, "Elizabeth knew that")  # .scores [token] for the top next token's log p
+    why.verification()      # integrated gradients' completeness: Σ scores against log p(text) − log p(baseline)
 
 In Jupyter every result shows itself as the figure its page draws (its page's view, ``explorer.views.display``,
 imported here). Importing ``explorer`` never imports Streamlit; only
@@ -32,6 +34,7 @@ from explorer.data import (
     NextTokenLogits,
     TokenDistribution,
 )
+from explorer.data.attribution import Attribution
 from explorer.data.kv_cache import KVCacheTrace
 from explorer.data.lens import LogitLens
 from explorer.data.patching import Patching
@@ -43,6 +46,7 @@ from explorer.views import display as _display  # noqa: F401  (results display a
 # draw its first line (explorer.ui.loading) before a server's first visitor waits for them.
 _LAZY = {
     "model_anatomy": "explorer.models.anatomy",
+    "attribute": "explorer.models.attribution",
     "capture": "explorer.models.capture",
     "decode": "explorer.models.decoding",
     "decode_together": "explorer.models.decoding",
@@ -89,6 +93,7 @@ __all__ = [
     "MAX_NEW_TOKENS",
     "AttentionCapture",
     "AttentionStack",
+    "Attribution",
     "DecodeTrace",
     "HeadAblationEffects",
     "HeadProbes",
@@ -100,6 +105,7 @@ __all__ = [
     "NextTokenLogits",
     "Patching",
     "TokenDistribution",
+    "attribute",
     "capture",
     "decode",
     "decode_together",

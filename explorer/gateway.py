@@ -1,8 +1,8 @@
 """The one way the app runs a model: ``run(kind, model_name, *inputs, progress=None, **settings)``.
 
 Every model run the pages ask for (a capture and its check, a decoding, next-token logits, the logit lens, the
-head probes, ablation effects, activation patching, the anatomy, a text's tokens and embeddings) goes through
-``run``:
+head probes, ablation effects, activation patching, input attribution and its targets, the anatomy, a text's
+tokens and embeddings) goes through ``run``:
 
 - **One key scheme**: ``(kind, model name, the job's arguments)``, the arguments bound to the job's own
   signature with its defaults filled in, so ``run("capture", m, "a text")`` and
@@ -167,6 +167,24 @@ def _patching(
     return explorer.patch(lm, clean, corrupted, answer=answer, counterfactual=counterfactual, progress=progress)
 
 
+def _attribution(
+    lm, prompt: str, target: str | int | None = None, method: str = "integrated_gradients", steps: int = 64
+) -> explorer.Attribution:
+    return explorer.attribute(lm, prompt, target=target, method=method, steps=steps)
+
+
+def _attribution_targets(lm, prompt: str, k: int = 10):
+    from explorer.models.attribution import top_targets  # at first use: torch (see explorer's _LAZY)
+
+    return top_targets(lm, prompt, k)
+
+
+def _unexplained(lm) -> str | None:
+    from explorer.models.attribution import unexplained  # at first use: torch (see explorer's _LAZY)
+
+    return unexplained(lm)  # an encoder's masked-LM head, read from its checkpoint once per model
+
+
 def _anatomy(lm):
     return explorer.model_anatomy(lm)
 
@@ -264,6 +282,9 @@ JOBS: dict[str, Job] = {
         "Patching the clean run into the corrupted one…",
         unit="Patching one activation at a time: {done} of {total} runs",
     ),
+    "attribution": Job(_attribution, "Attributing the prediction to each input token…"),
+    "attribution targets": Job(_attribution_targets, "Running the model…"),
+    "unexplained": Job(_unexplained, "Looking for the model's masked-LM head…"),
     "anatomy": Job(_anatomy, "Counting parameters…", gated=False),
     "longest n": Job(_longest_n, "Reading the vocabulary…", gated=False),
     "embeddings": Job(_embeddings, "Reading the embeddings…"),

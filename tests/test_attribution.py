@@ -224,3 +224,55 @@ def test_the_shared_model_keeps_no_gradients(loaded):
     for method in METHODS:
         attribute(lm, TEXT, method=method)
     assert all(parameter.grad is None for parameter in lm.model.parameters())
+
+
+@pytest.mark.parametrize("name", ["gpt2", "t5", "bert"])
+def test_the_top_targets_are_the_prediction_attribute_explains(loaded, name):
+    """``top_targets``: the ten most likely tokens of the reference function's prediction, best first, the first
+    attribute's default target."""
+    from explorer.models.attribution import top_targets
+
+    lm, model, text = loaded[name]
+    x, f = reference_function(model, lm, text)
+    with torch.no_grad():
+        expected = torch.exp(f(x)[0]).cpu().numpy()
+    found = top_targets(lm, text)
+    np.testing.assert_array_equal(found.ids, np.argsort(-expected, kind="stable")[:10])
+    np.testing.assert_allclose(found.probabilities, expected[found.ids], atol=1e-6)
+    assert found.ids[0] == attribute(lm, text, method="occlusion").target_id and len(found.tokens) == 10
+
+
+def test_only_an_encoder_without_its_masked_lm_head_is_unexplained(loaded, minilm):
+    from explorer.models.attribution import unexplained
+
+    assert [unexplained(loaded[name][0]) for name in ("gpt2", "t5", "bert")] == [None, None, None]
+    assert "checkpoint has none" in unexplained(minilm)
+
+
+def test_the_gateway_computes_each_attribution_once_for_every_session():
+    """``gateway.run("attribution", ...)``: the library's result, kept for the next caller whatever way it names
+    the same input; the other methods ignore ``steps``, so the page keys them by the default."""
+    from contextlib import contextmanager
+
+    from explorer import gateway
+
+    labels = []
+
+    @contextmanager
+    def progress(label, waiting, unit):
+        labels.append(label)
+        yield None
+
+    gateway.results_cache().clear()
+    decoder = explorer.load_model(explorer.DEFAULT_DECODER)
+    text = "Elizabeth knew that"
+    result = gateway.run("attribution", explorer.DEFAULT_DECODER, text, progress=progress)
+    again = gateway.run(
+        "attribution", explorer.DEFAULT_DECODER, text, None, "integrated_gradients", 64, progress=progress
+    )
+    assert again is result and len(labels) == 1 and labels[0].startswith("Attributing")
+    np.testing.assert_array_equal(result.scores, attribute(decoder, text).scores)
+    candidates = gateway.run("attribution targets", explorer.DEFAULT_DECODER, text, 10, progress=progress)
+    assert candidates.ids[0] == result.target_id
+    assert gateway.run("attribution targets", explorer.DEFAULT_DECODER, text, progress=progress) is candidates
+    assert len(labels) == 2

@@ -34,6 +34,7 @@ PAGES = {
     "head-types": "head_types",
     "which-heads-matter": f"head_ablation?{DECODER}&ablate=3.5",
     "patching": f"patching?{DECODER}",
+    "why-this-token": f"why_this_token?{DECODER}",
     "lecture": "lecture?deck=generation&slide=2",  # a Plotly slide: the test waits for a Plotly chart
 }
 SIZES = [(1280, 720), (1920, 1080)]

@@ -25,10 +25,12 @@ from explorer.data._display import Displayed
 from explorer.data.attention import STACK_LABELS
 from explorer.render import notebook
 from explorer.render.ablation import ablation_map
+from explorer.render.attribution import attribution_bars
 from explorer.render.decoding import beam_tree_figure, candidates_figure
 from explorer.render.heatmap import masked_weights, weights_heatmap
 from explorer.render.kv_cache import cache_size_figure
 from explorer.render.lens import lens_figure
+from explorer.render.patching import patching_map, residual_rows
 from explorer.render.sampling import stages_figure
 from explorer.render.style import FigureInfo
 from tests.browser import ROOT, chromium, needs_chromium, open_tab
@@ -304,6 +306,30 @@ def _probes_page(probes, score="induction", score_name="induction"):
     return weights_heatmap(weights, stack.query_tokens, stack.key_tokens, color_max=None, info=info, boundaries=copies)
 
 
+def _patching_page(patching):
+    """pages/patching.py, the residual stream's map (its first figure)."""
+    clean, corrupted = "".join(patching.clean_tokens), "".join(patching.corrupted_tokens)
+    info = FigureInfo("Patching the residual stream", model=patching.model_name, text=f"{clean} → {corrupted}")
+    return patching_map(
+        patching.residual,
+        residual_rows(patching.num_layers),
+        patching.clean_tokens,
+        row_title="residual stream",
+        column_title="position (clean prompt's token)",
+        what="the residual stream",
+        info=info,
+    )
+
+
+def _attribution_page(attribution):
+    """pages/why_this_token.py as it opens: integrated gradients, 64 steps, the model's top token."""
+    where = ("Integrated gradients", "64 steps", f"target {attribution.target_token!r}")
+    text = "".join(attribution.tokens)
+    info = FigureInfo("Why this token?", model=attribution.model_name, text=text, where=where)
+    title = "share of Δ log p"
+    return attribution_bars(attribution.tokens, attribution.scores, score_title=title, info=info)
+
+
 @pytest.fixture(scope="module")
 def results(encoder_capture, decoder):
     """One result of every type that displays, with its page's figure."""
@@ -317,6 +343,8 @@ def results(encoder_capture, decoder):
     effects = explorer.head_ablation_effects(decoder, prompt)
     probes = explorer.head_probes(decoder, n=8, seed=1)
     kv_cache = explorer.kv_cache(decoder, prompt, steps=4)
+    patching = explorer.patch(decoder, "The girl was sure that", "The boy was sure that")
+    attribution = explorer.attribute(decoder, "Elizabeth knew that")
     return {
         "capture": (encoder_capture, _attention_page(encoder_capture)),
         "greedy": (greedy, _greedy_page(greedy)),
@@ -328,12 +356,14 @@ def results(encoder_capture, decoder):
         "effects": (effects, _ablation_page(effects)),
         "probes": (probes, _probes_page(probes)),
         "kv cache": (kv_cache, _kv_cache_page(kv_cache)),
+        "patching": (patching, _patching_page(patching)),
+        "attribution": (attribution, _attribution_page(attribution)),
     }
 
 
 RESULT_NAMES = [
     *("capture", "greedy", "beam", "sample", "distribution", "logits", "lens", "effects", "probes"),
-    "kv cache",
+    *("kv cache", "patching", "attribution"),
 ]
 
 
@@ -409,6 +439,21 @@ def test_each_result_summarises_itself_in_one_line(results):
     assert summaries["kv cache"].startswith(
         f"KVCacheTrace: bundled/prose-gpt2, a prefill and 4 steps; the cache ends at "
         f"{kv_cache.total_bytes[-1] / 1024:.1f} KiB (7.5 KiB per token, float32)"
+    )
+
+
+def test_patching_and_attribution_summarise_what_their_pages_say(results):
+    patching = results["patching"][0]
+    summary = patching._repr_mimebundle_(include=["text/plain"])["text/plain"]
+    assert summary.startswith("Patching: bundled/prose-gpt2, ") and "The head that recovers the most alone" in summary
+    attribution = results["attribution"][0]
+    summary = attribution._repr_mimebundle_(include=["text/plain"])["text/plain"]
+    top = int(np.argmax(attribution.scores))
+    assert summary == (
+        f"Attribution: bundled/prose-gpt2, integrated gradients of log p({attribution.target_token!r}) = "
+        f"{attribution.logprob:.3f} over {len(attribution.tokens)} tokens; the largest score: "
+        f"#{top} {attribution.tokens[top]!r} ({float(attribution.scores[top]):+.3f}); completeness error "
+        f"{attribution.delta:+.1e}"
     )
 
 

@@ -75,6 +75,7 @@ def test_every_view_module_is_one_feature_and_imports_no_streamlit():
         "ablation",
         "anatomy",
         "attention",
+        "attribution",
         "decoding",
         "kv_cache",
         "lens",
@@ -153,6 +154,36 @@ def test_the_patching_page_shows_its_views():
 
 def _fields(view) -> tuple:
     return (view.model, view.clean, view.corrupted, view.answer, view.counterfactual)
+
+
+def test_the_why_this_token_page_shows_its_view():
+    """The bars are the view's figure of the gateway's result; the shaded text is the view's HTML of it."""
+    at = _open("pages/why_this_token.py", model=DECODER)
+    text = "Elizabeth knew that"
+    top = int(gateway.run("attribution targets", DECODER, text, 10).ids[0])
+    view = views.attribution.Scores(DECODER, text, top)
+    result = view.result()
+    _same(_shown(at), _drawn(view, result))
+    shaded = [element.proto.body for element in at.get("html") if "attribution-text" in element.proto.body]
+    assert shaded == [view.html(result, font_size=20)]
+
+
+def test_the_shaded_text_escapes_every_label_and_colours_by_sign():
+    from explorer.render.attribution import shaded_text_html
+
+    shaded = shaded_text_html(
+        ['<img src=x onerror="alert(1)">', " & so", "\u202e"], [-2.0, 0.0, 1.0], target_token="<b>"
+    )
+    assert "<img" not in shaded and "<b>" not in shaded and "\u202e" not in shaded
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;: -2.0000" in shaded and "&amp; so" in shaded
+    assert shaded.count("<span") == 3 and "background:rgb(33, 102, 172)" in shaded  # -max: the scale's blue end
+
+
+def test_the_attribution_views_steps_bounds_are_the_librarys():
+    from explorer.models import attribution
+
+    assert (views.attribution.MIN_STEPS, views.attribution.MAX_STEPS) == (attribution.MIN_STEPS, attribution.MAX_STEPS)
+    assert tuple(views.attribution.METHODS) == attribution.METHODS
 
 
 def test_the_lens_and_anatomy_pages_show_their_views():

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.data._display import Displayed
 from explorer.data._freeze import freeze_arrays
 
 
 @dataclass(frozen=True, eq=False)
-class Attribution:
+class Attribution(Displayed):
     """One score per input token for the log-probability of ``target_token``.
 
     method            "integrated_gradients", "gradient_x_input" or "occlusion"
@@ -59,3 +60,21 @@ class Attribution:
             f"Σ scores = {float(self.scores.sum()):.4f}; log p(text) − log p(baseline) = {self.change:.4f}: "
             f"completeness error {self.delta:+.2e} ({relative:.2%} of the change, {self.steps} steps)"
         )
+
+
+@dataclass(frozen=True, eq=False)
+class Candidates:
+    """The most likely targets of one prediction (``explorer.models.attribution.top_targets``), best first.
+
+    ids            [candidate] int: token ids
+    tokens         their labels
+    probabilities  [candidate] float32: each one's probability (softmax over the whole vocabulary)
+    """
+
+    model_name: str
+    ids: np.ndarray
+    tokens: tuple[str, ...]
+    probabilities: np.ndarray
+
+    def __post_init__(self):
+        freeze_arrays(self)

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.data._display import Displayed
 from explorer.data._freeze import freeze_arrays
 from explorer.data.attention import TOLERANCE
 
 
 @dataclass(frozen=True, eq=False)
-class Patching:
+class Patching(Displayed):
     """The clean run's activations patched, one at a time, into the corrupted run.
 
     clean_tokens / corrupted_tokens   labels of the two prompts' positions (equal in number)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from captum.attr import FeatureAblation, InputXGradient
 
-from explorer.data.attribution import Attribution
+from explorer.data.attribution import Attribution, Candidates
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import encode_text
@@ -40,10 +40,7 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
     """One score per input token of ``prompt`` for the log-probability of ``target`` (a token id or a token's
     text; default: the model's own top prediction), by ``method`` (see the module docstring)."""
     _check(method, steps)
-    encoded, _ = encode_text(lm, prompt, None)
-    predict = _PREDICTORS[lm.kind](lm, encoded)
-    embeddings = lm.model.get_input_embeddings()(encoded["input_ids"]).detach().float()
-    mask = encoded["attention_mask"]
+    encoded, predict, embeddings, mask = _prediction(lm, prompt)
     with torch.no_grad():
         logprobs = predict(embeddings, mask)[0]
         target_id = int(logprobs.argmax()) if target is None else _target_id(lm, target)
@@ -61,6 +58,44 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
         delta=delta,
         steps=steps if method == "integrated_gradients" else None,
     )
+
+
+def top_targets(lm, prompt: str, k: int = 10) -> Candidates:
+    """The ``k`` most likely tokens of the prediction ``attribute(lm, prompt)`` explains (its default target
+    first), with their probabilities: one forward pass, the targets a page offers."""
+    _, predict, embeddings, mask = _prediction(lm, prompt)
+    with torch.no_grad():
+        best = predict(embeddings, mask)[0].topk(k)
+    ids = best.indices.cpu().numpy()
+    return Candidates(
+        model_name=lm.name,
+        ids=ids,
+        tokens=token_labels(lm.tokenizer, ids.tolist()),
+        probabilities=best.values.exp().float().cpu().numpy(),
+    )
+
+
+def unexplained(lm) -> str | None:
+    """Why ``attribute`` cannot read this model's predictions (an encoder saved without its masked-LM head), or
+    None when it can."""
+    if lm.kind != KIND_ENCODER:
+        return None
+    from explorer.models.lens import masked_lm_head  # the head the lens reads an encoder through
+
+    try:
+        masked_lm_head(lm)
+    except InputError as error:
+        return str(error)
+    return None
+
+
+def _prediction(lm, prompt: str):
+    """(the encoded prompt, its target's log-probabilities as a function of (input embeddings, attention mask),
+    the prompt's input embeddings, its attention mask)."""
+    encoded, _ = encode_text(lm, prompt, None)
+    predict = _PREDICTORS[lm.kind](lm, encoded)
+    embeddings = lm.model.get_input_embeddings()(encoded["input_ids"]).detach().float()
+    return encoded, predict, embeddings, encoded["attention_mask"]
 
 
 def _check(method: str, steps: int) -> None:

@@ -104,7 +104,7 @@ def masked_lm_head(lm) -> torch.nn.Module:
 def _load_masked_lm_head(lm) -> torch.nn.Module | str:
     path = quirks_for(lm.model.config.model_type).masked_lm_head
     if path is None:
-        return f"The logit lens has no masked-LM head to read {lm.name} ({lm.model.config.model_type}) through."
+        return f"No masked-LM head is known for {lm.name} ({lm.model.config.model_type}) to read its predictions."
     source = lm.model.config._name_or_path  # the folder the encoder was loaded from (a Hub snapshot, or a path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the unused pooler and missing head weights are reported below
@@ -113,7 +113,7 @@ def _load_masked_lm_head(lm) -> torch.nn.Module | str:
         )
     if any(key.startswith(f"{path}.") for key in info["missing_keys"]):
         return (
-            f"The logit lens reads each layer through a language-model head, and {lm.name}'s checkpoint has none "
+            f"Reading an encoder's predictions takes its masked-LM head, and {lm.name}'s checkpoint has none "
             "(it was saved as an encoder only, as sentence-embedding models are). Pick a model with its masked-LM "
             "head (e.g. bert-base-uncased), a decoder or an encoder-decoder."
         )

@@ -42,6 +42,7 @@ PAGES = [
     ("Inside the model", "pages/logit_lens.py", "Logit lens", ":material/layers:"),
     ("Inside the model", "pages/head_ablation.py", "Which heads matter", ":material/block:"),
     ("Inside the model", "pages/patching.py", "Patching", ":material/swap_horiz:"),
+    ("Inside the model", "pages/why_this_token.py", "Why this token?", ":material/help:"),
     ("Teach", "pages/lecture.py", "Lecture", ":material/co_present:"),
 ]
 

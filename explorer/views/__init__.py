@@ -14,7 +14,7 @@ calls the same three methods. No Streamlit here. One module per feature: ``atten
 compared, statistics and rollout, all heads, step by step, the neuron view, BertViz's views), ``tokens``
 (embeddings and positions), ``anatomy``, ``decoding`` (greedy, the beam tree, comparisons, attention while
 generating), ``kv_cache`` (the cache while decoding), ``sampling`` (the next-token distribution), ``lens``,
-``ablation``, ``patching``, ``probes`` (head types).
+``ablation``, ``patching``, ``attribution`` (why this token), ``probes`` (head types).
 ``display``: a result in Jupyter is its page's view (``for_result``: the page's opening settings), imported by
 ``explorer/__init__.py``.
 """
@@ -37,6 +37,7 @@ from explorer.views import (  # noqa: E402
     ablation,
     anatomy,
     attention,
+    attribution,
     decoding,
     kv_cache,
     lens,
@@ -51,6 +52,7 @@ __all__ = [
     "ablation",
     "anatomy",
     "attention",
+    "attribution",
     "builder",
     "decoding",
     "kv_cache",

@@ -14,11 +14,13 @@ from collections.abc import Callable
 from explorer.data import AttentionCapture, DecodeTrace, NextTokenLogits, TokenDistribution
 from explorer.data._display import register_display
 from explorer.data.ablation import HeadAblationEffects
+from explorer.data.attribution import Attribution
 from explorer.data.kv_cache import KVCacheTrace
 from explorer.data.lens import LogitLens
+from explorer.data.patching import Patching
 from explorer.data.probes import HeadProbes
 from explorer.render import notebook
-from explorer.views import ablation, attention, decoding, kv_cache, lens, probes, sampling
+from explorer.views import ablation, attention, attribution, decoding, kv_cache, lens, patching, probes, sampling
 
 
 def _stages_of_logits(logits: NextTokenLogits):
@@ -41,6 +43,8 @@ DISPLAYS: dict[type, tuple[Callable, Callable[..., str]]] = {
     HeadAblationEffects: (_same(ablation.Map), ablation.summary),
     HeadProbes: (_same(probes.BestHead), probes.summary),
     KVCacheTrace: (_same(kv_cache.CacheSize), kv_cache.summary),
+    Patching: (_same(patching.Residual), patching.summary),
+    Attribution: (_same(attribution.Scores), attribution.summary),
 }
 
 
