@@ -25,7 +25,9 @@ FLIES = 2  # "flies" among [CLS] time flies like an arrow [SEP]
 HEAD = 8  # the chapter's head (layer 0)
 DATES = ("Thursday, March 5, 2021", "2021-03-05")
 # One word changes the bundled decoder's next pronoun: the Patching page's own default pair.
-PATCHING_PAIR = ("The girl was sure that", "The boy was sure that")  # the bundled seq2seq model's own example
+PATCHING_PAIR = ("The girl was sure that", "The boy was sure that")
+# The Why this token? page's default: the name is what tips the bundled decoder to " she".
+ATTRIBUTION_TEXT = "Elizabeth knew that"  # the bundled seq2seq model's own example
 
 
 def _ids(ids) -> str:
@@ -379,6 +381,21 @@ ANATOMY = Deck(
             "lets it read the whole encoded input.",
             (14,),
             against=_cross_against,
+        ),
+        Slide(
+            "Which words made it say that?",
+            views.attribution.Scores(DEFAULT_DECODER, ATTRIBUTION_TEXT, method="occlusion"),
+            ("Each bar: the drop in log p(next token) with that word blanked out.", "Taller = leaned on more."),
+            "Occlusion blanks one input token at a time (its embedding set to zero) and reads how far the "
+            "prediction's log-probability falls. The last token always matters most; the question is which earlier "
+            "word the prediction leans on. Integrated gradients on the page gives scores that add up exactly.",
+            ("input attribution",),
+            question=Question(
+                "Before the last word, which word does the prediction lean on most?",
+                lambda attribution: tuple(attribution.tokens[:-1]),
+                lambda attribution: attribution.tokens[views.attribution.strongest(attribution)],
+                "The name decides which pronoun comes next; the verb says little about it.",
+            ),
         ),
         Slide(
             "Where is the answer computed?",

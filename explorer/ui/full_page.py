@@ -115,6 +115,10 @@ FULL_PAGES: dict[type, tuple[str, Callable[[object], dict]]] = {
     views.decoding.GenerationAttention: ("pages/generation_attention.py", _generation_attention),
     views.kv_cache.CacheSize: ("pages/greedy_search.py", lambda v: {"prompt": v.prompt, "steps": v.steps, "kv": True}),
     views.patching.Residual: ("pages/patching.py", _patching),
+    views.attribution.Scores: (
+        "pages/why_this_token.py",
+        lambda v: {"text": v.text, "method": v.method, "steps": v.steps},
+    ),
     views.sampling.Distribution: ("pages/sampling.py", _distribution),
     views.sampling.Temperatures: ("pages/sampling.py", _distribution),
 }
