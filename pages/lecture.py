@@ -10,6 +10,7 @@ its questions as a poll; a student's slide is a fragment that the teacher's move
 """
 
 from explorer import ui
+from explorer.lecture import ahead
 from explorer.ui import classroom, lecture
 
 ui.page_shell()
@@ -30,3 +31,4 @@ else:
 if seat is None:
     lecture.score_ui(deck)
 lecture.deck_file_ui(deck)
+ahead.compute_ahead(lecture.around(deck, number))

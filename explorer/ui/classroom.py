@@ -30,11 +30,11 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer.classroom import ClassesFull, ClassState, StoreUnavailable, class_store, codes
-from explorer.lecture import Deck, Slide
+from explorer.lecture import Deck, Slide, ahead
 from explorer.lecture.controls import apply, moved
 from explorer.render.poll import poll_html
 from explorer.ui import push
-from explorer.ui.lecture import show_slide, slide_number, slide_ui, verdict_ui
+from explorer.ui.lecture import around, show_slide, slide_number, slide_ui, verdict_ui
 from explorer.ui.shell import present_slides
 from explorer.ui.text import literal
 from explorer.ui.widgets import add_notice
@@ -124,11 +124,15 @@ def _seat(raw: str) -> Seat | None:
 def follow_ui(seat: Seat, deck: Deck) -> None:
     """A follower's slide (``lecture.slide_ui``) as a fragment: the teacher's moves rerun it alone (``push`` names
     it), and so do the follower's votes and "Explore on my own"."""
-    if get_script_run_ctx().fragment_ids_this_run:  # this fragment alone: ``seat`` is the last full run's
+    alone = bool(get_script_run_ctx().fragment_ids_this_run)  # else within the page's full run
+    if alone:  # ``seat`` is the last full run's: the class may have moved since
         seat = _moved(seat)
         show_slide(deck.name, seat.state.slide)
         present_slides(css=False)  # this run's thread is not the full run's: the figures' projector look again
-    slide_ui(deck, slide_number(deck), seat)
+    number = slide_number(deck)
+    slide_ui(deck, number, seat)
+    if alone:  # as the page does after a full run
+        ahead.compute_ahead(around(deck, number))
 
 
 def _moved(seat: Seat) -> Seat:

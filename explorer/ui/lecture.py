@@ -19,7 +19,7 @@ import streamlit as st
 
 from explorer import gateway, views
 from explorer.errors import InputError
-from explorer.lecture import DECKS, Deck, Slide, ahead, files, tour
+from explorer.lecture import DECKS, Deck, Slide, files, tour
 from explorer.lecture.controls import Index, Number, UptoStep, controls_of
 from explorer.render.export import ExportUnavailable
 from explorer.render.layout import PlotlySpec
@@ -391,9 +391,9 @@ def _is_right(slide: Slide, result, choice: int) -> bool:
 
 def slide_ui(deck: Deck, number: int, seat, *, escaped: bool = False) -> None:
     """Slide ``number`` of ``deck`` in the main area (nothing in the sidebar: a class's follower draws it in a
-    fragment, see ``classroom.follow_ui``): its title row, view, question or poll, text, the presenter's side
-    with ``presenter=1``; then the slides around it are computed ahead. ``seat``: this session's in a class, or
-    None; ``escaped``: Esc asked for the slide's full page."""
+    fragment, see ``classroom.follow_ui``): its title row, view, question or poll, text, and the presenter's side
+    with ``presenter=1``. ``seat``: this session's in a class, or None; ``escaped``: Esc asked for the slide's
+    full page."""
     from explorer.ui import classroom  # imported here: classroom imports this module (its verdict line)
 
     following = seat is not None and seat.follows
@@ -436,7 +436,6 @@ def slide_ui(deck: Deck, number: int, seat, *, escaped: bool = False) -> None:
     if side is not None:
         with side:
             presenter_ui(deck, number, slide)
-    ahead.compute_ahead(around(deck, number))
 
 
 def slide_text_ui(slide: Slide, result, *, answered: bool) -> None:
