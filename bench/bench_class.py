@@ -427,6 +427,7 @@ class Student:
             elif field in ("button", "bidi_component"):
                 widget = getattr(element, field).id
                 self.widgets[widget.split("-", 2)[-1]] = widget
+                self.fragments[widget] = message.delta.fragment_id
         elif kind == "page_info_changed":
             self.address = message.page_info_changed.query_string
         return kind == "script_finished"
@@ -622,13 +623,24 @@ class ClassClient(Student):
         self.wait = wait  # seconds any one step may take
         self.arrivals: list[tuple[float, str]] = []  # (monotonic seconds, title) of every heading received
         self.drawn = Drawn()  # the last finished run's (a fragment's run draws only the fragment)
+        self.runs: list[tuple[str, ...]] = []  # the fragments each run started ran alone (none: the whole page)
+        self.page = ""  # the page's script hash, once the app's navigation has said it (a browser sends it back)
         self._texts: list[str] = []
         self._keys: set[str] = set()
 
     def query(self) -> str:
         return self.address
 
+    def _message(self) -> BackMsg:
+        message = super()._message()
+        message.rerun_script.page_script_hash = self.page
+        return message
+
     def observe(self, message: ForwardMsg, kind: str | None) -> None:
+        if kind == "new_session":
+            self.runs.append(tuple(message.metadata.run.fragment_ids))
+        elif kind == "navigation":
+            self.page = message.navigation.page_script_hash
         if kind == "script_finished":
             self.drawn = Drawn(tuple(self._texts), frozenset(self._keys))
             self._texts, self._keys = [], set()
@@ -659,6 +671,7 @@ class ClassClient(Student):
     async def send(self, key: str, state: dict | None = None) -> float:
         """A click on button ``key``, or component ``key``'s new ``state``; returns when it was sent."""
         message = self._message()
+        message.rerun_script.fragment_id = self.fragments.get(self.widgets[key], "")  # as a browser: that one alone
         widget = message.rerun_script.widget_states.widgets.add()
         widget.id = self.widgets[key]
         if state is None:

@@ -228,6 +228,10 @@ def test_a_pushed_rerun_never_clicks_again():
     assert fresh.fragment_id == "" and not fresh.is_auto_rerun
     assert fresh.query_string == "class=ABCDEF" and fresh.page_script_hash == "page"
     assert len(sent.widget_states.widgets) == 3, "the browser's own state is left as it was"
+    alone = push.fresh_state(sent, page="followed", fragment="slide")
+    assert alone.fragment_id == "slide" and alone.page_script_hash == "page", "the slide alone, on the browser's page"
+    by_name = ClientState(query_string="class=ABCDEF", page_name="lecture")
+    assert push.fresh_state(by_name, page="followed").page_script_hash == "followed", "not the app's first page"
 
 
 def test_a_store_out_of_reach_says_so_and_the_lecture_goes_on(monkeypatch):

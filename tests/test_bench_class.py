@@ -4,6 +4,7 @@ student who interrupts a result others wait on (Streamlit stops that run) leaves
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import urlencode
 
 import pytest
 
@@ -100,6 +101,45 @@ def test_students_follow_the_teachers_moves(server):
     assert set(run.idle_cpu) == {"A"} and run.memory["A"][0] > 0
     rows = bench_class.follow_rows(run, 1)
     assert len(rows) == 1 and rows[0].startswith("| A | 3 | 2/2 |")
+
+
+def test_a_teachers_move_reruns_each_followers_slide_alone(server):
+    """A follower's pushed run is its slide's fragment alone (the app around it, shell, menu and sidebar, was half
+    of each follower's run); "Explore on my own", clicked in that fragment, brings the whole page back (arrows),
+    "Back to the teacher" follows again, and the next move is the fragment's alone again."""
+    from explorer.lecture import GENERATION
+
+    def title(number: int) -> str:
+        return GENERATION.slide(number).title
+
+    async def scene() -> tuple[list, list, list, bench_class.Drawn, bench_class.Drawn]:
+        teacher = bench_class.Teacher(server.port, GENERATION)
+        await teacher.open(title(1))
+        code = await teacher.start_class()
+        follower = bench_class.ClassClient(server.port, urlencode({"class": code}))
+        await follower.open(title(1))
+        opened = len(follower.runs)
+        for number in (2, 3):
+            await teacher.press(number)
+            await follower.until(lambda drawn, n=number: drawn.shows(title(n)), f"slide {number}")
+        moved, at = follower.runs[opened:], len(follower.runs)
+        await follower.send("class_detach")
+        exploring = await follower.until(lambda drawn: "class_rejoin" in drawn.keys, "exploring")
+        await follower.send("class_rejoin")
+        await follower.until(lambda drawn: "class_detach" in drawn.keys, "following again")
+        detached, at = follower.runs[at:], len(follower.runs)
+        await teacher.press(4)
+        again = await follower.until(lambda drawn: drawn.shows(title(4)), "slide 4")
+        await asyncio.gather(follower.close(), teacher.close())
+        return follower.runs[:opened], moved, [detached, follower.runs[at:]], exploring, again
+
+    opening, moved, (detached, after), exploring, again = asyncio.run(scene())
+    assert () in opening, "a follower opens on a full run"
+    assert moved and all(len(run) == 1 for run in moved), f"a move reran more than the slide: {moved}"
+    (slide,) = set(moved)
+    assert detached[-1] == () and {"previous", "next"} <= exploring.keys, "exploring is the whole page again"
+    assert after and set(after) == {slide}, f"following again, a move reruns the slide alone: {after}"
+    assert "class_detach" in again.keys and not any(":gray[" in text for text in again.texts)  # no menu drawn
 
 
 def test_students_on_a_second_server_follow_through_redis(redis_db):

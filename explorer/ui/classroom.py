@@ -3,8 +3,10 @@ answered as a class poll.
 
 - The teacher starts a class from the sidebar. The page then keeps a teacher link for itself
   (``?class=CODE&key=SECRET``) and shows the student link, ``?class=CODE``, with its QR code, behind "Class".
-- A student on the student link *follows*: each teacher's move (slide, controls, reveal) reruns their page
-  (``explorer.ui.push``) on the teacher's slide with the teacher's values; nothing on it moves the class.
+- A student on the student link *follows*: each teacher's move (slide, controls, reveal) reruns their slide
+  (``explorer.ui.push``) on the teacher's slide with the teacher's values; nothing on it moves the class. The
+  slide is a fragment (``follow_ui``) that a move reruns alone: the app around it (shell, menu, sidebar) was
+  about half of each follower's run, and a class of forty queues forty of them on the server's cores.
   "Explore on my own" detaches (the page is theirs again); "Back to the teacher" follows again.
 - On a question slide the students vote; the teacher sees how many answered and reveals; everyone then sees
   the class's answers beside the model's own distribution, and the view.
@@ -21,17 +23,19 @@ import io
 import socket
 import threading
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import segno
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer.classroom import ClassesFull, ClassState, StoreUnavailable, class_store, codes
-from explorer.lecture import Deck, Slide
+from explorer.lecture import Deck, Slide, ahead
 from explorer.lecture.controls import apply, moved
 from explorer.render.poll import poll_html
 from explorer.ui import push
-from explorer.ui.lecture import verdict_ui
+from explorer.ui.lecture import around, show_slide, slide_number, slide_ui, verdict_ui
+from explorer.ui.shell import present_slides
 from explorer.ui.text import literal
 from explorer.ui.widgets import add_notice
 
@@ -39,6 +43,7 @@ NO_SUCH_CLASS = "No class with this code is running: it may have ended, or the c
 _DETACHED = "_class_detached"  # the class code this session explores on its own from
 _STUDENT = "_class_student"  # this browser's student id, as its component last said (tests set it directly)
 _STUDENT_COMPONENT = "class-student"
+FOLLOW_FRAGMENT = "class-follow"  # the key of a follower's slide fragment, which a teacher's move reruns alone
 _subscribing = threading.Lock()
 _subscribed: set[int] = set()  # the stores whose events rerun followers here
 
@@ -110,9 +115,36 @@ def _seat(raw: str) -> Seat | None:
         push.unfollow(code)
         return Seat("explorer", code, state)
     _notify_on_moves(store)
-    if not push.follow(code):
+    if not push.follow(code, fragment=FOLLOW_FRAGMENT):
         _poll_for_moves(code, state.moves)
     return Seat("student", code, state)
+
+
+@st.fragment(key=FOLLOW_FRAGMENT)
+def follow_ui(seat: Seat, deck: Deck) -> None:
+    """A follower's slide (``lecture.slide_ui``) as a fragment: the teacher's moves rerun it alone (``push`` names
+    it), and so do the follower's votes and "Explore on my own"."""
+    alone = bool(get_script_run_ctx().fragment_ids_this_run)  # else within the page's full run
+    if alone:  # ``seat`` is the last full run's: the class may have moved since
+        seat = _moved(seat)
+        show_slide(deck.name, seat.state.slide)
+        present_slides(css=False)  # this run's thread is not the full run's: the figures' projector look again
+    number = slide_number(deck)
+    slide_ui(deck, number, seat)
+    if alone:  # as the page does after a full run
+        ahead.compute_ahead(around(deck, number))
+
+
+def _moved(seat: Seat) -> Seat:
+    """The follower's seat with the class as it is now; a full run instead where more than the slide changes:
+    the class ended (or its store is out of reach), the teacher opened the other deck (the sidebar's), or the
+    student chose to explore on their own (arrows, keys and controls appear)."""
+    state = None
+    with unreachable_store():
+        state = class_store().state(seat.code)
+    if state is None or state.deck != seat.state.deck or st.session_state.get(_DETACHED) == seat.code:
+        st.rerun(scope="app")
+    return replace(seat, state=state)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from explorer import gateway, views
+from explorer.errors import InputError
 from explorer.lecture import DECKS, Deck, Slide, files, tour
 from explorer.lecture.controls import Index, Number, UptoStep, controls_of
 from explorer.render.export import ExportUnavailable
@@ -25,9 +26,17 @@ from explorer.render.layout import PlotlySpec
 from explorer.ui.figures import export_buttons, figure_look
 from explorer.ui.full_page import full_page
 from explorer.ui.models import request_model
-from explorer.ui.results import progress_bar, show_view
+from explorer.ui.results import progress_bar, run_view, show_view
 from explorer.ui.text import literal
-from explorer.ui.widgets import add_notice, choice_ui, forget, index_slider_ui, number_slider_ui, set_value
+from explorer.ui.widgets import (
+    add_notice,
+    choice_ui,
+    forget,
+    index_slider_ui,
+    notices_ui,
+    number_slider_ui,
+    set_value,
+)
 
 CONTROL_PREFIX = "s_"
 _AT = "_lecture_at"  # {deck name: slide number} this session
@@ -378,6 +387,55 @@ def _is_right(slide: Slide, result, choice: int) -> bool:
 
 
 # -- the slide ---------------------------------------------------------------------------------------------------
+
+
+def slide_ui(deck: Deck, number: int, seat, *, escaped: bool = False) -> None:
+    """Slide ``number`` of ``deck`` in the main area (nothing in the sidebar: a class's follower draws it in a
+    fragment, see ``classroom.follow_ui``): its title row, view, question or poll, text, and the presenter's side
+    with ``presenter=1``. ``seat``: this session's in a class, or None; ``escaped``: Esc asked for the slide's
+    full page."""
+    from explorer.ui import classroom  # imported here: classroom imports this module (its verdict line)
+
+    following = seat is not None and seat.follows
+    teaching = seat is not None and seat.role == "teacher"
+    presenter = st.query_params.get("presenter") == "1"
+    slide = deck.slide(number).with_model(available)
+    stage, side = st.columns([3, 1]) if presenter else (st.container(), None)
+    with stage:
+        controls = title_row_ui(deck, number, slide, seat)
+        try:
+            result = run_view(slide.view)
+        except InputError as error:
+            notices_ui()
+            st.info(literal(error))
+            st.stop()
+        if following:
+            view, leave = classroom.controls_for(seat, slide, result), False
+        else:
+            with controls:
+                view = controls_ui(slide.view, result)
+                leave = st.button("Open on its full page", icon=":material/open_in_full:", key="leave", help="Esc")
+        if teaching:  # the class moves now, while this page draws: its students' pages draw at the same time
+            classroom.publish(seat, deck, number, slide, view)
+        answers(deck)  # the link's answers read (with a notice for what does not fit) before the notices show
+        notices_ui()
+        shown_result = result if view == slide.view else run_view(view)
+        if leave or escaped:
+            leave_for_full_page(view)
+
+        poll = None
+        if slide.question and seat is not None and seat.role != "explorer":
+            poll = classroom.poll_ui(seat, number, slide, result)
+            answered = poll is not None
+        else:
+            answered = question_ui(deck, number, slide, result) if slide.question else True
+        slide_text_ui(slide, shown_result, answered=answered)
+        if answered:
+            show_slide_view(view, shown_result, exports=controls, beside=poll)
+
+    if side is not None:
+        with side:
+            presenter_ui(deck, number, slide)
 
 
 def slide_text_ui(slide: Slide, result, *, answered: bool) -> None:

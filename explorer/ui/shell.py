@@ -92,11 +92,13 @@ def presenting() -> bool:
     return bool(st.session_state.get(PRESENT_KEY, False)) or getattr(_slots, "slides", False)
 
 
-def present_slides() -> None:
+def present_slides(*, css: bool = True) -> None:
     """This run shows lecture slides: figures get the projector's look, as in presentation mode, whether or not
-    the sidebar's toggle is on; the page's chrome shrinks the same way."""
+    the sidebar's toggle is on; the page's chrome shrinks the same way. ``css=False``: a fragment's run alone,
+    on a thread of its own, where the page drawn around the fragment keeps its chrome."""
     _slots.slides = True
-    st.html(_PRESENTATION_CSS)
+    if css:
+        st.html(_PRESENTATION_CSS)
 
 
 def page_header(title: str, explanation: str):
