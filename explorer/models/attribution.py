@@ -29,6 +29,7 @@ from explorer.data.attribution import Attribution, Candidates
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import encode_text
+from explorer.models.head_effects import last_position_only
 from explorer.models.tokens import token_labels
 
 METHODS = ("integrated_gradients", "gradient_x_input", "occlusion")
@@ -120,8 +121,10 @@ def _target_id(lm, target) -> int:
 
 
 def _decoder(lm, encoded):
+    only_last = last_position_only(lm.model)  # the path's points need no other position's vocabulary
+
     def predict(embeddings, mask):
-        logits = lm.model(inputs_embeds=embeddings, attention_mask=mask, use_cache=False).logits
+        logits = lm.model(inputs_embeds=embeddings, attention_mask=mask, use_cache=False, **only_last).logits
         return torch.log_softmax(logits[:, -1].float(), dim=-1)
 
     return predict

@@ -94,11 +94,11 @@ def _next_logprobs(lm, ids: torch.Tensor, rows: list[ablation.Ablation]) -> torc
             start = torch.full((len(rows), 1), special_token_ids(lm)["decoder_start"], device=ids.device)
             logits = lm.model(input_ids=batch, decoder_input_ids=start, use_cache=False).logits
         else:
-            logits = lm.model(input_ids=batch, use_cache=False, **_last_position_only(lm.model)).logits
+            logits = lm.model(input_ids=batch, use_cache=False, **last_position_only(lm.model)).logits
     return torch.log_softmax(logits[:, -1].to(device="cpu", dtype=torch.float32), dim=-1)
 
 
-def _last_position_only(model) -> dict:
+def last_position_only(model) -> dict:
     """Only the last position's logits, where the model allows it (as generate() asks): the others would cost
     a vocabulary-wide product per prompt token and row."""
     return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}

@@ -35,7 +35,7 @@ from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import dtype_name
 from explorer.models.decoding import special_token_ids
-from explorer.models.head_effects import _last_position_only
+from explorer.models.head_effects import last_position_only
 from explorer.models.lens import masked_lm_head
 from explorer.models.tokens import token_labels
 
@@ -405,7 +405,7 @@ def _hooked(model: _Model) -> Iterator[_Call]:
 
 
 def _decoder_logits(lm, batch: dict, metric: int | None) -> torch.Tensor:
-    return lm.model(**batch, use_cache=False, **_last_position_only(lm.model)).logits[:, -1]
+    return lm.model(**batch, use_cache=False, **last_position_only(lm.model)).logits[:, -1]
 
 
 def _encoder_logits(lm, batch: dict, metric: int | None) -> torch.Tensor:
