@@ -53,30 +53,22 @@ def sampling_page() -> None:
         return
     st.caption(ui.literal(view.caption(distribution)))
 
-    with ui.stage():
-        ui.show_view(view, distribution, key="panels")
-    st.caption(
-        "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or min-p). "
-        "Drag across it to highlight those tokens on the right. Right: the probability covered by the likeliest "
-        "tokens; the dashed lines are the top-k rank and the top-p level."
-    )
-
-    st.subheader("Temperature, side by side")
-    temperatures = views.sampling.Temperatures(lm.name, prompt, temperature)
-    ui.show_view(temperatures, ui.run_view(temperatures), key="temperatures")
-
-    st.subheader("The pipeline, stage by stage")
-    stages = views.sampling.Stages(lm.name, prompt, temperature, top_k, top_p, min_p)
-    st.dataframe(
-        pa.Table.from_pylist(stages.rows(distribution)),  # Arrow as is: a pandas frame costs a slider move 1 ms
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "mass removed": st.column_config.NumberColumn(format="percent"),
-            "its probability": st.column_config.NumberColumn(format="%.4f"),
-        },
-    )
-    ui.show_view(stages, distribution, key="stages")
+    shown = ui.views_ui(VIEWS, key="view")
+    ui.notices_ui()  # a link's unknown view
+    if shown == "panels":
+        with ui.stage():
+            ui.show_view(view, distribution, key="panels")
+        st.caption(
+            "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or "
+            "min-p). Drag across it to highlight those tokens on the right. Right: the probability covered by the "
+            "likeliest tokens; the dashed lines are the top-k rank and the top-p level."
+        )
+    elif shown == "temperatures":
+        temperatures = views.sampling.Temperatures(lm.name, prompt, temperature)
+        with ui.stage():
+            ui.show_view(temperatures, ui.run_view(temperatures), key="temperatures")
+    else:
+        stages_ui(views.sampling.Stages(lm.name, prompt, temperature, top_k, top_p, min_p), distribution)
 
     st.subheader("Seeded sampling")
     draw_column, seed_column, steps_column = st.columns([2, 1, 1], vertical_alignment="bottom")
@@ -119,6 +111,26 @@ def sampling_page() -> None:
             "Rank 1 is the likeliest token; sampling often draws lower ranks, which is what makes its text varied. "
             f"Log-probability of the whole continuation under the model: {float(trace.sequence_logprobs[0]):.2f}."
         )
+
+
+# One view drawn at a time: a slider move redraws the view shown, not all three (a class of forty moves these
+# sliders at once, and each hidden figure cost every move about a fifth of its time). Short labels: on a projector
+# they share the header row with the title.
+VIEWS = {"panels": "Two panels", "temperatures": "Temperatures", "stages": "Stages"}
+
+
+def stages_ui(stages, distribution) -> None:
+    st.dataframe(
+        pa.Table.from_pylist(stages.rows(distribution)),  # Arrow as is: a pandas frame costs a slider move 1 ms
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "mass removed": st.column_config.NumberColumn(format="percent"),
+            "its probability": st.column_config.NumberColumn(format="%.4f"),
+        },
+    )
+    with ui.stage():
+        ui.show_view(stages, distribution, key="stages")
 
 
 sampling_page()

@@ -156,15 +156,19 @@ def wait_until_idle(page) -> None:
 _CHART_SIZE = """
 () => {
   const plot = document.querySelector("[data-testid='stPlotlyChart'] .js-plotly-plot");
-  return plot && plot.layout ? `${plot.layout.width}x${plot.layout.height}` : "";
+  if (plot && plot.layout) return `${plot.layout.width}x${plot.layout.height}`;
+  const vega = document.querySelector("[data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] svg");
+  return vega ? `${vega.clientWidth}x${vega.clientHeight}` : "";
 }
 """
+# A Plotly figure drawn, or a Vega-Lite chart (Altair's): the sampling page's first view holds only the latter.
+DRAWN_CHART = f"{CHART} .main-svg, [data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] .marks"
 
 
 def wait_for_chart(page, *, settle: float = 1.5) -> None:
     """The chart drawn and the page settled: the size probe may ask for one more run after the first, later on a
     busy machine, so wait until the drawn size has stayed the same across a settle period (at most 30 s)."""
-    page.locator(f"{CHART} .main-svg").first.wait_for(timeout=120_000)
+    page.locator(DRAWN_CHART).first.wait_for(timeout=120_000)
     wait_until_idle(page)
     deadline = time.monotonic() + 30
     size = page.evaluate(_CHART_SIZE)

@@ -85,7 +85,8 @@ def test_with_an_encoder_loaded_a_decoding_page_runs_the_bundled_decoder(page):
     said = texts(at.caption)
     assert "is an encoder" in said and "uses the bundled" in said and "prose\\-gpt2" in said
     assert at.get("plotly_chart") or at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")
-    assert DECODER.split("/")[-1] in json.dumps([c.proto.spec for c in at.get("plotly_chart")])
+    charts = [c.proto.spec for kind in ("plotly_chart", "vega_lite_chart") for c in at.get(kind)]
+    assert DECODER.split("/")[-1] in json.dumps(charts)
     assert at.session_state["model_name"] != DECODER
 
 
@@ -197,28 +198,47 @@ def test_bad_link_values_give_notices_and_a_valid_view():
 
 
 def test_sampling_controls_never_run_the_model_again(prose, count_runs):
-    at = open_page("pages/sampling.py", model=DECODER)
-    assert not at.exception
-    assert count_runs == [("logits", PROMPT)]
-    at.slider(key="temperature").set_value(0.5).run()
-    at.slider(key="top_k").set_value(20).run()
-    at.slider(key="top_p").set_value(0.8).run()
-    at.slider(key="min_p").set_value(0.05).run()
-    assert not at.exception
-    assert count_runs == [("logits", PROMPT)]  # four moves, one forward pass
+    """Four moves on each of the page's views (each drawn only while chosen), one forward pass in all."""
     logits = explorer.next_token_logits(prose, PROMPT)
-    expected = distribution_from_logits(logits.logits, logits.tokens, temperature=0.5, top_k=20, top_p=0.8, min_p=0.05)
-    stages = at.dataframe[0].value
-    assert list(stages["tokens kept"]) == [int(expected.kept[name].sum()) for name, _ in expected.stages]
-    chart = json.loads(at.get("vega_lite_chart")[0].proto.spec)
-    assert "top-k = 20" in json.dumps(chart) and "top-p = 0.8" in json.dumps(chart)
+    count_runs.clear()
+    for view in ("panels", "temperatures", "stages"):
+        at = open_page("pages/sampling.py", model=DECODER, **({} if view == "panels" else {"view": view}))
+        assert not at.exception
+        at.slider(key="temperature").set_value(0.5).run()
+        at.slider(key="top_k").set_value(20).run()
+        at.slider(key="top_p").set_value(0.8).run()
+        at.slider(key="min_p").set_value(0.05).run()
+        assert not at.exception and at.query_params.get("view", "panels") == view
+        shown = {"panels": len(at.get("vega_lite_chart")), "temperatures": len(at.get("plotly_chart"))}
+        shown["stages"] = len(at.dataframe)
+        assert shown[view] == 1 and len(at.get("plotly_chart")) == (view != "panels")  # the view chosen, alone
+        expected = distribution_from_logits(
+            logits.logits, logits.tokens, temperature=0.5, top_k=20, top_p=0.8, min_p=0.05
+        )
+        if view == "stages":
+            stages = at.dataframe[0].value
+            assert list(stages["tokens kept"]) == [int(expected.kept[name].sum()) for name, _ in expected.stages]
+        if view == "panels":
+            chart = json.dumps(json.loads(at.get("vega_lite_chart")[0].proto.spec))
+            assert "top-k = 20" in chart and "top-p = 0.8" in chart
+    assert count_runs == [("logits", PROMPT)]  # the first open's forward pass; every other answer from the cache
+
+
+def test_an_unknown_view_in_a_link_gets_a_notice_and_a_click_changes_the_view():
+    at = open_page("pages/sampling.py", model=DECODER, view="[x](http://example.com)")
+    assert not at.exception and len(at.get("vega_lite_chart")) == 1  # the first view
+    assert any("is not one of the views" in notice.value and "](" not in notice.value for notice in at.info)
+    at.segmented_control(key="view").set_value("stages").run()
+    assert not at.get("vega_lite_chart") and len(at.dataframe) == 1 and at.query_params["view"] == "stages"
+    at.slider(key="temperature").set_value(0.5).run()  # the view stays through a move
+    assert at.query_params["view"] == "stages" and len(at.dataframe) == 1
 
 
 def test_seeded_sampling_shows_each_draw(prose):
     at = open_page("pages/sampling.py", model=DECODER, draw="true", seed="5", sample_steps="6", temperature="0.9")
     assert not at.exception
     trace = explorer.decode(prose, PROMPT, strategy="sample", max_new_tokens=6, temperature=0.9, seed=5, top_n=20)
-    draws = at.dataframe[1].value
+    draws = at.dataframe[0].value  # the first view has no table: the draws are the page's only one
     assert len(draws) == len(trace.generated_tokens[0])
     assert list(draws["drawn"]) == [
         t.replace(" ", "␣", 1) if t.startswith(" ") else t for t in trace.generated_tokens[0]

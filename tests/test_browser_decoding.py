@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import CHART, needs_chromium, open_tab, screenshot, wait_for_chart
+from tests.browser import CHART, needs_chromium, open_tab, screenshot, wait_for_chart, wait_until_idle
 
 pytestmark = needs_chromium
 MODEL = "model=bundled/prose-gpt2"
@@ -50,21 +50,34 @@ def test_beam_search_page_draws_the_whole_tree(browser, app_url):
 
 
 def test_sampling_page_draws_the_linked_panels(browser, app_url):
+    """The page draws one of its three views at a time: the chapter's two panels first; a click on another
+    view (a radio of the segmented control) draws it (and only it) and puts it in the link."""
     tab = _open(browser, f"{app_url}/sampling?{MODEL}&temperature=0.8&top_k=40&top_p=0.9&draw=true&seed=3")
     page = tab.page
     vega = page.locator("[data-testid='stVegaLiteChart']")
     vega.first.locator("canvas, svg").first.wait_for(timeout=30_000)
-    assert vega.count() == 1
-    assert page.locator(CHART).count() == 2  # temperatures side by side, the pipeline stages
-    assert page.locator("[data-testid='stDataFrame']").count() == 2  # stages, then the seeded draws
-    _done(tab, "sampling.png")
+    assert vega.count() == 1 and page.locator(CHART).count() == 0
+    assert page.locator("[data-testid='stDataFrame']").count() == 1  # the seeded draws
+    screenshot(page, "sampling.png")
+    for label, view, title in (
+        ("Temperatures", "temperatures", "Temperature · T ="),
+        ("Stages", "stages", "Sampling pipeline"),
+    ):
+        page.get_by_role("radio", name=label, exact=True).click()
+        page.wait_for_url(f"**view={view}**", timeout=30_000)
+        page.locator(f"{CHART} .main-svg").first.wait_for(timeout=30_000)
+        wait_until_idle(page)
+        assert vega.count() == 0 and page.locator(CHART).count() == 1
+        assert title in page.locator(f"{CHART} .gtitle").first.text_content()
+    assert page.locator("[data-testid='stDataFrame']").count() == 2  # the stages, then the seeded draws
+    _done(tab, "sampling-stages.png")
 
 
 @pytest.mark.parametrize("present", [False, True])
 def test_a_sampling_slider_reruns_the_page_body_and_keeps_the_link(browser, app_url, present):
-    """The page's body is a fragment (issue 13): moving temperature redraws every figure and the seeded draws
-    for the new value and writes it into the link, while the sidebar stays; in presentation mode too, where
-    the sliders sit behind the Controls button."""
+    """The page's body is a fragment (issue 13): moving temperature redraws the figure shown and the seeded
+    draws for the new value and writes it into the link, while the sidebar stays; in presentation mode too,
+    where the sliders sit behind the Controls button. The other views then draw the moved value too."""
     url = f"{app_url}/sampling?{MODEL}&temperature=0.8&draw=true" + ("&present=true" if present else "")
     tab = _open(browser, url)
     page = tab.page
@@ -75,13 +88,14 @@ def test_a_sampling_slider_reruns_the_page_body_and_keeps_the_link(browser, app_
     slider.press("ArrowRight")  # 0.8 -> 0.85
     slider.blur()
     page.wait_for_url("**temperature=0.85**", timeout=30_000)
-    for selector in (CHART, "[data-testid='stVegaLiteChart']"):
-        page.wait_for_function(
-            f"() => [...document.querySelectorAll(\"{selector}\")].some(e => e.textContent.includes('T = 0.85'))",
-            timeout=30_000,
-        )
+    drawn_with = "() => [...document.querySelectorAll(\"{}\")].some(e => e.textContent.includes('T = 0.85'))"
+    page.wait_for_function(drawn_with.format("[data-testid='stVegaLiteChart']"), timeout=30_000)
     assert page.locator("[data-testid='stSidebar']").count() == 1
     assert page.get_by_text("T = 0.85, top-k = 0").count() >= 1  # the caption under the controls
+    if present:
+        page.keyboard.press("Escape")  # the controls' popover closed, the views' buttons in reach
+    page.get_by_role("radio", name="Temperatures", exact=True).click()
+    page.wait_for_function(drawn_with.format(CHART), timeout=30_000)
     _done(tab, f"sampling-moved{'-presentation' if present else ''}.png")
 
 

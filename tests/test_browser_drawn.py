@@ -99,7 +99,10 @@ def test_sampling_panels_keep_their_labels_apart(browser, app_url, query, presen
         label = [t for t in texts if t["text"].startswith("top-p =")]
         assert label
         drawn.assert_not_crossed(label, drawn.path_points(page, panels, ".mark-line.role-mark path"))
-    pipeline = _chart(page, PLOTLY, page.locator(PLOTLY).count() - 1)
+    page.get_by_role("radio", name="Stages", exact=True).click()  # the page's third view
+    page.locator(f"{PLOTLY} .main-svg").first.wait_for(timeout=60_000)
+    wait_for_chart(page)
+    pipeline = _chart(page, PLOTLY, 0)
     assert "Sampling pipeline" in page.locator(f"{pipeline} .gtitle").text_content()
     _assert_whole(page, pipeline, title_may_overflow=present)
     _done(tab, f"drawn-sampling{query.replace('&', '-').replace('=', '')}{'-presentation' if present else ''}.png")

@@ -44,7 +44,7 @@ PARAMETERS = (
     "rollout_layer sample_steps seed show source skip_first step steps strategy stretch target "
     "temperature text text_b tokens top_k top_p upto word position probe probe_n force present class key kv "
     "deck slide answers presenter s_layer s_head s_query s_temperature s_top_k s_top_p s_min_p s_step s_upto_step "
-    "clean corrupted answer counterfactual method candidate"
+    "clean corrupted answer counterfactual method candidate view"
 ).split()
 
 FIND_LINKS = """

@@ -128,12 +128,13 @@ def test_the_neuron_page_shows_its_view():
 
 
 def test_the_sampling_page_shows_its_distribution_view():
-    at = _open("pages/sampling.py", model=DECODER, prompt=PROMPT)
-    # The linked panels are Vega-Lite, which Streamlit renames its views in; its two Plotly figures compared:
+    # The linked panels are Vega-Lite, which Streamlit renames its views in; the other two views, one at a time:
     temperatures = views.sampling.Temperatures(DECODER, PROMPT)
+    at = _open("pages/sampling.py", model=DECODER, prompt=PROMPT, view="temperatures")
     _same(_shown(at, 0), _drawn(temperatures, temperatures.result()))
     stages = views.sampling.Stages(DECODER, PROMPT)
-    _same(_shown(at, 1), _drawn(stages, stages.result()))
+    at = _open("pages/sampling.py", model=DECODER, prompt=PROMPT, view="stages")
+    _same(_shown(at, 0), _drawn(stages, stages.result()))
 
 
 def test_the_greedy_page_shows_its_view():

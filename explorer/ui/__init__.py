@@ -55,6 +55,7 @@ from explorer.ui.widgets import (
     text_ui,
     toggle_ui,
     token_ids_state,
+    views_ui,
 )
 
 __all__ = [
@@ -102,6 +103,7 @@ __all__ = [
     "text_ui",
     "toggle_ui",
     "token_ids_state",
+    "views_ui",
 ]
 
 wakeups.install()  # fewer event-loop wake-ups under a class: see explorer.ui.wakeups

@@ -120,7 +120,9 @@ FULL_PAGES: dict[type, tuple[str, Callable[[object], dict]]] = {
         lambda v: {"text": v.text, "method": v.method, "steps": v.steps},
     ),
     views.sampling.Distribution: ("pages/sampling.py", _distribution),
-    views.sampling.Temperatures: ("pages/sampling.py", _distribution),
+    # The page draws one of its views at a time (``view``): the slide's.
+    views.sampling.Temperatures: ("pages/sampling.py", lambda v: {**_distribution(v), "view": "temperatures"}),
+    views.sampling.Stages: ("pages/sampling.py", lambda v: {**_distribution(v), "view": "stages"}),
 }
 
 

@@ -108,7 +108,7 @@ def page_header(title: str, explanation: str):
     the controls and the explanation (behind "What am I looking at?") share one row, to leave the window
     to the figure.
     """
-    _slots.controls = _slots.stage = _slots.explanation = None
+    _slots.controls = _slots.stage = _slots.explanation = _slots.picker = None
     if not presenting():
         st.title(title)
         st.caption(explanation)
@@ -122,6 +122,7 @@ def page_header(title: str, explanation: str):
     with _slots.explanation:
         st.caption(explanation)
     _slots.stage = st.container()
+    _slots.picker = columns[1]  # a page's text inputs (``text_inputs_ui(compact=True)``) or its views
     return columns[1]
 
 
@@ -134,6 +135,12 @@ def explanation():
     """Where a page adds to its explanation what depends on the view (cross-attention's rows, say): in place, or
     inside "What am I looking at?" in presentation mode."""
     return getattr(_slots, "explanation", None) or contextlib.nullcontext()
+
+
+def picker():
+    """Where a page's choice of view goes (``widgets.views_ui``): in place, or in the header row in presentation
+    mode, where a page without text inputs leaves a column free."""
+    return getattr(_slots, "picker", None) or contextlib.nullcontext()
 
 
 def stage():

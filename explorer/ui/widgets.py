@@ -309,6 +309,39 @@ def expander_ui(label: str, *, key: str, icon: str | None = None):
     return section
 
 
+def views_ui(views: dict[str, str], *, key: str) -> str:
+    """Which of a page's views to draw, one at a time: a segmented control, ``views`` mapping each view's word in
+    the URL to its label; the first is the default and leaves the URL, another is kept as ``key=word``, and an
+    unknown word in a link is ignored with a notice. Only the chosen view is drawn, so a hidden figure costs a
+    slider move nothing (a class of forty moves the sliders at once). In presentation mode it sits in the header
+    row (``shell.picker``), leaving the window's height to the figure."""
+    words = list(views)
+
+    def parse(raw: str) -> str:
+        if raw not in views:
+            raise ValueError("is not one of the views")
+        return raw
+
+    from explorer.ui.shell import picker  # the shell imports this module
+
+    st.session_state[key] = _resolve(key, parse, words[0], "view")
+    with picker():
+        chosen = st.segmented_control(
+            "View",
+            words,
+            key=key,
+            required=True,
+            format_func=views.get,
+            label_visibility="collapsed",
+            on_change=_on_change,
+            args=(key,),
+        )
+    chosen = chosen if chosen in views else words[0]
+    _keep(key, chosen, words[0])
+    _write_url(key, None if chosen == words[0] else chosen)
+    return chosen
+
+
 def choice_ui(
     label: str,
     options: list[str],
