@@ -23,11 +23,11 @@ PAIR_IDS = (101, 2051, 10029, 2066, 2019, 8612, 102, 5909, 10029, 2066, 1037, 15
 PAIR_TYPES = (0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1)
 FLIES = 2  # "flies" among [CLS] time flies like an arrow [SEP]
 HEAD = 8  # the chapter's head (layer 0)
-DATES = ("Thursday, March 5, 2021", "2021-03-05")
+DATES = ("Thursday, March 5, 2021", "2021-03-05")  # the bundled seq2seq model's own example
 # One word changes the bundled decoder's next pronoun: the Patching page's own default pair.
 PATCHING_PAIR = ("The girl was sure that", "The boy was sure that")
 # The Why this token? page's default: the name is what tips the bundled decoder to " she".
-ATTRIBUTION_TEXT = "Elizabeth knew that"  # the bundled seq2seq model's own example
+ATTRIBUTION_TEXT = "Elizabeth knew that"
 
 
 def _ids(ids) -> str:

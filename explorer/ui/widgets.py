@@ -324,7 +324,8 @@ def views_ui(views: dict[str, str], *, key: str) -> str:
 
     from explorer.ui.shell import picker  # the shell imports this module
 
-    st.session_state[key] = _resolve(key, parse, words[0], "view")
+    value = _resolve(key, parse, words[0], "view")
+    st.session_state[key] = value if value in views else words[0]  # a value remembered from another page's views
     with picker():
         chosen = st.segmented_control(
             "View",
@@ -336,7 +337,6 @@ def views_ui(views: dict[str, str], *, key: str) -> str:
             on_change=_on_change,
             args=(key,),
         )
-    chosen = chosen if chosen in views else words[0]
     _keep(key, chosen, words[0])
     _write_url(key, None if chosen == words[0] else chosen)
     return chosen
