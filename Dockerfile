@@ -1,5 +1,5 @@
 # The explorer as a Hugging Face Docker Space for a class: hosted mode on, CPU-only torch, the chapters'
-# models fetched into the image at build time. See "Host it for a class" in README.md.
+# models fetched into the image at build time. See docs/hosting.md.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

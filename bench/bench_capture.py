@@ -7,7 +7,7 @@ For each model and input length this times, interleaved on the same input:
   + verify   ``capture(...).verify()`` on top
 and prints medians and ratios against the reference. Target: capture within 1.2x of the reference.
 
-Run:  python bench/bench_capture.py [--repeats 5] [--lengths 16 128 512]
+Run:  python bench/bench_capture.py [--repeats 5] [--lengths 16 128 512] [--gpt2 12 12 768]
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from transformers import AutoModel, AutoModelForCausalLM, GPT2Config
 import explorer
 from explorer.models.loading import resolve_source
 
+GPT2_SMALL = (12, 12, 768)  # layers, heads, width
+
 
 def text_of_length(tokenizer, num_tokens: int) -> str:
     """Prose that tokenizes to exactly ``num_tokens`` tokens (special tokens included)."""
@@ -40,11 +42,13 @@ def text_of_length(tokenizer, num_tokens: int) -> str:
     return text
 
 
-def gpt2_shaped_folder(tokenizer) -> Path:
-    """A random 12-layer, 12-head, 768-wide GPT-2 saved with a tokenizer, so it loads like any model."""
+def gpt2_shaped_folder(tokenizer, shape: tuple[int, int, int] = GPT2_SMALL) -> Path:
+    """A random GPT-2 of ``shape`` (layers, heads, width; GPT-2 small's by default) saved with a tokenizer, so it
+    loads like any model."""
     folder = Path(tempfile.mkdtemp(prefix="bench-gpt2-"))
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=len(tokenizer))
+    layers, heads, width = shape
+    config = GPT2Config(n_layer=layers, n_head=heads, n_embd=width, n_positions=1024, vocab_size=len(tokenizer))
     AutoModelForCausalLM.from_config(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -102,16 +106,21 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lengths", type=int, nargs="+", default=[16, 128, 512])
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...: where both sides run")
+    parser.add_argument(
+        "--gpt2", type=int, nargs=3, default=GPT2_SMALL, metavar=("LAYERS", "HEADS", "WIDTH"),
+        help="the random GPT-2's shape (default: GPT-2 small's, 12 12 768; the tests run a tiny one)",
+    )  # fmt: skip
     args = parser.parse_args()
 
     minilm = explorer.load_model(explorer.DEFAULT_ENCODER, device=args.device)
     minilm_ref = AutoModel.from_pretrained(resolve_source(explorer.DEFAULT_ENCODER), attn_implementation="eager")
-    gpt2_folder = gpt2_shaped_folder(minilm.tokenizer)
+    gpt2_folder = gpt2_shaped_folder(minilm.tokenizer, tuple(args.gpt2))
     gpt2 = explorer.load_model(str(gpt2_folder), device=args.device)
     gpt2_ref = AutoModelForCausalLM.from_pretrained(gpt2_folder, attn_implementation="eager").to(args.device)
     minilm_ref.to(args.device)
     rows = bench_model("MiniLM-L6 (6x12)", minilm, minilm_ref.eval(), args.lengths, args.repeats)
-    rows += bench_model("GPT-2-shaped (12x12)", gpt2, gpt2_ref.eval(), args.lengths, args.repeats)
+    shape = f"GPT-2-shaped ({args.gpt2[0]}x{args.gpt2[1]})"
+    rows += bench_model(shape, gpt2, gpt2_ref.eval(), args.lengths, args.repeats)
 
     where = torch.cuda.get_device_name() if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads"
     print(f"torch {torch.__version__}, {args.device} ({where}), median of {args.repeats}")

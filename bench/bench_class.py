@@ -29,7 +29,7 @@ others wait on: every student must still get it), ``--long`` (~500-token texts a
 ``--maximum`` (the decoding pages at the largest steps and beams a class server allows, sampling drawing a
 continuation; with ``--mix --long``: the heaviest class at once, for peak memory). The server
 runs in hosted mode with the Dockerfile's environment. ``--table`` runs every page at 10 and 40 students and
-prints the README's table. Everything talks to 127.0.0.1 only, and every wait is bounded.
+prints the table of docs/benchmarks.md. Everything talks to 127.0.0.1 only, and every wait is bounded.
 
 A live class (``--follow``): a teacher client opens the generation deck's first slide on the Lecture page and
 starts a class ("Start a live class"; its address then carries the teacher link), and ``--students`` clients open
@@ -90,6 +90,7 @@ CONTAINER_ENV = {
     "OMP_NUM_THREADS": "1",
 }
 WAIT = 180.0  # seconds: the longest any single step may take before it counts as an error
+TEACHER_PASSPHRASE = "the benchmark's own teacher"  # the server's EXPLORER_TEACHER_PASSPHRASE
 FIGURES = ("plotly_chart", "vega_lite_chart", "arrow_vega_lite_chart", "iframe")
 ENCODER, DECODER = "sentence-transformers/all-MiniLM-L6-v2", "bundled/prose-gpt2"
 
@@ -228,6 +229,8 @@ class Server:
         self.port = free_port()
         environment = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         environment.update({"TOKENIZERS_PARALLELISM": "false", **CONTAINER_ENV, **(env or {})})
+        # A hosted server starts classes for its teacher passphrase's holders only: the benchmark's teacher has it.
+        environment.setdefault("EXPLORER_TEACHER_PASSPHRASE", TEACHER_PASSPHRASE)
         self.log = Path(f"/tmp/bench-class-{self.port}.log")
         command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
         command += ["--server.port", str(self.port), "--server.address", "127.0.0.1"]
@@ -424,7 +427,7 @@ class Student:
                 self.headings.append(title)
                 if self.spec.heading and title != self.spec.heading:  # a lecture student shown another slide
                     self.leaks.append(title)
-            elif field in ("button", "bidi_component"):
+            elif field in ("button", "bidi_component", "text_input"):
                 widget = getattr(element, field).id
                 self.widgets[widget.split("-", 2)[-1]] = widget
                 self.fragments[widget] = message.delta.fragment_id
@@ -668,10 +671,14 @@ class ClassClient(Student):
     async def close(self) -> None:
         await self.ws.close()
 
-    async def send(self, key: str, state: dict | None = None) -> float:
-        """A click on button ``key``, or component ``key``'s new ``state``; returns when it was sent."""
+    async def send(self, key: str, state: dict | None = None, *, texts: dict[str, str] | None = None) -> float:
+        """A click on button ``key``, or component ``key``'s new ``state``, with text boxes' ``texts`` (by key) as
+        typed before it; returns when it was sent."""
         message = self._message()
         message.rerun_script.fragment_id = self.fragments.get(self.widgets[key], "")  # as a browser: that one alone
+        for box, text in (texts or {}).items():
+            typed = message.rerun_script.widget_states.widgets.add()
+            typed.id, typed.string_value = self.widgets[box], text
         widget = message.rerun_script.widget_states.widgets.add()
         widget.id = self.widgets[key]
         if state is None:
@@ -716,8 +723,9 @@ class Teacher(ClassClient):
         self.seq = 0  # the keys component's press counter, as its JavaScript keeps it
 
     async def start_class(self) -> str:
-        """Click "Start a live class"; the class's code, once the page's address carries the teacher link."""
-        await self.send("class_start")
+        """Type the teacher passphrase and click "Start a live class"; the class's code, once the page's address
+        carries the teacher link."""
+        await self.send("class_start", texts={"class_passphrase": TEACHER_PASSPHRASE})
         await self.until(lambda drawn: "key=" in self.address, "teacher link")
         return self.code
 
@@ -973,7 +981,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--page", action="append", choices=[*PAGES, "mix"], help="repeatable; default: the heatmaps")
     parser.add_argument("--mix", action="store_true", help="students spread over every page")
-    parser.add_argument("--table", action="store_true", help="every page at 10 and 40 students (the README's table)")
+    parser.add_argument("--table", action="store_true", help="every page at 10 and 40 students (docs/benchmarks.md)")
     parser.add_argument("--students", type=int, nargs="+", default=[10, 40])
     parser.add_argument("--moves", type=int, default=3)
     parser.add_argument(

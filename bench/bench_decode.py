@@ -8,7 +8,7 @@ medians; ratios of ``explorer.decode`` to ``model.generate()``. Target: within 1
 It also prints what each keeps: the trace's bytes (top candidates per step, the whole beam tree)
 against what ``generate(output_scores=True)`` holds (the full vocabulary for every beam and step).
 
-Run:  python bench/bench_decode.py [--repeats 3] [--new-tokens 32]
+Run:  python bench/bench_decode.py [--repeats 3] [--new-tokens 32] [--gpt2 12 12 768]
 """
 
 from __future__ import annotations
@@ -33,18 +33,20 @@ from explorer.models.decoding import generation_config_for
 from explorer.models.loading import resolve_source
 
 VOCAB = 50257
+GPT2_SMALL = (12, 12, 768)  # layers, heads, width
 PROMPT_WORDS = "It is a truth universally acknowledged, that a single man in possession of a good fortune "
 
 
-def gpt2_shaped_folder() -> Path:
-    """GPT-2 small's shape with random weights, saved with the bundled tokenizer (ids past it stay unused)."""
+def gpt2_shaped_folder(shape: tuple[int, int, int] = GPT2_SMALL) -> Path:
+    """A GPT-2 of ``shape`` (layers, heads, width; GPT-2 small's by default) with random weights, saved with the
+    bundled tokenizer (ids past it stay unused)."""
     folder = Path(tempfile.mkdtemp(prefix="bench-decode-"))
     tokenizer = AutoTokenizer.from_pretrained(resolve_source(explorer.DEFAULT_DECODER))
     torch.manual_seed(0)
     config = GPT2Config(
-        n_layer=12,
-        n_head=12,
-        n_embd=768,
+        n_layer=shape[0],
+        n_head=shape[1],
+        n_embd=shape[2],
         n_positions=1024,
         vocab_size=VOCAB,
         eos_token_id=VOCAB - 1,
@@ -129,8 +131,12 @@ def main() -> None:
     parser.add_argument("--prompt-lengths", type=int, nargs="+", default=[8, 256])
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 4, 8])
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda, ...")
+    parser.add_argument(
+        "--gpt2", type=int, nargs=3, default=GPT2_SMALL, metavar=("LAYERS", "HEADS", "WIDTH"),
+        help="the random GPT-2's shape (default: GPT-2 small's, 12 12 768; the tests run a tiny one)",
+    )  # fmt: skip
     args = parser.parse_args()
-    lm = explorer.load_model(str(gpt2_shaped_folder()), device=args.device)
+    lm = explorer.load_model(str(gpt2_shaped_folder(tuple(args.gpt2))), device=args.device)
     rows = [
         bench(lm, prompt_of_length(lm.tokenizer, length), beams, args.new_tokens, args.repeats)
         for length in args.prompt_lengths

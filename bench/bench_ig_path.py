@@ -16,11 +16,13 @@ function) and the integrand α·f'(α) = Σ_tokens ∇f(α·x)·x · α. Prints,
                     and 1,024 points, what an unbiased rule of that size can promise
   attribute         ``explorer.attribute``'s own delta / change at 64 and 256 steps
 
-Run:  python bench/bench_ig_path.py   (a few minutes on a CPU core)
+Run:  python bench/bench_ig_path.py [--model dates-t5]   (a few minutes on a CPU core; --model, repeatable, picks
+      one of the two, and the tests run the tiny T5 alone)
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 import itertools
@@ -189,12 +191,17 @@ def report(name: str, lm, text: str, rng) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", action="append", choices=list(TEXTS), help="repeatable; default: both")
+    models = parser.parse_args().model or list(TEXTS)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    with tempfile.TemporaryDirectory() as folder:
-        tiny = explorer.load_model(str(save_tiny("t5", Path(folder) / "t5")))
-        report("tiny T5", tiny, TEXTS["tiny T5"], rng)
-    report("dates-t5", explorer.load_model(explorer.DEFAULT_SEQ2SEQ), TEXTS["dates-t5"], rng)
+    if "tiny T5" in models:
+        with tempfile.TemporaryDirectory() as folder:
+            tiny = explorer.load_model(str(save_tiny("t5", Path(folder) / "t5")))
+            report("tiny T5", tiny, TEXTS["tiny T5"], rng)
+    if "dates-t5" in models:
+        report("dates-t5", explorer.load_model(explorer.DEFAULT_SEQ2SEQ), TEXTS["dates-t5"], rng)
 
 
 if __name__ == "__main__":

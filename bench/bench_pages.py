@@ -11,11 +11,13 @@ is opened ``--repeats`` times each way; the table shows the median and the slowe
 Targets (issue 14 §5): first figure within 3 s, exports within 2 s, on this 2-core machine.
 
 Run:  python bench/bench_pages.py [--repeats 3] [--page beam_search ...] [--width 1400 --height 1000]
+      [--url http://127.0.0.1:8501: measure a server that is already running instead of starting one]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
@@ -73,12 +75,23 @@ def cell(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} / {max(values):.2f}" if values else "–"
 
 
+@contextlib.contextmanager
+def server(url: str | None, folder: Path):
+    """``url`` as given, or a server of its own (``streamlit run app.py``) for the run."""
+    if url:
+        yield url.rstrip("/")
+    else:
+        with served_app(folder / "server.log") as started:
+            yield started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--page", action="append", choices=list(PAGES), help="repeatable; default: every page")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=1000)
+    parser.add_argument("--url", help="a running server's address (default: start one, and stop it at the end)")
     args = parser.parse_args()
     names = args.page or list(PAGES)
     size = (args.width, args.height)
@@ -87,7 +100,7 @@ def main() -> None:
         "| HTML s |",
         "|---|---|---|---|---|---|",
     ]
-    with tempfile.TemporaryDirectory() as folder, served_app(Path(folder) / "server.log") as url, chromium() as browser:
+    with tempfile.TemporaryDirectory() as folder, server(args.url, Path(folder)) as url, chromium() as browser:
         for warm in ("attention_heatmaps", "greedy_search"):  # both bundled models loaded, as in a lesson
             first_figure(browser, url, warm, "warm", size)[1].context.close()
         used = first_figure(browser, url, "model_anatomy", "used", size)[1]  # a tab that has shown the app

@@ -11,7 +11,10 @@ same precedence as in a checkout: environment variables and options win over it)
 passed on to ``streamlit run``. ``--hosted`` sets what the Docker image sets for a class server.
 
 ``deck export`` writes the file the Lecture page's download button gives (``explorer.lecture.files``), named after
-the deck, its models and the day unless ``--output`` says otherwise, and prints the path it wrote.
+the deck, its models and the day unless ``--output`` says otherwise (a folder: that name in it), and prints the
+path it wrote. A destination it cannot write (a missing folder, no permission) is refused before the deck is
+drawn, which takes a minute: one line on stderr, status 2. Text that came from the command line or the Hub is
+printed with its control characters shown, never sent to the terminal as escape sequences.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import os
 import sys
 from pathlib import Path
 
+from explorer import settings
+from explorer.checks import printable
 from explorer.render.deckfile import FORMATS as DECK_FORMATS
 
 APP_DIR = Path(__file__).resolve().parent / "app"
@@ -82,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     ).add_argument(
         "--hosted",
         action="store_true",
-        help="hosted mode with the Docker image's settings, as on a class server (README: Host it for a class)",
+        help="hosted mode with the Docker image's settings, as on a class server (docs/hosting.md)",
     )
     commands.add_parser(
         "prefetch",
@@ -106,7 +111,11 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--deck", required=True, type=_deck_name, metavar="NAME", help="the deck, e.g. generation")
     export.add_argument("--format", required=True, choices=DECK_FORMATS, help="the file's format")
     export.add_argument(
-        "--output", type=Path, metavar="PATH", help="where to write it (default: DECK-deck_MODELS_DATE.FORMAT here)"
+        "--output",
+        type=Path,
+        metavar="PATH",
+        help="where to write it: a file, or a folder to write DECK-deck_MODELS_DATE.FORMAT in (default: that name, "
+        "here); checked before the deck is drawn",
     )
     return parser
 
@@ -128,17 +137,48 @@ def export_deck_file(name: str, fmt: str, output: Path | None) -> int:
     from explorer.render.export import ExportUnavailable
 
     deck = DECKS[name]
-    path = output or Path(deck_file_name(deck, fmt, deck_models(deck), datetime.date.today()))
+    try:
+        path = deck_destination(output, deck_file_name(deck, fmt, deck_models(deck), datetime.date.today()))
+    except Unwritable as error:
+        return _fail(error, status=2)
     try:
         data = export_deck(deck, fmt, progress=lambda done, total: print(f"slide {done} of {total}", file=sys.stderr))
     except (renderer.RenderFailed, ExportUnavailable) as error:
-        print(f"explorer deck export: {error}", file=sys.stderr)
-        return 1
+        return _fail(error)
     finally:
         renderer.pool().close()  # the worker and its Chrome end with the command
-    path.write_bytes(data)
+    try:
+        path.write_bytes(data)
+    except OSError as error:  # the disk filled up, or the folder changed while the deck was drawn
+        return _fail(f"cannot write {path} ({error.strerror or error}).")
     print(path)
     return 0
+
+
+class Unwritable(ValueError):
+    """``--output`` names a place the deck's file cannot be written: the sentence says why and what to do."""
+
+
+def deck_destination(output: Path | None, default_name: str) -> Path:
+    """The file to write: ``output``, ``default_name`` in it when it is a folder, or ``default_name`` here.
+    ``Unwritable`` when its folder is missing or not writable, or the file is there and not writable: checked
+    before the deck is drawn (20 to 75 seconds), not after."""
+    path = Path(default_name) if output is None else output / default_name if output.is_dir() else output
+    folder = path.parent
+    if not folder.is_dir():
+        missing = "is not a folder" if folder.exists() else "does not exist"
+        raise Unwritable(f"--output: {folder} {missing}. Create the folder first, or give another --output.")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise Unwritable(f"--output: {path} cannot be written over (permission denied). Give another --output.")
+    if not path.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        raise Unwritable(f"--output: no file can be made in {folder} (permission denied). Give another --output.")
+    return path
+
+
+def _fail(error: object, *, status: int = 1) -> int:
+    """One line on stderr, its control characters shown (a path or a message may hold escape sequences)."""
+    print(f"explorer deck export: {printable(error)}", file=sys.stderr)
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,9 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     # Only what follows `serve` goes to Streamlit: `explorer` itself takes no options but --help.
     before = argv[: argv.index(args.command)] if args.command else rest
     if before or (rest and args.command != "serve"):
-        parser.error(f"unrecognized arguments: {' '.join(before or rest)}")
+        parser.error(f"unrecognized arguments: {printable(' '.join(before or rest))}")
     if args.command == "serve":
-        os.execve(sys.executable, serve_command(rest), serve_environment(args.hosted))
+        environment = serve_environment(args.hosted)
+        if wrong := settings.problems(environment):  # before Streamlit starts, not as every visitor's page
+            for problem in wrong:
+                print(f"explorer serve: {printable(problem)}", file=sys.stderr)
+            return 2
+        os.execve(sys.executable, serve_command(rest), environment)
     if args.command == "prefetch":
         from explorer.prefetch import prefetch
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import explorer
+from explorer import settings
 from explorer.caching import MB, ByteBudgetCache
 from explorer.data._freeze import freeze_arrays
 from explorer.data.anatomy import Embeddings, TokenRow
@@ -69,7 +70,7 @@ Progress = Callable[[str, int, str | None], AbstractContextManager]
 @functools.cache
 def results_cache() -> ByteBudgetCache:
     default = HOSTED_BUDGET_MB if POLICY.hosted else DEFAULT_BUDGET_MB
-    return ByteBudgetCache(int(os.environ.get("EXPLORER_CACHE_MB", default)) * MB)
+    return ByteBudgetCache(settings.number("EXPLORER_CACHE_MB", default) * MB)
 
 
 @functools.cache

@@ -19,13 +19,16 @@ an id the Hub's validator rejects): the visitor gets a sentence, never a traceba
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
 
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
+from explorer import settings
 from explorer.errors import ModelLoadError
+from explorer.labels import visible
 
 MAX_NAME_CHARS = 200
 PREVIEW_CHARS = 60
@@ -36,10 +39,8 @@ def _flag(value: str | None) -> bool:
 
 
 def _int(environ, key: str, default: int) -> int:
-    try:
-        return int(float(environ.get(key, default)))
-    except ValueError:
-        return default
+    # Read while modules are imported: a bad value is the default here, and the start refuses it (settings.py).
+    return settings.number_or_default(key, default, environ)
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,11 @@ class HostingPolicy:
         name = (name or "").strip()
         if not name:
             raise ModelLoadError("No model name given. Type a Hugging Face Hub id such as openai-community/gpt2.")
-        shown = name if len(name) <= PREVIEW_CHARS else name[: PREVIEW_CHARS - 1] + "…"
-        if len(name) > MAX_NAME_CHARS or "\x00" in name:
+        shown = preview(name)
+        if len(name) > MAX_NAME_CHARS:
             raise ModelLoadError(f"“{shown}” is not a model name: it is too long ({len(name):,} characters).")
+        if _CONTROL.search(name):
+            raise ModelLoadError(f"“{shown}” is not a model name: it holds control characters (shown as ␀, ␛, ...).")
         if name in bundled:
             return name
         if self.allowed_models is not None and name not in self.allowed_models:
@@ -87,7 +90,7 @@ class HostingPolicy:
                 + "."
             )
         if self.hosted:
-            if not _is_hub_id(name):
+            if not is_hub_id(name):
                 raise ModelLoadError(
                     f"“{shown}” is not a Hugging Face Hub id. On this server, models are loaded from the Hub by id "
                     "(for example openai-community/gpt2), not from folders or web addresses."
@@ -95,15 +98,27 @@ class HostingPolicy:
             return name
         if _looks_like_path(name):
             return name  # a local folder: loading says clearly if it is not a model
-        if not _is_hub_id(name):
-            raise ModelLoadError(
-                f"“{shown}” is neither a Hugging Face Hub id (like openai-community/gpt2: letters, digits, “-”, “_” "
-                "and “.”, with at most one “/”) nor a folder on this machine."
-            )
+        if not is_hub_id(name):
+            raise ModelLoadError(neither_id_nor_folder(name))
         return name
 
 
-def _is_hub_id(name: str) -> bool:
+def preview(name: str) -> str:
+    """A name as a message quotes it: at most ``PREVIEW_CHARS`` characters, invisible ones made visible."""
+    return visible(name if len(name) <= PREVIEW_CHARS else name[: PREVIEW_CHARS - 1] + "…")
+
+
+def neither_id_nor_folder(name: str) -> str:
+    return (
+        f"“{preview(name)}” is neither a Hugging Face Hub id (like openai-community/gpt2: letters, digits, “-”, “_” "
+        "and “.”, at most 96 characters, with at most one “/”) nor a folder on this machine. Check the spelling."
+    )
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def is_hub_id(name: str) -> bool:
     """The Hub's own rule for a repository id (huggingface_hub's validator, which the download would apply)."""
     try:
         validate_repo_id(name)

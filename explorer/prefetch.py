@@ -13,13 +13,19 @@ import argparse
 import sys
 import time
 
+from explorer.checks import printable
 from explorer.errors import ModelLoadError
-from explorer.hosting import HostingPolicy
+from explorer.hosting import HostingPolicy, preview
 
 
 def prefetch(names: list[str], *, say=print) -> int:
-    """Load each model once (downloading it if needed); returns how many failed."""
+    """Load each model once (downloading it if needed); returns how many failed. What it says is shown with its
+    control characters visible: an id typed with an escape sequence, or a Hub's message holding one, is not
+    obeyed by the terminal."""
     from explorer.models.loading import load_model
+
+    def tell(line: str) -> None:
+        say(printable(line))
 
     failures = 0
     policy = HostingPolicy(hosted=True)  # only Hub ids, as a hosted server would accept them
@@ -27,12 +33,12 @@ def prefetch(names: list[str], *, say=print) -> int:
         start = time.monotonic()
         try:
             name = policy.check_model_name(name)
-            lm = load_model(name, device="cpu", progress=lambda stage: say(f"  {stage}"), hub_only=True)
+            lm = load_model(name, device="cpu", progress=lambda stage: tell(f"  {stage}"), hub_only=True)
         except ModelLoadError as error:
             failures += 1
-            say(f"✗ {name}: {error}")
+            tell(f"✗ {preview(name)}: {error}")
             continue
-        say(f"✓ {name}: {lm.kind}, {lm.num_layers} layers × {lm.num_heads} heads ({time.monotonic() - start:.0f} s)")
+        tell(f"✓ {name}: {lm.kind}, {lm.num_layers} layers × {lm.num_heads} heads ({time.monotonic() - start:.0f} s)")
     return failures
 
 

@@ -13,6 +13,7 @@ import os
 import threading
 from contextlib import contextmanager
 
+from explorer import settings
 from explorer.caching import MB, nbytes
 
 LARGE_RESULT = 16 * MB  # a capture of about 250 MiniLM tokens
@@ -98,10 +99,8 @@ def freeze_long_lived() -> None:
 
 
 def default_slots() -> int:
-    configured = os.environ.get("EXPLORER_MAX_CONCURRENT")
-    if configured and configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return max(1, (os.cpu_count() or 2) // 2)
+    # Read at import: a bad value is the default here, and the start refuses it (explorer.settings).
+    return settings.number_or_default("EXPLORER_MAX_CONCURRENT", max(1, (os.cpu_count() or 2) // 2))
 
 
 FORWARD_GATE = ForwardGate(default_slots())

@@ -41,6 +41,13 @@ needs_chromium = [
 ]
 
 
+def browser_test(function):
+    """``needs_chromium`` on one test of a module whose other tests need no browser."""
+    for mark in needs_chromium:
+        function = mark(function)
+    return function
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

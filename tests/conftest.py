@@ -9,9 +9,16 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Tests that drive the app (AppTest in this process, the browser tests' servers) run it as a visitor gets it, on the
 # CPU: the app loads its models on EXPLORER_DEVICE. Library tests run on EXPLORER_TEST_DEVICE (tests/devices.py).
 os.environ["EXPLORER_DEVICE"] = "cpu"
+# Several test workers share the machine's cores (tests/run.sh): one thread each for torch's CPU kernels, in the
+# workers and in the servers they start (children inherit it), read when torch is imported. Two threads per
+# process on a loaded machine spin in OpenMP's barriers instead of working: a 10 s module took ten minutes.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(threads, "1")
 
 import ipaddress
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +50,29 @@ socket.socket.connect = _guarded_connect
 
 def pytest_report_header(config):
     return f"explorer test device: {DEVICE} (EXPLORER_TEST_DEVICE)"
+
+
+# The modules that take longest, longest first (per-module sums of `pytest --durations=0` with four workers). A
+# worker takes whole modules in collection order (`--dist loadfile`, tests/run.sh): started first, the long ones run
+# side by side and the short ones fill the gaps at the end, instead of one long module starting last and running
+# alone. Every other module keeps its place after these; a stale order costs minutes, never a test.
+LONGEST_FIRST = (
+    "test_browser_projector", "test_browser_lecture", "test_browser_server", "test_package", "test_browser_links",
+    "test_browser_class", "test_browser_drawn", "test_browser_decoding", "test_bench_class", "test_deck_export",
+    "test_bench_scripts", "test_export_labels", "test_browser_slides", "test_browser_attention", "test_app_class",
+    "test_app_lecture", "test_browser_drawn_values", "test_app_decoding", "test_browser_class_redis",
+    "test_app_inside", "test_docs", "test_app", "test_browser_inside", "test_bench_lecture", "test_docker",
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules in ``LONGEST_FIRST``'s order ahead of the rest; within a module, the tests keep their order."""
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+
+    def module_rank(item) -> int:
+        return rank.get(Path(item.nodeid.partition("::")[0]).stem, len(rank))
+
+    items.sort(key=module_rank)
 
 
 def pytest_configure(config):
@@ -87,9 +117,11 @@ def tiny_models(tmp_path_factory):
     return {name: str(save_tiny(name, root / name)) for name in TINY}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def app_url(tmp_path_factory):
-    """`streamlit run app.py`, offline, for one browser test module (a module may define its own)."""
+    """`streamlit run app.py`, offline, shared by every browser test of this worker: starting the app (torch,
+    transformers, the bundled models) costs more than most tests. A test that needs a server of its own (other
+    settings, a restart, a cold cache) starts one with `served_app`."""
     from tests.browser import served_app
 
     with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
@@ -98,7 +130,9 @@ def app_url(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    """Debian's Chromium, for one browser test module."""
+    """Debian's Chromium, for one browser test module. Not for the session: a running Playwright holds the main
+    thread's asyncio loop, and later modules run `asyncio.run()` (the class benchmark's clients) or a Playwright of
+    their own. Launching it costs about a second; the server is what is worth sharing."""
     from tests.browser import chromium
 
     with chromium() as instance:

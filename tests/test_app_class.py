@@ -6,13 +6,15 @@ the teacher reveals it. Each test has a store of its own (the class limit must n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
 import pytest
 from streamlit.proto.ClientState_pb2 import ClientState
 
-from explorer.classroom import codes, state
+from explorer import hosting, settings
+from explorer.classroom import codes, state, teachers
 from explorer.classroom.memory import InProcessStore
 from explorer.lecture import DECKS, controls
 from explorer.render.poll import class_shares, poll_html
@@ -265,3 +267,108 @@ def test_a_slides_figure_is_built_once_for_the_whole_class(monkeypatch):
         assert shown_specs(follower) == shown_specs(at)
     slide_builds = [look for look in built if look.presentation]  # the home page each opening runs first draws too
     assert len(slide_builds) == 1, f"built {len(slide_builds)} times: {slide_builds}"
+
+
+# -- who starts a class (issue 39 §2) ----------------------------------------------------------------------------
+
+PASSPHRASE = "correct horse battery staple"
+
+
+@pytest.fixture
+def limits(monkeypatch):
+    """Start limits of this test's own, so that no other test's starts count."""
+    monkeypatch.setattr(teachers, "STARTS", teachers.StartLimits())
+    monkeypatch.setattr(teachers, "GUESSES", teachers.StartLimits(teachers.PER_SESSION_GUESSES, 0))
+    monkeypatch.delenv(settings.PASSPHRASE, raising=False)
+    return monkeypatch
+
+
+def hosted(monkeypatch) -> None:
+    monkeypatch.setattr(hosting, "POLICY", dataclasses.replace(hosting.POLICY, hosted=True))
+
+
+def notices(at) -> list[str]:
+    """The notices' text as read (Markdown's escapes dropped)."""
+    return [info.value.replace("\\", "") for info in at.info]
+
+
+def test_a_hosted_server_without_a_passphrase_starts_no_class_and_says_what_to_set(store, limits):
+    hosted(limits)
+    at = open_lecture(deck="generation")
+    start = at.button(key="class_start")
+    assert start.disabled and classroom.CLASSES_OFF in notices(at)
+    assert settings.PASSPHRASE in classroom.CLASSES_OFF
+    assert param(at, "class") is None and store.classes() == 0
+
+
+@pytest.mark.parametrize("where", ["local", "hosted"])
+def test_with_a_passphrase_only_its_holders_start_classes_and_are_asked_once(store, limits, where):
+    limits.setenv(settings.PASSPHRASE, PASSPHRASE)
+    if where == "hosted":
+        hosted(limits)
+    at = open_lecture(deck="generation")
+    for wrong in ["", "correct horse", PASSPHRASE + "!"]:
+        at.text_input(key=classroom.PASSPHRASE_KEY).input(wrong)
+        at.button(key="class_start").click().run()
+        assert param(at, "class") is None and store.classes() == 0
+        assert classroom.WRONG_PASSPHRASE in notices(at)
+    at.text_input(key=classroom.PASSPHRASE_KEY).input(f" {PASSPHRASE} ")  # spaces around it are forgiven
+    at.button(key="class_start").click().run()
+    code, key = param(at, "class"), param(at, "key")
+    assert store.is_teacher(code, key)
+    at.button(key="class_end").click().run()
+    assert param(at, "class") is None
+    assert classroom.PASSPHRASE_KEY not in [box.key for box in at.text_input], "asked once: a teacher now"
+    at.button(key="class_start").click().run()
+    assert store.is_teacher(param(at, "class"), param(at, "key"))
+    limits.setenv(settings.PASSPHRASE, "a new passphrase for next term")  # the host changes it: asked again
+    other = open_lecture(deck="generation")
+    other.button(key="class_start").click().run()
+    assert param(other, "class") is None and classroom.WRONG_PASSPHRASE in notices(other)
+
+
+def test_passphrase_guesses_are_limited_per_browser_tab(store, limits):
+    limits.setenv(settings.PASSPHRASE, PASSPHRASE)
+    at = open_lecture(deck="generation")
+    for _ in range(teachers.PER_SESSION_GUESSES):
+        at.text_input(key=classroom.PASSPHRASE_KEY).input("guess guess").run()
+        at.button(key="class_start").click().run()
+    at.text_input(key=classroom.PASSPHRASE_KEY).input(PASSPHRASE)
+    at.button(key="class_start").click().run()
+    assert param(at, "class") is None and any("Too many passphrases" in text for text in notices(at))
+    teacher = open_lecture(deck="generation")  # another tab (a teacher's) is not held up by the guesser
+    teacher.text_input(key=classroom.PASSPHRASE_KEY).input(PASSPHRASE)
+    teacher.button(key="class_start").click().run()
+    assert store.is_teacher(param(teacher, "class"), param(teacher, "key"))
+
+
+def test_one_browser_tab_starts_a_few_classes_then_waits(store, limits):
+    store.max_classes = 20
+    at = open_lecture(deck="generation")
+    for _ in range(teachers.PER_SESSION):
+        at.button(key="class_start").click().run()
+        assert param(at, "class") is not None
+        at.button(key="class_end").click().run()
+    at.button(key="class_start").click().run()
+    assert param(at, "class") is None and store.classes() == 0
+    (said,) = [text for text in notices(at) if "This browser tab has started" in text]
+    assert f"{teachers.PER_SESSION} classes in the last 10 minutes" in said and "minutes" in said
+    assert teacher_start()[1] is not None, "another tab starts its class"
+
+
+def test_the_teachers_open_page_keeps_the_class_alive(store, limits, monkeypatch):
+    at, code, key = teacher_start()
+    kept = []
+    monkeypatch.setattr(store, "keep_alive", lambda *args: kept.append(args) or True)
+    at.run()
+    assert kept == [(code, key)]
+    assert classroom.KEEP_ALIVE_SECONDS * 10 <= state.LIFETIME
+
+
+def test_the_limit_says_it_is_the_number_of_classes_at_once_here(store, limits):
+    for _ in range(3):
+        teacher_start()
+    at = open_lecture(deck="generation")
+    at.button(key="class_start").click().run()
+    (said,) = [text for text in notices(at) if "Wait for one to end" in text]
+    assert "3 live classes are running, as many as this server runs at once" in said

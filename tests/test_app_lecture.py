@@ -186,7 +186,7 @@ def test_a_moved_slide_opens_on_its_full_page_as_moved():
         ({"deck": "generation", "slide": "-1"}, ["slide “\\-1” is not one of the 15 slides"]),
         (
             {"deck": "anatomy", "slide": "6", "answers": "[x](https://evil.example)-1.6-99.3-0"},
-            ["is not a slide number and a choice", "slide 3 asks no question"],
+            ["3 pairs are not a slide number and a choice", "slide 3 asks no question"],
         ),
         ({"deck": "anatomy", "slide": "7", "answers": "7-r", "s_head": "99", "s_query": "abc"}, ["Head 99 does not"]),
     ],
@@ -266,9 +266,148 @@ def test_a_deck_file_that_cannot_be_made_says_why_and_the_slide_stays(monkeypatc
         ({"pressed": {"leave": "yes", "seq": 2}}, (2, None, False)),
         ({"pressed": [1, 2]}, (0, None, False)),
         ({"pressed": {"slide": 4, "seq": -1}}, (0, None, False)),
+        ({"pressed": {"slide": 4, "seq": 2**60}}, (0, None, False)),  # past what JavaScript counts exactly
+        ({"pressed": {"slide": 10**400, "seq": 2}}, (2, 10**400, False)),  # a number: go_to keeps it in the deck
     ],
 )
 def test_a_crafted_key_press_reads_as_none_never_a_traceback(state, read):
     from explorer.ui.lecture import read_press
 
     assert read_press(state) == read
+
+
+# -- bad input in a lecture link and from its components (issue 39) ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "notice"),
+    [
+        ({"slide": "²"}, "slide “²” is not one of the 15 slides"),  # "²".isdigit() is True, int("²") raises
+        ({"slide": "9" * 5_000}, f"slide “{'9' * 20}” is not one of the 15 slides"),  # int() refuses 4,300+ digits
+        ({"slide": "2", "answers": "²-1"}, "“²-1” is not a slide number and a choice"),
+        ({"slide": "2", "answers": "1-²"}, "“1-²” is not a slide number and a choice"),
+        ({"slide": "2", "answers": "9" * 5_000 + "-1"}, "is not a slide number and a choice"),
+        ({"slide": "2", "answers": "1-" + "9" * 5_000}, "is not a slide number and a choice"),
+        ({"slide": "2", "answers": ".".join(f"{i}x-{i}" for i in range(99))}, "99 pairs are not a slide number"),
+        ({"slide": "2", "answers": ".".join(f"{i}-0" for i in range(20, 120))}, "slides 20, 21, 22 and 97 more"),
+    ],
+    ids=[
+        "superscript-slide",
+        "5000-digit-slide",
+        "superscript-answer-slide",
+        "superscript-answer-choice",
+        "5000-digit-answer-slide",
+        "5000-digit-answer-choice",
+        "99-bad-pairs",
+        "100-unasked-slides",
+    ],
+)
+def test_a_crafted_number_in_the_link_gives_one_notice_never_a_traceback(params, notice):
+    at = open_lecture(deck="generation", **params)
+    assert not at.exception
+    assert len(at.info) == 1, [info.value for info in at.info]
+    assert notice in at.info[0].value.replace("\\", "")  # as the reader sees it: Markdown's escapes taken out
+    assert param(at, "slide") == ("2" if params["slide"] == "2" else "1")  # a bad slide number: the first slide
+    assert "answers" not in at.query_params  # nothing in it fits: the link is cleaned
+
+
+@pytest.mark.parametrize("value", ["p" * 100_000, "0", "yes"])
+def test_a_presenter_value_other_than_1_is_not_written_back_into_the_link(value):
+    at = open_lecture(deck="generation", slide=2, presenter=value)
+    assert not at.exception
+    assert "presenter" not in at.query_params and all(len(str(v)) < 100 for v in at.query_params.values())
+    assert not at.get("bidi_component") or all(
+        element.proto.component_name != "explorer_lecture_timer" for element in at.get("bidi_component")
+    )  # the audience's view: no presenter's timer
+
+
+def test_presenter_1_stays_in_the_link_with_the_presenters_side():
+    at = open_lecture(deck="generation", slide=2, presenter=1)
+    assert not at.exception and param(at, "presenter") == "1"
+    assert "explorer_lecture_timer" in {element.proto.component_name for element in at.get("bidi_component")}
+
+
+@pytest.fixture(scope="module")
+def lecture_at_slide_2() -> AppTest:
+    """One lecture session, at slide 2 of the generation deck, that the component tests send messages to."""
+    return open_lecture(deck="generation", slide=2)
+
+
+def send_component_message(at: AppTest, component: str, field: str, text: str) -> AppTest:
+    """Rerun ``at`` as if its browser's ``component`` had sent ``text`` as its state (``json_value``) or its
+    events (``json_trigger_value``). AppTest cannot send a component's value: its own widget states are sent
+    with one more (through its private ``_run``, as ``run`` does)."""
+    from streamlit.components.v2.bidi_component.main import _make_trigger_id
+
+    element = next(e for e in at.get("bidi_component") if e.proto.component_name == component)
+    states = at._tree.get_widget_states()
+    state = states.widgets.add()
+    state.id = element.proto.id if field == "json_value" else _make_trigger_id(element.proto.id, "events")
+    setattr(state, field, text)
+    return at._run(states)
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+COMPONENT_MESSAGES = {
+    "malformed": "{bad",
+    "cut-short": '{"pressed": {"slide": 3,',
+    "100k-deep": DEEP,
+    "deep-inside": '{"pressed": ' + "[" * 5_000 + "]" * 5_000 + "}",
+    "5000-digit-seq": '{"pressed": {"slide": 3, "seq": ' + "9" * 5_000 + "}}",
+    "wrong-types": '{"pressed": {"slide": "3", "seq": "1"}}',
+    "a-list": "[1, 2, 3]",
+    "too-long": '{"pressed": {"slide": 3, "seq": 1, "pad": "' + "x" * 100_000 + '"}}',
+}
+
+
+@pytest.mark.parametrize("field", ["json_value", "json_trigger_value"])
+@pytest.mark.parametrize("message", sorted(COMPONENT_MESSAGES))
+@pytest.mark.parametrize("component", ["explorer_lecture_keys", "explorer_viewport_probe"])
+def test_a_crafted_component_message_is_ignored_never_a_traceback(lecture_at_slide_2, component, message, field):
+    at = send_component_message(lecture_at_slide_2, component, field, COMPONENT_MESSAGES[message])
+    assert not at.exception, at.exception[0].value[:200]
+    assert param(at, "slide") == "2" and at.get("plotly_chart")  # the slide as it was
+    at.run()  # and the next run too: nothing of the message stays behind to raise again
+    assert not at.exception and param(at, "slide") == "2"
+
+
+def test_a_well_formed_key_press_still_moves_the_slide(lecture_at_slide_2):
+    at = send_component_message(
+        lecture_at_slide_2, "explorer_lecture_keys", "json_value", '{"pressed": {"slide": 3, "seq": 1000}}'
+    )
+    assert not at.exception and param(at, "slide") == "3"
+    at.button(key="previous").click().run()
+    assert param(at, "slide") == "2"
+
+
+@pytest.mark.parametrize(
+    "viewport",
+    ['"x"', "[1, 2]", '{"width": "abc", "room": 5}', '{"width": 1e300, "room": 1e300}', '{"width": -5, "room": true}'],
+)
+def test_a_crafted_viewport_report_sizes_nothing_never_a_traceback(lecture_at_slide_2, viewport):
+    at = send_component_message(
+        lecture_at_slide_2, "explorer_viewport_probe", "json_value", f'{{"viewport": {viewport}}}'
+    )
+    assert not at.exception, at.exception[0].value[:200]
+    layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    assert 0 < layout["width"] <= 1_920 and 0 < layout["height"] <= 1_080  # the look of a window not measured yet
+
+
+@pytest.mark.parametrize(
+    ("viewport", "read"),
+    [
+        ({"width": 800, "room": 700}, (800, 700)),
+        ({"width": 800.5, "room": -40}, (800.5, -40)),  # the figure's top below the window's bottom
+        ({"width": 0, "room": 700}, (None, 700)),
+        ({"width": True, "room": "700"}, (None, None)),
+        ({"width": 1e300, "room": float("nan")}, (None, None)),
+        ({"width": 10**400}, (None, None)),
+        ("x", (None, None)),
+        ([800, 700], (None, None)),
+        (None, (None, None)),
+    ],
+)
+def test_a_viewport_report_is_read_within_bounds(viewport, read):
+    from explorer.ui.figures import read_viewport
+
+    assert read_viewport(viewport) == read

@@ -10,11 +10,9 @@ from tests.browser import (
     CHART,
     ROOT,
     chart_title,
-    chromium,
     needs_chromium,
     open_tab,
     screenshot,
-    served_app,
     wait_for_chart,
     wait_until_idle,
 )
@@ -22,16 +20,11 @@ from tests.browser import (
 pytestmark = needs_chromium
 
 
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
-        yield url
-
-
 @pytest.fixture
-def browser_tab():
-    with chromium() as browser:
-        yield open_tab(browser)
+def browser_tab(browser):
+    tab = open_tab(browser)
+    yield tab
+    tab.context.close()
 
 
 def test_heatmap_renders_updates_and_needs_no_internet(app_url, browser_tab):

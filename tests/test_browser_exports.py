@@ -13,10 +13,8 @@ import time
 import urllib.request
 from urllib.parse import quote
 
-import pytest
-
 import explorer
-from tests.browser import CHART, ROOT, chromium, needs_chromium, open_tab, served_app, wait_for_chart
+from tests.browser import CHART, ROOT, needs_chromium, open_tab, wait_for_chart
 from tests.exports import check_export
 
 pytestmark = needs_chromium
@@ -26,44 +24,37 @@ PROMPT = "She said \x17 and \u202egone"
 CRAFTED = f"/sampling?model={quote(explorer.DEFAULT_DECODER)}&prompt={quote(PROMPT)}"
 
 
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
-        yield url
-
-
 def _healthy(app_url: str) -> bool:
     with urllib.request.urlopen(f"{app_url}/_stcore/health", timeout=10) as response:
         return response.status == 200
 
 
-def test_crafted_prompt_exports_leave_the_server_up(app_url, tmp_path):
-    with chromium() as browser:
-        student = open_tab(browser, width=1600, height=1000, downloads=True)
-        clicked, seconds = 0, {"PNG": [], "SVG": [], "HTML": []}
-        for view in ("panels", "temperatures", "stages"):  # the page's three views, one figure each
-            student.page.goto(f"{app_url}{CRAFTED}&view={view}")
-            wait_for_chart(student.page)
-            for fmt in ("PNG", "SVG", "HTML"):
-                buttons = student.page.get_by_role("button", name=fmt, exact=True)
-                for index in range(buttons.count()):
-                    started = time.perf_counter()
-                    with student.page.expect_download(timeout=90_000) as download:
-                        buttons.nth(index).click()
-                    seconds[fmt].append(round(time.perf_counter() - started, 2))
-                    path = tmp_path / f"{view}-{index}-{download.value.suggested_filename}"
-                    download.value.save_as(path)
-                    check_export(fmt.lower(), path.read_bytes())
-                    assert _healthy(app_url)
-                    clicked += 1
-        assert clicked >= 9  # three figures, three formats each
-        # Click to file, as the student waits for it: recorded for the README, never asserted.
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        (ARTIFACTS / "export-times.json").write_text(json.dumps(seconds, indent=1))
+def test_crafted_prompt_exports_leave_the_server_up(browser, app_url, tmp_path):
+    student = open_tab(browser, width=1600, height=1000, downloads=True)
+    clicked, seconds = 0, {"PNG": [], "SVG": [], "HTML": []}
+    for view in ("panels", "temperatures", "stages"):  # the page's three views, one figure each
+        student.page.goto(f"{app_url}{CRAFTED}&view={view}")
+        wait_for_chart(student.page)
+        for fmt in ("PNG", "SVG", "HTML"):
+            buttons = student.page.get_by_role("button", name=fmt, exact=True)
+            for index in range(buttons.count()):
+                started = time.perf_counter()
+                with student.page.expect_download(timeout=90_000) as download:
+                    buttons.nth(index).click()
+                seconds[fmt].append(round(time.perf_counter() - started, 2))
+                path = tmp_path / f"{view}-{index}-{download.value.suggested_filename}"
+                download.value.save_as(path)
+                check_export(fmt.lower(), path.read_bytes())
+                assert _healthy(app_url)
+                clicked += 1
+    assert clicked >= 9  # three figures, three formats each
+    # Click to file, as the student waits for it: recorded for the README, never asserted.
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "export-times.json").write_text(json.dumps(seconds, indent=1))
 
-        other = open_tab(browser, width=1400, height=1000)
-        other.page.goto(app_url + "/?text=" + quote("another student's sentence"))
-        wait_for_chart(other.page)
-        assert other.page.locator(CHART).count() >= 1
-        assert student.external == [] and other.external == []
-        assert student.errors == [] and other.errors == []
+    other = open_tab(browser, width=1400, height=1000)
+    other.page.goto(app_url + "/?text=" + quote("another student's sentence"))
+    wait_for_chart(other.page)
+    assert other.page.locator(CHART).count() >= 1
+    assert student.external == [] and other.external == []
+    assert student.errors == [] and other.errors == []

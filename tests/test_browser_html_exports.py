@@ -16,7 +16,7 @@ from explorer.render.bertviz import head_view_slide
 from explorer.render.grid import heads_grid
 from explorer.render.sampling import distribution_panels
 from explorer.render.style import SLIDE, FigureInfo
-from tests.browser import chromium, needs_chromium, open_tab, screenshot, served_app, wait_until_idle
+from tests.browser import needs_chromium, open_tab, screenshot, wait_until_idle
 
 pytestmark = needs_chromium
 
@@ -36,12 +36,6 @@ EXTENT = """
           scrollWidth: root.scrollWidth, clientWidth: root.clientWidth};
 }
 """
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as instance:
-        yield instance
 
 
 @pytest.fixture(scope="module")
@@ -120,12 +114,6 @@ HEAD_VIEW_WIDTH = """
 }
 """
 SIZES = [(1280, 720), (1920, 1080)]
-
-
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    with served_app(tmp_path_factory.mktemp("streamlit") / "server.log") as url:
-        yield url
 
 
 @pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])

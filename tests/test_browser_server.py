@@ -15,7 +15,6 @@ import pytest
 from tests.browser import (
     CHART,
     ROOT,
-    chromium,
     free_port,
     needs_chromium,
     open_tab,
@@ -32,18 +31,20 @@ MENU = ".st-key-menu"  # the app's own menu (explorer/ui/navigation.py); Streaml
 RAW_NAMES = ("head ablation", "attention heatmaps", "View 8 more", "heads overview", "bertviz views")
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as instance:
-        yield instance
-
-
 def _record(name: str, seconds: float) -> None:
     TIMES.parent.mkdir(parents=True, exist_ok=True)
     times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
     times[name] = round(seconds, 2)
     TIMES.write_text(json.dumps(times, indent=2))
     print(f"{name}: {seconds:.2f} s")
+
+
+@pytest.fixture(scope="module")
+def crafted_links_server(tmp_path_factory):
+    """A server of this module's own for the crafted links, its first visitor the first crafted link: the other tests
+    here start servers of their own (a cold start, a restart), and the worker's shared one has served others."""
+    with served_app(tmp_path_factory.mktemp("crafted") / "server.log") as url:
+        yield url
 
 
 @pytest.mark.parametrize(
@@ -55,19 +56,18 @@ def _record(name: str, seconds: float) -> None:
         ("layer=999&head=-1", "Layer 999 does not exist here"),
     ],
 )
-def test_crafted_links_show_literal_text_and_a_valid_view(browser, tmp_path, query, expected):
-    with served_app(tmp_path / "server.log") as url:
-        tab = open_tab(browser)
-        tab.page.goto(f"{url}/?{query}")
-        wait_for_chart(tab.page)
-        page = tab.page
-        body = page.locator("[data-testid='stApp']").inner_text()
-        assert expected in body
-        assert page.locator("a[href*='evil.example'], img[src*='evil.example']").count() == 0
-        assert "Traceback" not in body
-        assert page.locator(f"{CHART} .main-svg").count() >= 1  # a valid view all the same
-        assert tab.external == [] and tab.errors == []
-        tab.context.close()
+def test_crafted_links_show_literal_text_and_a_valid_view(browser, crafted_links_server, query, expected):
+    tab = open_tab(browser)  # a visitor of their own: a fresh session
+    tab.page.goto(f"{crafted_links_server}/?{query}")
+    wait_for_chart(tab.page)
+    page = tab.page
+    body = page.locator("[data-testid='stApp']").inner_text()
+    assert expected in body
+    assert page.locator("a[href*='evil.example'], img[src*='evil.example']").count() == 0
+    assert "Traceback" not in body
+    assert page.locator(f"{CHART} .main-svg").count() >= 1  # a valid view all the same
+    assert tab.external == [] and tab.errors == []
+    tab.context.close()
 
 
 def test_cold_start_shows_the_frame_then_the_chart_on_a_shared_link(browser, tmp_path):

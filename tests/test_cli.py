@@ -7,6 +7,7 @@ installed wheel.
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -187,3 +188,88 @@ def test_help_says_what_each_command_does(argv, says, capsys):
         cli.main(argv)
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert exit.value.code == 0 and " ".join(says.split()) in out
+
+
+# -- bad destinations and escape sequences (issue 39): refused before the deck is drawn, in one line -------------
+
+
+@pytest.fixture
+def draws_nothing(monkeypatch):
+    """Drawing the deck (20 to 75 s) fails the test: a bad destination is refused first."""
+    import explorer.lecture.files
+
+    monkeypatch.setattr(explorer.lecture.files, "export_deck", lambda *a, **k: pytest.fail("drew the deck"))
+
+
+def _unwritable(monkeypatch, path):
+    """``path`` refuses writing as it does for a user without permission there (root may write anywhere, so the
+    permission check, os.access, is told so)."""
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(path) else real(p, mode))
+
+
+@pytest.mark.parametrize(
+    ("where", "says"),
+    [
+        ("missing", "missing does not exist. Create the folder first"),
+        ("file-as-folder", "notes.txt is not a folder"),
+        ("unwritable-folder", "no file can be made in"),
+        ("unwritable-file", "cannot be written over (permission denied)"),
+    ],
+)
+def test_a_destination_that_cannot_be_written_is_refused_before_drawing(
+    draws_nothing, tmp_path, monkeypatch, capsys, where, says
+):
+    (tmp_path / "notes.txt").write_text("a file")
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "kept.pdf").write_bytes(b"kept")
+    output = {
+        "missing": tmp_path / "missing" / "deck.pdf",
+        "file-as-folder": tmp_path / "notes.txt" / "deck.pdf",
+        "unwritable-folder": tmp_path / "locked" / "deck.pdf",
+        "unwritable-file": tmp_path / "kept.pdf",
+    }[where]
+    _unwritable(monkeypatch, {"unwritable-folder": tmp_path / "locked", "unwritable-file": output}.get(where))
+    assert cli.main(["deck", "export", "--deck", "generation", "--format", "pdf", "--output", str(output)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("explorer deck export: --output: ")
+    assert says in err and "Traceback" not in err
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["kept.pdf", "locked", "notes.txt"]  # nothing new
+    assert (tmp_path / "kept.pdf").read_bytes() == b"kept"
+
+
+def test_a_folder_as_destination_gets_the_decks_own_name_in_it(deck_exports, tmp_path, capsys):
+    import datetime
+
+    from explorer.lecture import GENERATION
+    from explorer.lecture.files import deck_file_name, deck_models
+
+    assert cli.main(["deck", "export", "--deck", "generation", "--format", "html", "--output", str(tmp_path)]) == 0
+    written = tmp_path / deck_file_name(GENERATION, "html", deck_models(GENERATION), datetime.date.today())
+    assert capsys.readouterr().out == f"{written}\n" and written.read_bytes() == b"the file"
+
+
+def test_a_destination_with_escape_sequences_is_named_with_them_shown(draws_nothing, tmp_path, capsys):
+    output = tmp_path / "\x1b]0;pwned\x07" / "deck.pdf"
+    assert cli.main(["deck", "export", "--deck", "generation", "--format", "pdf", "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and "␛]0;pwned␇" in err
+
+
+ESCAPES = "\x1b[2J\x1b]0;pwned\x07\rgpt2\n✓ fake"
+
+
+def test_prefetch_shows_escape_sequences_in_ids_and_messages_instead_of_sending_them(monkeypatch, capsys):
+    import explorer.models.loading
+    from explorer.errors import ModelLoadError
+
+    def load_model(name, **kwargs):
+        kwargs["progress"](f"Asking the Hub about “{name}” {ESCAPES}")
+        raise ModelLoadError(f"The Hub answered: {ESCAPES}")
+
+    monkeypatch.setattr(explorer.models.loading, "load_model", load_model)
+    assert cli.main(["prefetch", ESCAPES, "openai-community/gpt2"]) == 1
+    out = capsys.readouterr().out
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", out)  # no control character but the lines' own ends
+    assert out.count("\n") == 3  # the refused id, then the Hub's stage and answer for the other: no fake lines
+    assert "␛[2J␛]0;pwned␇␍gpt2␊✓ fake" in out

@@ -22,7 +22,7 @@ from explorer.lecture import ANATOMY, DECKS, GENERATION
 from explorer.lecture import files as deck_files
 from explorer.render import deckfile, renderer
 from explorer.render.renderer import RenderFailed
-from tests.browser import chromium, needs_chromium, open_tab
+from tests.browser import browser_test, chromium, open_tab
 
 PATH_OPERATORS = {b"m", b"l", b"c", b"v", b"y", b"re", b"h"}
 
@@ -51,12 +51,6 @@ def expected(deck) -> list[tuple[str, object]]:
             pages.append(("question", slide))
         pages.append(("answer" if slide.question else "view", slide))
     return pages
-
-
-def browser_test(function):
-    for mark in needs_chromium:
-        function = mark(function)
-    return function
 
 
 def flat(text: str) -> str:

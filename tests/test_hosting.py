@@ -361,3 +361,11 @@ def test_generated_text_is_bold_whatever_it_starts_with(prompt, continuation):
     assert "*" not in re.sub(r"<strong>.*</strong>", "", rendered, flags=re.S)
     strong = re.search(r"<strong>(.*)</strong>", rendered, re.S)
     assert strong and html.unescape(strong[1]).replace("\u2060", "") == continuation.strip()
+
+
+@pytest.mark.parametrize("name", ["gpt2\x00", "\x1b[31mgpt2", "gpt2\nnext line", "gpt2\x9b"])
+@pytest.mark.parametrize("policy", [LOCAL, HOSTED], ids=["local", "hosted"])
+def test_a_name_with_control_characters_is_refused_as_such_and_shown_visibly(policy, name):
+    with pytest.raises(explorer.ModelLoadError, match="holds control characters") as refused:
+        policy.check_model_name(name)
+    assert not re.search(r"[\x00-\x1f\x7f-\x9f]", str(refused.value))  # shown as ␀, ␛, ␊ or \x9B: not obeyed

@@ -11,7 +11,7 @@ import pytest
 
 import explorer
 from explorer.errors import InputError
-from explorer.lecture import ANATOMY, DECKS, GENERATION, Slide
+from explorer.lecture import ANATOMY, DECKS, GENERATION, Slide, tour
 from explorer.lecture import anatomy as anatomy_deck
 from explorer.render.style import look_for
 
@@ -108,3 +108,41 @@ def test_a_slide_runs_the_sources_model_when_it_is_at_hand_and_says_so_when_not(
     swapped = slide.with_model(lambda name: name == "bert-base-uncased")
     assert swapped.view == dataclasses.replace(slide.view, model="bert-base-uncased")
     assert swapped.ran_instead() is None
+
+
+# The anatomy deck's questions are on slides 1, 5, 6, 7, 9, 16 and 17 (checked in the test).
+@pytest.mark.parametrize(
+    ("link", "answers", "problems"),
+    [
+        ("1-0.5-r", {1: 0, 5: tour.REVEALED}, []),
+        ("²-1", {}, ["“²-1” is not a slide number and a choice"]),  # "²".isdigit(), int("²") raises
+        ("1-²", {}, ["“1-²” is not a slide number and a choice"]),
+        ("9" * 5_000 + "-1", {}, [f"“{'9' * 20}” is not a slide number and a choice"]),  # int() refuses 4,300+
+        ("1-" + "9" * 5_000, {}, [f"“1-{'9' * 18}” is not a slide number and a choice"]),
+        ("1-50", {}, ["“1-50” is not a slide number and a choice"]),  # more choices than any question has
+        (
+            ".".join(f"x{i}-y" for i in range(95)) + ".2-0.3-1.4-0.8-0.1-1",
+            {1: 1},
+            [
+                "95 pairs are not a slide number and a choice (“x0-y”, “x1-y”, “x2-y” and 92 more)",
+                "slides 2, 3, 4 and 1 more ask no question",
+            ],
+        ),
+        ("2-0.99-0", {}, ["slides 2 and 99 ask no question"]),
+        ("1-0." * 150, {1: 0}, ["50 pairs past the first 100"]),
+    ],
+    ids=[
+        "good",
+        "superscript-slide",
+        "superscript-choice",
+        "5000-digit-slide",
+        "5000-digit-choice",
+        "choice-50",
+        "95-bad-pairs",
+        "two-unasked",
+        "150-pairs",
+    ],
+)
+def test_a_links_answers_say_what_was_ignored_in_three_phrases_at_most(link, answers, problems):
+    assert tour.questions(ANATOMY) == [1, 5, 6, 7, 9, 16, 17]
+    assert tour.read_answers(link, ANATOMY) == (answers, problems)

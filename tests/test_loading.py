@@ -149,3 +149,125 @@ def test_a_folder_without_a_model_says_so(tmp_path, content):
     message = str(error.value)
     assert "holds no model" in message
     assert "model_type" not in message and "architecture" not in message
+
+
+# -- bad input to the Python API (issue 39): an InputError or ModelLoadError that says what to change -------------
+
+
+@pytest.fixture
+def loads_nothing(monkeypatch):
+    """A load that reaches the model's files fails the test: bad arguments are refused before that."""
+    monkeypatch.setattr(
+        "explorer.models.loading._load_config", lambda *args, **kwargs: pytest.fail("read the model's config")
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a" * 256, "x" * 5_000, "/tmp/" + "b" * 300, "org/" + "a" * 300],
+    ids=["256-characters", "5000-characters", "a-300-character-folder", "a-300-character-id"],
+)
+def test_a_name_neither_hub_id_nor_folder_is_refused_in_a_sentence(name):
+    with pytest.raises(explorer.ModelLoadError) as refused:
+        explorer.load_model(name, device="cpu")  # the file system refuses names over 255 bytes: an OSError
+    message = str(refused.value)
+    assert "neither a Hugging Face Hub id" in message and "nor a folder" in message
+    assert len(message) < 400  # the name is quoted shortened: a sentence, not a dump
+
+
+@pytest.mark.parametrize(
+    ("device", "says"),
+    [
+        ("cuda", 'use device="cpu"'),  # a CPU machine: AssertionError "Torch not compiled with CUDA enabled"
+        ("cuda:1", 'use device="cpu"'),
+        ("mps", 'use device="cpu"'),
+        ("nonsense", 'use "auto"'),  # RuntimeError "Expected one of cpu, cuda, ... device type"
+        ("", 'use "auto"'),
+        (3, 'a name such as "cpu"'),
+        (None, 'a name such as "cpu"'),
+    ],
+)
+def test_a_device_this_machine_lacks_is_refused_before_loading(monkeypatch, tiny_models, loads_nothing, device, says):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU machine, whatever runs the tests
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(explorer.ModelLoadError, match="device") as refused:
+        explorer.load_model(tiny_models["gpt2"], device=device)
+    assert says in str(refused.value)
+
+
+def test_a_gpu_this_machine_lacks_is_named_with_those_it_has(monkeypatch, tiny_models, loads_nothing):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(explorer.ModelLoadError, match=r"has 2 CUDA GPU\(s\) \(cuda:0 to cuda:1\)"):
+        explorer.load_model(tiny_models["gpt2"], device="cuda:7")
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ("{not json", "not valid JSON (line 1, column 2"),
+        ('{"model_type": "gpt2",', "not valid JSON"),
+        ("[1, 2]", "holds a JSON list"),
+        (b"\xff\xfe{", "not valid JSON"),
+    ],
+    ids=["malformed", "cut-short", "a-list", "not-utf8"],
+)
+def test_a_malformed_config_json_is_called_malformed_not_missing(tmp_path, config, says):
+    path = tmp_path / "config.json"
+    path.write_bytes(config if isinstance(config, bytes) else config.encode())
+    with pytest.raises(explorer.ModelLoadError) as refused:
+        explorer.load_model(str(tmp_path), device="cpu")
+    message = str(refused.value)
+    assert "config.json" in message and "is malformed" in message and says in message
+    assert "not a model id" not in message and "no config.json" not in message
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tiny_models):
+    return explorer.load_model(tiny_models["gpt2"], device=DEVICE)
+
+
+@pytest.mark.parametrize("seed", [2**70, 2**64, -1, "abc", "5", 1.5, True])
+def test_a_seed_manual_seed_cannot_take_is_an_input_error(tiny_gpt2, seed):
+    with pytest.raises(explorer.InputError, match=r"seed must be a whole number from 0 to 2\*\*64 - 1"):
+        explorer.decode(tiny_gpt2, "the cat", strategy="sample", seed=seed, max_new_tokens=2)
+
+
+def test_the_largest_seed_manual_seed_takes_samples():
+    import numpy as np
+
+    from explorer.checks import given_seed
+
+    assert given_seed(2**64 - 1) == 2**64 - 1 and given_seed(np.int64(5)) == 5 and given_seed(0) == 0
+
+
+TEXT_CALLS = {
+    "capture": lambda lm, text: explorer.capture(lm, text),
+    "capture-pair": lambda lm, text: explorer.capture(lm, "the cat", text_pair=text),
+    "tokenize": lambda lm, text: explorer.tokenize(lm, text),
+    "decode": lambda lm, text: explorer.decode(lm, text, strategy="greedy", max_new_tokens=2),
+    "next_token_distribution": lambda lm, text: explorer.next_token_distribution(lm, text),
+    "head_ablation_effects": lambda lm, text: explorer.head_ablation_effects(lm, text),
+    "kv_cache": lambda lm, text: explorer.kv_cache(lm, text, steps=1),
+    "logit_lens": lambda lm, text: explorer.logit_lens(lm, text),
+    "patch": lambda lm, text: explorer.patch(lm, "the cat", text),
+    "attribute": lambda lm, text: explorer.attribute(lm, text, method="gradient_x_input"),
+}
+BAD_TEXTS = {
+    "an-int": (12345, "must be a string (str), not int"),
+    "bytes": (b"the cat", "must be a string (str), not bytes"),
+    "a-lone-surrogate": ("the \ud800 cat", "lone surrogate (U+D800 at character 4)"),
+}
+
+
+@pytest.mark.parametrize("call", sorted(TEXT_CALLS))
+@pytest.mark.parametrize("bad", sorted(BAD_TEXTS))
+def test_text_that_is_not_text_is_an_input_error_saying_so(tiny_gpt2, call, bad):
+    text, says = BAD_TEXTS[bad]
+    with pytest.raises(explorer.InputError) as refused:
+        TEXT_CALLS[call](tiny_gpt2, text)
+    assert says in str(refused.value)

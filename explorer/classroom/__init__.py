@@ -2,7 +2,8 @@
 
 ``class_store()`` is the process-wide store of every class (``state.py`` the interface and its rules,
 ``memory.py`` in this process, ``redis_store.py`` shared by several servers through Redis); ``codes`` makes and
-checks class codes, teachers' keys and students' ids. No Streamlit here: the Lecture page's side of a class is
+checks class codes, teachers' keys and students' ids; ``teachers`` says who may start a class (the teacher
+passphrase) and how often. No Streamlit here: the Lecture page's side of a class is
 ``explorer/ui/classroom.py``.
 """
 

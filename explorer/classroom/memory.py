@@ -53,7 +53,7 @@ class InProcessStore(ClassStore):
         with self._lock:
             self._drop_expired()
             if len(self._classes) >= self.max_classes:
-                raise ClassesFull(len(self._classes))
+                raise ClassesFull(len(self._classes), lifetime=self.lifetime)
             code = self._unused_code()
             state = ClassState(code, deck, slide, controls, frozenset(), 0)
             self._classes[code] = _Class(state, codes.key_digest(key), self.clock() + self.lifetime)

@@ -231,7 +231,7 @@ class RedisStore(ClassStore):
             code = codes.new_code()
             started, running = self._run("start", code, codes.key_digest(key), self._ttl, self.max_classes, deck, slide)
             if started < 0:
-                raise ClassesFull(running)
+                raise ClassesFull(running, lifetime=self.lifetime, shared=True)
             if started:
                 return code, key
 

@@ -10,7 +10,8 @@ class). Both enforce the same rules, tested once for both (tests/test_classroom_
   nobody learns which codes exist;
 - everything is bounded: ``MAX_CLASSES`` classes, ``MAX_VOTERS`` answers per poll, a deck's ``MAX_SLIDE``
   slides, ``MAX_CONTROLS`` controls; moves replace, they never append;
-- a class ends ``LIFETIME`` seconds after the teacher's last move or keep-alive, without a thread to end it.
+- a class ends ``LIFETIME`` seconds after the teacher's last move or keep-alive (30 minutes; the teacher's page
+  keeps its class alive while it is open, ``explorer.ui.classroom``), without a thread to end it.
 
 Subscribers hear ``(code, kind)`` with kind "move", "vote" or "end" after each change, whichever server made it:
 followers rerun on "move", the teacher's count on "vote".
@@ -26,8 +27,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-MAX_CLASSES = 20  # per store (env EXPLORER_MAX_CLASSES overrides, read by class_store())
-LIFETIME = 3 * 3600.0  # seconds without the teacher before a class ends
+from explorer import settings
+
+MAX_CLASSES = 20  # at once per store: one server's, or all servers' sharing a Redis (EXPLORER_MAX_CLASSES)
+LIFETIME = 30 * 60.0  # seconds without the teacher before a class ends (EXPLORER_CLASS_IDLE_MINUTES)
 MAX_VOTERS = 500  # distinct students per poll; more are refused (the state stays bounded)
 MAX_SLIDE = 200
 MAX_CHOICE = 49  # a poll's choices are numbered 0 .. MAX_CHOICE
@@ -48,9 +51,14 @@ class ClassState:
 
 
 class ClassesFull(Exception):
-    def __init__(self, running: int):
+    """The store's limit of classes at once is reached: on every server that shares the store (``shared``)."""
+
+    def __init__(self, running: int, *, lifetime: float = LIFETIME, shared: bool = False):
+        where = "this site (all its servers together)" if shared else "this server"
         super().__init__(
-            f"{running} classes are running on this server, as many as it takes. Wait for one to end, then start yours."
+            f"{running} live classes are running, as many as {where} runs at once. Wait for one to end (a class "
+            f"ends when its teacher ends it, or {lifetime / 60:.0f} minutes after its teacher's page was last open), "
+            "then start yours."
         )
 
 
@@ -162,15 +170,16 @@ def class_store() -> ClassStore:
 
 
 def _new_store() -> ClassStore:
-    max_classes = int(os.environ.get("EXPLORER_MAX_CLASSES") or MAX_CLASSES)
+    max_classes = settings.number("EXPLORER_MAX_CLASSES", MAX_CLASSES)
+    lifetime = 60.0 * settings.number("EXPLORER_CLASS_IDLE_MINUTES", round(LIFETIME / 60))
     url = os.environ.get("EXPLORER_REDIS_URL")
     if not url:
         from explorer.classroom.memory import InProcessStore
 
-        return InProcessStore(max_classes=max_classes)
+        return InProcessStore(max_classes=max_classes, lifetime=lifetime)
     from explorer.classroom.redis_store import RedisStore
 
-    store = RedisStore(url, max_classes=max_classes)
+    store = RedisStore(url, max_classes=max_classes, lifetime=lifetime)
     try:
         store.ping()
     except StoreUnavailable:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from captum.attr import FeatureAblation, InputXGradient
 
+from explorer.checks import given_text
 from explorer.data.attribution import Attribution, Candidates
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
@@ -93,7 +94,7 @@ def unexplained(lm) -> str | None:
 def _prediction(lm, prompt: str):
     """(the encoded prompt, its target's log-probabilities as a function of (input embeddings, attention mask),
     the prompt's input embeddings, its attention mask)."""
-    encoded, _ = encode_text(lm, prompt, None)
+    encoded, _ = encode_text(lm, given_text(prompt, "prompt"), None)
     predict = _PREDICTORS[lm.kind](lm, encoded)
     embeddings = lm.model.get_input_embeddings()(encoded["input_ids"]).detach().float()
     return encoded, predict, embeddings, encoded["attention_mask"]

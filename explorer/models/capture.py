@@ -7,6 +7,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
+from explorer.checks import given_text
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER, AttentionCapture, AttentionStack
 from explorer.data.attention import TOLERANCE
 from explorer.errors import InputError
@@ -25,7 +26,9 @@ def capture(lm, text: str, *, text_pair: str | None = None, target: str | None =
     ``ablate`` names heads whose outputs are zeroed before the output projection (see ``explorer.models.ablation``):
     their own weights are still recorded, and every later layer sees the model without them.
     """
-    if not text or not text.strip():
+    given_text(text_pair, "second text")  # None passes: no second text
+    given_text(target, "target")
+    if not given_text(text).strip():
         raise InputError("Type some text to see its attention.")
     ablated = ablation.normalize(lm, ablate)
     encoded, truncated = _encode_on_host(lm, text, text_pair)

@@ -38,6 +38,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from explorer.checks import given_seed, given_text
 from explorer.compute.decoding import path_to
 from explorer.compute.sampling import check_sampling_settings
 from explorer.data.decoding import (
@@ -181,7 +182,7 @@ def _normalized(lm, settings: DecodeSettings) -> DecodeSettings:
         settings,
         force=_token_ids(settings.force),
         num_beams=settings.num_beams if settings.strategy == "beam" else 1,
-        seed=(random.randrange(2**31) if settings.seed is None else int(settings.seed)) if sample else None,
+        seed=(random.randrange(2**31) if settings.seed is None else given_seed(settings.seed)) if sample else None,
         ablate=ablation.normalize(lm, settings.ablate),
     )
 
@@ -237,7 +238,7 @@ def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) ->
             f"{lm.name} is an encoder: it has no language-model head, so it cannot generate text. "
             "Load a causal language model (the bundled prose-gpt2, gpt2, ...) or a seq2seq model (t5-small)."
         )
-    if not prompt or not prompt.strip():
+    if not given_text(prompt, "prompt").strip():
         raise InputError("Type a prompt to generate from.")
     s = settings
     if s.strategy not in STRATEGIES:

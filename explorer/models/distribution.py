@@ -7,6 +7,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from explorer.checks import given_text
 from explorer.compute.sampling import distribution_from_logits
 from explorer.data.decoding import NextTokenLogits, TokenDistribution
 from explorer.errors import InputError
@@ -47,7 +48,7 @@ def prompt_ids(lm, prompt: str) -> torch.Tensor:
             f"{lm.name} is an encoder: it has no language-model head, so it predicts no next token. "
             "Load a causal language model (the bundled prose-gpt2, gpt2, ...)."
         )
-    if not prompt or not prompt.strip():
+    if not given_text(prompt, "prompt").strip():
         raise InputError("Type a prompt to see the distribution of the next token.")
     ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
     if ids.shape[1] == 0:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from explorer.checks import given_text
 from explorer.data.anatomy import Embeddings, TokenRow
 from explorer.errors import InputError
 from explorer.models.anatomy import _quirks
@@ -24,9 +25,10 @@ EMBEDDING_NORM_MODULES = ("embeddings.LayerNorm", "embeddings.layer_norm", "embe
 
 def tokenize(lm, text: str, text_pair: str | None = None) -> tuple[TokenRow, ...]:
     """The tokenization table of ``text`` (and ``text_pair``), cut to the model's limit as ``capture`` does."""
-    if not text or not text.strip():
+    text, text_pair = given_text(text), given_text(text_pair, "second text")
+    if not text.strip():
         raise InputError("Type some text to see how it is tokenized.")
-    pair = text_pair if text_pair and text_pair.strip() else None
+    pair = text_pair if text_pair.strip() else None
     encoded = lm.tokenizer(
         text,
         pair,

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from explorer.checks import given_text
 from explorer.data import STACK_CROSS, STACK_DECODER
 from explorer.data.kv_cache import KV, CachedStack, KVCacheTrace
 from explorer.errors import InputError
@@ -83,7 +84,7 @@ def _check(lm, prompt: str, steps: int) -> None:
             f"{lm.name} is an encoder: it reads the whole text in one pass and generates nothing, so it keeps no KV "
             "cache. Load a decoder (the bundled prose-gpt2, gpt2, ...) or an encoder-decoder (t5-small)."
         )
-    if not isinstance(prompt, str) or not prompt.strip():
+    if not given_text(prompt, "prompt").strip():
         raise InputError("Type a prompt to decode from.")
     if not isinstance(steps, int | np.integer) or isinstance(steps, bool) or not 1 <= steps <= MAX_NEW_TOKENS:
         raise InputError(f"steps must be a whole number from 1 to {MAX_NEW_TOKENS} (got {steps!r}).")

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForMaskedLM
 
+from explorer.checks import given_text
 from explorer.data.lens import LogitLens
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_ENCODER, KIND_ENCODER_DECODER, quirks_for
@@ -122,9 +123,9 @@ def _load_masked_lm_head(lm) -> torch.nn.Module | str:
 
 
 def _check(lm, text: str, top_n: int, target: str | None) -> None:
-    if not text or not text.strip():
+    if not given_text(text).strip():
         raise InputError("Type some text to read through the lens.")
-    if lm.kind == KIND_ENCODER_DECODER and not (target and target.strip()):
+    if lm.kind == KIND_ENCODER_DECODER and not given_text(target, "target").strip():
         raise InputError("An encoder-decoder predicts with its decoder: give the decoder's text (the target) too.")
     if isinstance(top_n, bool) or not isinstance(top_n, int) or not 1 <= top_n <= 50:
         raise InputError(f"top_n must be a whole number from 1 to 50 (got {top_n!r}).")

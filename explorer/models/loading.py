@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
 from explorer.errors import ModelLoadError
+from explorer.hosting import is_hub_id, neither_id_nor_folder, preview
 from explorer.models import recorder
 from explorer.models.architectures import (
     AUTO_CLASS_OF_KIND,
@@ -126,13 +128,50 @@ def _device_map(device_map: str | dict, device: str) -> str | dict:
 
 
 def pick_device(device: str = "auto") -> str:
-    if device != "auto":
-        return device
-    if torch.cuda.is_available():
-        return "cuda"
-    if torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    """``device`` if this machine has it (``"auto"``: the best it has), else ``ModelLoadError`` saying what to use
+    instead: checked before anything is downloaded."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        if torch.backends.mps.is_available():
+            return "mps"
+        return "cpu"
+    if isinstance(device, torch.device):
+        device = str(device)
+    if not isinstance(device, str):
+        raise ModelLoadError(
+            f'device is a name such as "cpu", "cuda", "cuda:1" or "auto", not a {type(device).__name__}.'
+        )
+    try:
+        kind = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):  # torch: "Expected one of cpu, cuda, ... device type"
+        kind = None
+    if kind is None or kind.type not in _DEVICE_CHECKS:
+        raise ModelLoadError(
+            f'“{preview(device)}” is not a device the explorer runs on: use "auto" (the best this machine has), '
+            '"cpu", "cuda" (or "cuda:1", ...) or "mps".'
+        )
+    count = _DEVICE_CHECKS[kind.type]()
+    if count == 0:
+        raise ModelLoadError(
+            f'device="{kind.type}" asks for {_DEVICE_NAMES[kind.type]}, and this machine\'s PyTorch has none: '
+            'use device="cpu", or "auto" for the best this machine has.'
+        )
+    if kind.index is not None and kind.index >= count:
+        raise ModelLoadError(
+            f'device="{preview(device)}": this machine has {count} {_DEVICE_NAMES[kind.type]} '
+            f'({kind.type}:0 to {kind.type}:{count - 1}). Pick one of those, or "auto".'
+        )
+    return device
+
+
+# How many devices of each type this machine's PyTorch can use (the CPU: always one).
+_DEVICE_CHECKS = {
+    "cpu": lambda: 1,
+    "cuda": lambda: torch.cuda.device_count() if torch.cuda.is_available() else 0,
+    "mps": lambda: 1 if torch.backends.mps.is_available() else 0,
+}
+_DEVICE_NAMES = {"cpu": "CPU", "cuda": "CUDA GPU(s)", "mps": "Apple GPU (MPS)"}
 
 
 def load_model(
@@ -166,8 +205,10 @@ def load_model(
     device of the model's first layer, where inputs go.
     """
     say = progress or (lambda message: None)
-    torch_dtype = resolve_dtype(dtype)  # both checked before anything is downloaded
+    torch_dtype = resolve_dtype(dtype)  # all checked before anything is downloaded
     placement = {"dtype": torch_dtype} | ({} if device_map is None else {"device_map": _device_map(device_map, device)})
+    if device_map is None:
+        device = pick_device(device)
     if isinstance(name, os.PathLike):  # a pathlib.Path to a folder is as good as its string
         name = os.fspath(name)
     if not isinstance(name, str) or not name.strip():
@@ -175,8 +216,11 @@ def load_model(
     hub = {} if token is None else {"token": token}
     if hub_only and name.strip() not in BUNDLED_MODELS:
         name = name.strip()
+        if not is_hub_id(name):  # the file system is never asked: a folder's name answers as any other
+            raise ModelLoadError(f"“{preview(name)}” is not a Hugging Face Hub id (e.g. openai-community/gpt2).")
         source, download_bytes = _hub_snapshot(name, say, hub, max_parameters), None
     else:
+        _check_name(name.strip())
         source = resolve_source(name)
         download_bytes = _preflight_hub(name, source, say, hub, max_parameters)
     config = _load_config(name, source, hub)
@@ -185,7 +229,6 @@ def load_model(
     say(_weights_stage(kind, download_bytes))
     model = _load_weights(name, source, kind, hub, placement)
     if device_map is None:
-        device = pick_device(device)
         say(f"Moving the model to {device} and checking that its attention can be captured…")
         model.to(device)
     else:
@@ -205,6 +248,14 @@ def load_model(
     )
     _probe(lm)
     return lm
+
+
+def _check_name(name: str) -> None:
+    """A name the file system and the Hub can be asked about (a folder here, a bundled model or a Hub id), else
+    ``ModelLoadError`` before either is asked: a 256-character name is an ``OSError`` of the file system."""
+    if name in BUNDLED_MODELS or os.path.isdir(name) or is_hub_id(name):  # isdir: False for names it cannot ask
+        return
+    raise ModelLoadError(neither_id_nor_folder(name))
 
 
 def _weights_stage(kind: str, download_bytes: int | None) -> str:
@@ -324,6 +375,8 @@ def _load_config(name: str, source: str, hub: dict | None = None):
     if folder.is_dir() and not (folder / "config.json").is_file():
         # transformers would blame an unknown architecture and ask for a `model_type` key: the folder holds no model.
         raise ModelLoadError(_no_model_in(name, folder))
+    if folder.is_dir():
+        _check_config_file(name, folder / "config.json")
     try:
         return AutoConfig.from_pretrained(source, trust_remote_code=False, **(hub or {}))
     except Exception as error:  # transformers raises OSError, ValueError, KeyError, ... here
@@ -350,6 +403,29 @@ def _explain_config_failure(name: str, error: Exception) -> str:
         f"“{name}” is not a model id on the Hugging Face Hub or a folder with a `config.json`. "
         "Check the spelling (e.g. openai-community/gpt2)."
     )
+
+
+def _check_config_file(name: str, path: Path) -> None:
+    """A folder's config.json that is not a JSON object: transformers would say there is no config at all."""
+    try:
+        config = json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        where = (
+            f" (line {error.lineno}, column {error.colno}: {error.msg})"
+            if isinstance(error, json.JSONDecodeError)
+            else ""
+        )
+        raise ModelLoadError(
+            f"The config.json of “{preview(name)}” is malformed: it is not valid JSON{where}. Fix it, or save the "
+            "model again (save_pretrained writes it)."
+        ) from error
+    except OSError as error:
+        raise ModelLoadError(f"The config.json of “{preview(name)}” cannot be read ({error.strerror}).") from error
+    if not isinstance(config, dict):
+        raise ModelLoadError(
+            f"The config.json of “{preview(name)}” is malformed: it holds a JSON {type(config).__name__}, not an "
+            "object of settings. Fix it, or save the model again (save_pretrained writes it)."
+        )
 
 
 def _no_model_in(name: str, folder: Path) -> str:

@@ -28,6 +28,7 @@ from functools import partial
 import numpy as np
 import torch
 
+from explorer.checks import given_text
 from explorer.data import STACK_DECODER, STACK_ENCODER
 from explorer.data.patching import Patching
 from explorer.errors import InputError
@@ -151,7 +152,7 @@ def _module(lm, root: torch.nn.Module, path: str, what: str):
 
 def _inputs(lm, text: str, which: str) -> dict[str, torch.Tensor]:
     """The prompt's [1, position] tensors on the model's device, as its kind takes them."""
-    if not text or not text.strip():
+    if not given_text(text, f"{which} prompt").strip():
         raise InputError(f"Type the {which} prompt.")
     encoded = lm.tokenizer(text, return_tensors="pt")
     names = ("input_ids", "attention_mask", "token_type_ids") if lm.kind == KIND_ENCODER else ("input_ids",)

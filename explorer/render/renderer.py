@@ -476,8 +476,10 @@ class RendererPool:
 
 
 def _pool_size() -> int:
+    # ASCII digits only (``"²".isdigit()`` is True and int() refuses it); not explorer.checks.whole_number: this
+    # file also runs as the worker's script, without the explorer package.
     configured = os.environ.get("EXPLORER_EXPORT_WORKERS", "")
-    return int(configured) if configured.isdigit() and int(configured) > 0 else 1
+    return int(configured) if re.fullmatch(r"[0-9]{1,3}", configured) and int(configured) > 0 else 1
 
 
 _POOL: RendererPool | None = None

@@ -11,12 +11,14 @@ One module per concern; pages import what they need from here:
   notices for link values that do not fit.
 - ``figures``: figures sized to the window, with PNG/SVG/HTML exports at slide size.
 - ``text``: visitor-controlled text shown literally inside Markdown messages.
+- ``messages``: what the components' JavaScript sends, read within bounds (installed on import).
 """
 
 # loading first: importing it draws the app's first line, as the imports after it take seconds on a server's
 # first run (see explorer.ui.loading)
 from explorer.ui import loading, wakeups  # noqa: F401 (loading draws as it is imported)
 from explorer.ui.figures import export_buttons, figure_builder, figure_look, show_figure
+from explorer.ui.messages import guard_component_messages
 from explorer.ui.models import (
     MODEL_KEY,
     bundled_choices,
@@ -107,3 +109,4 @@ __all__ = [
 ]
 
 wakeups.install()  # fewer event-loop wake-ups under a class: see explorer.ui.wakeups
+guard_component_messages()  # a component's malformed message reads as none: see explorer.ui.messages

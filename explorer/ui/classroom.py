@@ -1,7 +1,10 @@
 """A live class on the lecture page: the teacher's slide on every student's screen, and the predict questions
 answered as a class poll.
 
-- The teacher starts a class from the sidebar. The page then keeps a teacher link for itself
+- The teacher starts a class from the slide's "Live class" popover: with the server's teacher passphrase where it
+  has one, asked once per tab; on a hosted server without one, nobody (``explorer.classroom.teachers``, which
+  also limits how many classes a tab or an address starts). While the teacher's page is open it keeps its class
+  alive, once a minute (a class ends half an hour after that). The page then keeps a teacher link for itself
   (``?class=CODE&key=SECRET``) and shows the student link, ``?class=CODE``, with its QR code, behind "Class".
 - A student on the student link *follows*: each teacher's move (slide, controls, reveal) reruns their slide
   (``explorer.ui.push``) on the teacher's slide with the teacher's values; nothing on it moves the class. The
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import secrets
 import socket
 import threading
 import urllib.parse
@@ -29,10 +33,12 @@ import segno
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from explorer.classroom import ClassesFull, ClassState, StoreUnavailable, class_store, codes
+from explorer import hosting
+from explorer.classroom import ClassesFull, ClassState, StoreUnavailable, class_store, codes, teachers
 from explorer.lecture import Deck, Slide, ahead
 from explorer.lecture.controls import apply, moved
 from explorer.render.poll import poll_html
+from explorer.settings import PASSPHRASE
 from explorer.ui import push
 from explorer.ui.lecture import around, show_slide, slide_number, slide_ui, verdict_ui
 from explorer.ui.shell import present_slides
@@ -40,6 +46,15 @@ from explorer.ui.text import literal
 from explorer.ui.widgets import add_notice
 
 NO_SUCH_CLASS = "No class with this code is running: it may have ended, or the code may be mistyped."
+CLASSES_OFF = (
+    "Live classes are off on this server: only teachers start them, and whoever runs the server makes a "
+    f"teacher passphrase for them by setting {PASSPHRASE} (docs/hosting.md, Who can start a class)."
+)
+WRONG_PASSPHRASE = "That is not this server's teacher passphrase: no class was started. Ask whoever runs the server."
+PASSPHRASE_KEY = "class_passphrase"
+_TEACHER = "_class_teacher"  # the digest of the teacher passphrase this session gave
+_TAB = "_class_tab"  # this session's id for the start limits
+KEEP_ALIVE_SECONDS = 60  # the teacher's open page tells the store it is there (LIFETIME is 30 minutes)
 _DETACHED = "_class_detached"  # the class code this session explores on its own from
 _STUDENT = "_class_student"  # this browser's student id, as its component last said (tests set it directly)
 _STUDENT_COMPONENT = "class-student"
@@ -170,16 +185,42 @@ def _poll_for_moves(code: str, moves: int) -> None:
 
 
 def start_ui(deck: Deck, number: int) -> None:
-    """For a session in no class: start one from this slide."""
+    """For a session in no class: start one from this slide (with the teacher passphrase, where the server has
+    one; not at all on a hosted server without one: ``explorer.classroom.teachers``)."""
+    policy = teachers.start_policy(hosting.POLICY.hosted)
     with st.popover("Live class", icon=":material/groups:", width="stretch"):
         st.markdown(
             "Teach this deck live: students open the class's link (or scan its QR code), follow your slides as "
             "you move, and answer the questions as a poll before you show the answer."
         )
-        st.button("Start a live class", type="primary", key="class_start", on_click=_start, args=(deck.name, number))
+        if policy == teachers.CLOSED:
+            st.info(CLASSES_OFF, icon=":material/lock:")
+            st.button("Start a live class", key="class_start", disabled=True)
+        elif policy == teachers.PASSPHRASE_NEEDED and st.session_state.get(_TEACHER) != teachers.configured():
+            with st.form("class-passphrase", clear_on_submit=True, border=False):
+                st.text_input("Teacher passphrase", type="password", key=PASSPHRASE_KEY, max_chars=200)
+                st.form_submit_button(
+                    "Start a live class", type="primary", key="class_start", on_click=_start, args=(deck.name, number)
+                )
+            st.caption("Asked once: this browser tab then starts classes without it.")
+        else:
+            st.button(
+                "Start a live class", type="primary", key="class_start", on_click=_start, args=(deck.name, number)
+            )
 
 
 def _start(deck: str, number: int) -> None:
+    if not _may_start():
+        return
+    refused = teachers.STARTS.take(_session_id(), _address())
+    if refused is not None:
+        whose, minutes = refused
+        who = "This browser tab" if whose == "session" else "Your network address"
+        add_notice(
+            f"{who} has started {teachers.PER_SESSION if whose == 'session' else teachers.PER_ADDRESS} classes in "
+            f"the last {teachers.WINDOW / 60:.0f} minutes, as many as it may: start the next in {_minutes(minutes)}."
+        )
+        return
     try:
         code, key = class_store().start(deck, number)
     except (ClassesFull, StoreUnavailable) as error:
@@ -187,6 +228,43 @@ def _start(deck: str, number: int) -> None:
         return
     st.query_params["class"] = code
     st.query_params["key"] = key
+
+
+def _may_start() -> bool:
+    """Whether this session may start a class now: anyone locally without a passphrase, its holders with one
+    (the passphrase typed now, or earlier in this session), nobody on a hosted server without one."""
+    policy = teachers.start_policy(hosting.POLICY.hosted)
+    if policy == teachers.CLOSED:
+        add_notice(CLASSES_OFF)
+        return False
+    expected = teachers.configured()
+    if policy == teachers.OPEN or st.session_state.get(_TEACHER) == expected:
+        return True
+    if (limited := teachers.GUESSES.take(_session_id(), None)) is not None:
+        add_notice(f"Too many passphrases tried in this browser tab: try again in {_minutes(limited[1])}.")
+        return False
+    if not teachers.matches(st.session_state.get(PASSPHRASE_KEY), expected):
+        add_notice(WRONG_PASSPHRASE)
+        return False
+    st.session_state[_TEACHER] = expected  # the passphrase's digest: a new passphrase asks again
+    return True
+
+
+def _minutes(count: int) -> str:
+    return f"{count} minute{'s' if count != 1 else ''}"
+
+
+def _session_id() -> str:
+    """A random id of this browser tab's session, kept in its state (what the start limits count by)."""
+    return st.session_state.setdefault(_TAB, secrets.token_hex(16))
+
+
+def _address() -> str | None:
+    """The browser's network address as the server sees it (a proxy's, behind one); None when unknown."""
+    try:
+        return st.context.ip_address
+    except Exception:  # outside a browser's session (AppTest)
+        return None
 
 
 def controls_for(seat: Seat, slide: Slide, result):
@@ -234,6 +312,15 @@ def teacher_ui(seat: Seat) -> None:
             st.caption("This page runs on this machine: students reach it at its network address, as shown.")
         st.caption("Keep this page's own link to yourself: whoever has it moves the class.")
         st.button("End the class", icon=":material/stop_circle:", key="class_end", on_click=_end, args=(seat,))
+        _keep_alive(seat.code, seat.key)
+
+
+@st.fragment(run_every=KEEP_ALIVE_SECONDS)
+def _keep_alive(code: str, key: str | None) -> None:
+    """While the teacher's page is open the class stays: a class ends ``LIFETIME`` after its teacher's last move
+    or keep-alive, and a teacher may talk over one slide for longer than that."""
+    with unreachable_store():
+        class_store().keep_alive(code, key)
 
 
 def _end(seat: Seat) -> None:

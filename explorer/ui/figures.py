@@ -96,8 +96,27 @@ def figure_look(key: str, *, tall: bool = False, wide: bool = False) -> Look:
     """The look for the figure drawn next: probes the room where it will sit (see the module docstring).
     ``wide``: see ``style.look_for``."""
     reported = _probe(key=f"{key}-probe", default={"viewport": None}, on_viewport_change=lambda: None, height=0)
-    viewport = getattr(reported, "viewport", None) or {}
-    return look_for(viewport.get("width"), viewport.get("room"), presentation=presenting(), tall=tall, wide=wide)
+    width, room = read_viewport(getattr(reported, "viewport", None))
+    return look_for(width, room, presentation=presenting(), tall=tall, wide=wide)
+
+
+MAX_PIXELS = 10_000  # more than any screen: a larger report was crafted (it would size a figure, and its exports)
+
+
+def read_viewport(viewport) -> tuple[float | None, float | None]:
+    """(content width, room below the figure) from the probe's report, whatever a client sent: a report that is
+    not {"width": ..., "room": ...} reads as none, a value that is not a number within ``MAX_PIXELS`` as None
+    (the room may be negative: the figure's top below the window's bottom)."""
+    if not isinstance(viewport, dict):
+        return None, None
+    width, room = (_pixels(viewport.get(name)) for name in ("width", "room"))
+    return (width if width and width > 0 else None), room
+
+
+def _pixels(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not -MAX_PIXELS <= value <= MAX_PIXELS:
+        return None
+    return value  # NaN fails the comparison above: JSON's NaN and Infinity are refused there too
 
 
 def figure_builder(render, *args, **kwargs) -> Builder:

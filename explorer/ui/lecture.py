@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from explorer import gateway, views
+from explorer.checks import whole_number
 from explorer.errors import InputError
 from explorer.lecture import DECKS, Deck, Slide, files, tour
 from explorer.lecture.controls import Index, Number, UptoStep, controls_of
@@ -162,6 +163,8 @@ def deck_ui() -> Deck:
             horizontal=False,
         )
     st.query_params["deck"] = name
+    if st.query_params.get("presenter", "1") != "1":  # only presenter=1 means something: no other value is kept
+        st.query_params.pop("presenter")
     return DECKS[name]
 
 
@@ -178,8 +181,9 @@ def _linked_slide(deck: Deck) -> int:
     raw = st.query_params.get("slide")
     if raw is None:
         return 1
-    if raw.isdigit() and 1 <= int(raw) <= len(deck):
-        return int(raw)
+    number = whole_number(raw, digits=4)
+    if number is not None and 1 <= number <= len(deck):
+        return number
     add_notice(f"The link's slide “{literal(raw[:20])}” is not one of the {len(deck)} slides: showing slide 1.")
     return 1
 
@@ -209,11 +213,15 @@ def around(deck: Deck, number: int) -> list:
     return [deck.slide(n).view for n in (number + 1, number - 1) if 1 <= n <= len(deck)]
 
 
+MAX_SEQ = 2**53  # the presses a page counts stay exact in JavaScript's numbers
+
+
 def read_press(state) -> tuple[int, int | None, bool]:
     """(seq, slide, leave) of the keys component's state, whatever a client sent: anything malformed reads as no
-    press (seq 0), a slide that is not a whole number as none."""
+    press (seq 0), a slide that is not a whole number as none. (Malformed or deeply nested JSON never gets here:
+    ``explorer.ui.messages``.)"""
     press = (state or {}).get("pressed") if isinstance(state, dict) else getattr(state, "pressed", None)
-    if not isinstance(press, dict) or type(press.get("seq")) is not int or press["seq"] <= 0:
+    if not isinstance(press, dict) or type(press.get("seq")) is not int or not 0 < press["seq"] < MAX_SEQ:
         return 0, None, False
     slide = press.get("slide")
     return press["seq"], slide if type(slide) is int else None, press.get("leave") is True
@@ -318,8 +326,8 @@ def answers(deck: Deck) -> dict[int, int]:
     every = st.session_state.setdefault(_ANSWERS, {})
     if deck.name not in every:
         every[deck.name], problems = tour.read_answers(st.query_params.get("answers"), deck)
-        for problem in problems:
-            add_notice(f"The link's answers: {literal(problem)}: ignored.")
+        if problems:  # one notice, however many pairs did not fit
+            add_notice(f"The link's answers: {literal('; '.join(problems))}: ignored.")
     _write_answers(every[deck.name])
     return every[deck.name]
 

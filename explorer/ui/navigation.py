@@ -18,8 +18,10 @@ from pathlib import Path
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from explorer import settings
 from explorer.ui import loading
 from explorer.ui.shell import app_shell
+from explorer.ui.text import literal
 
 # (section, file, title, icon) in menu order; the first is the default page. A listed page whose file does
 # not exist is skipped; a page file not listed here still appears (under "More"), titled after its name.
@@ -71,7 +73,11 @@ def navigation_pages(root: Path) -> dict[str, list]:
 
 
 def run_app() -> None:
-    """The whole app: the menu and the shared shell (page config, sidebar), then the chosen page."""
+    """The whole app: the menu and the shared shell (page config, sidebar), then the chosen page; in place of it,
+    what is wrong with the server's settings, when something is (``explorer.settings``)."""
+    if wrong := settings.problems():
+        settings_ui(wrong)
+        st.stop()
     menu = st.sidebar.container(key=MENU_KEY)  # on top of the sidebar, drawn once the pages are known
     app_shell()  # first: its page config (the app's icon) must come before st.navigation sets the page's
     sections = navigation_pages(app_root())
@@ -79,6 +85,15 @@ def run_app() -> None:
     menu_ui(sections, menu)
     loading.clear()
     page.run()
+
+
+def settings_ui(problems: list[str]) -> None:
+    """The server's settings it cannot use, one sentence each, for whoever runs it (visitors see it too)."""
+    st.error(
+        "This server cannot start: its settings need fixing by whoever runs it.\n\n"
+        + "\n\n".join(f"- {literal(problem)}" for problem in problems),
+        icon=":material/settings_alert:",
+    )
 
 
 def menu_ui(sections: dict[str, list], slot) -> None:
