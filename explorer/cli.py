@@ -2,6 +2,7 @@
 
     explorer serve [--hosted] [Streamlit options...]   the app, as ``streamlit run app.py`` from a checkout
     explorer prefetch ID [ID ...]                      fill the Hugging Face cache for a server that must not wait
+    explorer health                                    the server's settings and its class store, checked
     explorer deck export --deck NAME --format pdf|pptx|html [--output PATH]
                                                        a lecture deck as one file to hand out
 
@@ -73,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="explorer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    commands = parser.add_subparsers(dest="command", metavar="{serve,prefetch,deck}")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,prefetch,health,deck}")
     commands.add_parser(
         "serve",
         usage="%(prog)s [-h] [--hosted] [Streamlit options...]",
@@ -97,6 +98,15 @@ def _parser() -> argparse.ArgumentParser:
             "(Hub ids only; exits with status 1 if any could not be fetched)."
         ),
     ).add_argument("models", nargs="+", metavar="ID", help="Hugging Face Hub ids")
+    commands.add_parser(
+        "health",
+        help="check the settings and the live classes' store",
+        description=(
+            "Check what a server needs beyond Streamlit's own /_stcore/health, with this environment: its "
+            "EXPLORER_* settings, and whether the live classes' store (EXPLORER_REDIS_URL, else this process) "
+            "answers. One line each; status 1 when something is wrong."
+        ),
+    )
     deck = commands.add_parser("deck", help="lecture decks as files", description="Lecture decks as files.")
     export = deck.add_subparsers(dest="deck_command", metavar="{export}", required=True).add_parser(
         "export",
@@ -181,6 +191,22 @@ def _fail(error: object, *, status: int = 1) -> int:
     return status
 
 
+def health() -> int:
+    """``explorer health``: the settings' problems and the class store's answer, a line each (status 1 if any is
+    wrong)."""
+    from explorer.classroom import state
+
+    wrong = settings.problems()
+    for problem in wrong:
+        print(f"settings: {printable(problem)}")
+    if not wrong:
+        print("settings: fine")
+        answers, said = state.health()
+        print(f"class store: {printable(said)}")
+        wrong = [] if answers else [said]
+    return 1 if wrong else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = _parser()
@@ -202,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if prefetch(args.models) else 0
     if args.command == "deck":
         return export_deck_file(args.deck, args.format, args.output)
+    if args.command == "health":
+        return health()
     parser.print_help()
     return 0
 

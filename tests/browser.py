@@ -172,20 +172,37 @@ _CHART_SIZE = """
 DRAWN_CHART = f"{CHART} .main-svg, [data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] .marks"
 
 
-def wait_for_chart(page, *, settle: float = 1.5) -> None:
-    """The chart drawn and the page settled: the size probe may ask for one more run after the first, later on a
-    busy machine, so wait until the drawn size has stayed the same across a settle period (at most 30 s)."""
+# Settled: no script run, no viewport probe with anything new to say (explorer/ui/figures.py), and the last report
+# sent long enough ago that its run would have started by now.
+_SETTLED = """
+(quiet) => {
+  const app = document.querySelector("[data-testid='stApp']");
+  if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
+  if ([...(window.__explorerProbes || [])].some((pending) => pending())) return false;
+  return performance.now() - (window.__explorerProbeSentAt || 0) > quiet;
+}
+"""
+
+
+def wait_until_settled(page, *, quiet: float = 0.8, timeout: float = 60) -> None:
+    """Until the page will not run again by itself: its runs are over and its size probes have said all they
+    will (the first run of a page draws at a default size, and the probe's report asks for one more). Checked
+    twice, ``quiet`` apart, in case a report's run had not started when first checked."""
+    for _ in range(2):
+        page.wait_for_function(_SETTLED, arg=quiet * 1000, timeout=timeout * 1000, polling=100)
+        time.sleep(quiet / 3)
+
+
+def wait_for_chart(page) -> None:
+    """The chart drawn, and the page settled (see ``wait_until_settled``) with its drawn size steady."""
     page.locator(DRAWN_CHART).first.wait_for(timeout=120_000)
-    wait_until_idle(page)
     deadline = time.monotonic() + 30
-    size = page.evaluate(_CHART_SIZE)
     while True:
-        time.sleep(settle)
-        wait_until_idle(page)
-        now = page.evaluate(_CHART_SIZE)
-        if now == size or time.monotonic() > deadline:
+        wait_until_settled(page)
+        size = page.evaluate(_CHART_SIZE)
+        time.sleep(0.25)  # Plotly draws after the run's elements arrive
+        if page.evaluate(_CHART_SIZE) == size or time.monotonic() > deadline:
             return
-        size = now
 
 
 def chart_title(page) -> str:

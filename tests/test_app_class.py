@@ -19,7 +19,7 @@ from explorer.classroom.memory import InProcessStore
 from explorer.lecture import DECKS, controls
 from explorer.render.poll import class_shares, poll_html
 from explorer.ui import classroom, push
-from tests.test_app_lecture import markdown, open_lecture, param, shown_specs
+from tests.test_app_lecture import all_revealed, markdown, open_lecture, param, shown_specs
 
 GENERATION = DECKS["generation"]
 QUESTION = next(n for n, slide in enumerate(GENERATION.slides, 1) if slide.question and slide.question.shares)
@@ -164,7 +164,7 @@ def test_the_class_after_the_limit_is_told_to_wait(store):
 
 def test_a_poll_counts_each_student_once_and_shows_nothing_before_the_reveal(store):
     at, code, _key = teacher_start(slide=QUESTION)
-    ids = [f"{n:032x}" for n in range(1, 6)]
+    ids = [store.new_student() for _ in range(5)]  # as the server issued them to five browsers
     students = [student(code, student_id) for student_id in ids]
     for at_student in students:
         assert not at_student.exception
@@ -372,3 +372,116 @@ def test_the_limit_says_it_is_the_number_of_classes_at_once_here(store, limits):
     at.button(key="class_start").click().run()
     (said,) = [text for text in notices(at) if "Wait for one to end" in text]
     assert "3 live classes are running, as many as this server runs at once" in said
+
+
+# -- nothing before the reveal, and one teacher link is one teacher (issue 39 §3) --------------------------------
+
+ANATOMY = DECKS["anatomy"]
+ANATOMY_QUESTION = next(n for n, slide in enumerate(ANATOMY.slides, 1) if slide.question)
+
+
+def labels(at) -> set[str]:
+    return {button.label for button in at.button}
+
+
+def nothing_of_the_answer(at) -> bool:
+    """No verdict, no view, no "Show the answer", and the slide's full page (which shows the view) shut."""
+    text = markdown(at)
+    return (
+        "The answer" not in text
+        and "is right" not in text
+        and not shown_specs(at)
+        and "Show the answer" not in labels(at)
+        and at.button(key="leave").disabled
+    )
+
+
+def test_a_student_exploring_on_their_own_gets_no_answer_before_the_reveal(store):
+    at, code, _key = teacher_start(slide=QUESTION)
+    explorer = student(code, answers=all_revealed(GENERATION))  # a link that says every question was answered
+    explorer.button(key="class_detach").click().run()
+    assert "class_rejoin" in keys(explorer), "on their own"
+    assert nothing_of_the_answer(explorer)
+    assert "vote-0" in keys(explorer), "they answer the class's poll, as when they follow"
+
+    # The other deck, which the class is not on: its questions wait for the teacher too, and say so.
+    explorer.session_state["_lecture_at"] = {"generation": QUESTION, "anatomy": ANATOMY_QUESTION}
+    explorer.sidebar.radio(key="deck").set_value("anatomy").run()
+    assert title(explorer) == f"## {ANATOMY.slide(ANATOMY_QUESTION).title}"
+    assert nothing_of_the_answer(explorer) and classroom.WAITS_FOR_REVEAL in [c.value for c in explorer.caption]
+    assert not {key for key in keys(explorer) if key.startswith("vote-")}, "no vote in a poll the class has not"
+
+    explorer.sidebar.radio(key="deck").set_value("generation").run()
+    at.button(key="class_reveal").click().run()
+    explorer.run()
+    assert "The answer" in markdown(explorer) and shown_specs(explorer), "revealed in class: theirs too"
+    assert not explorer.button(key="leave").disabled
+
+
+@pytest.mark.parametrize("seat", ["following", "exploring"])
+def test_presenter_1_on_a_student_link_shows_no_notes_and_no_next_slide(store, seat):
+    at, code, key = teacher_start(slide=QUESTION)
+    pupil = student(code, presenter=1)
+    if seat == "exploring":
+        pupil.button(key="class_detach").click().run()
+        pupil.query_params["presenter"] = "1"  # added again, once on their own
+        pupil.run()
+    next_title = GENERATION.slide(QUESTION + 1).title
+    for revealed in (False, True):  # no notes before the reveal, nor after it: the notes are the teacher's
+        if revealed:
+            at.button(key="class_reveal").click().run()
+            pupil.query_params["presenter"] = "1"
+            pupil.run()
+        assert not pupil.exception
+        assert "presenter" not in pupil.query_params, "the link says what the page shows"
+        assert classroom.NO_NOTES in notices(pupil)
+        assert "**Notes**" not in markdown(pupil) and GENERATION.slide(QUESTION).notes not in markdown(pupil)
+        assert not any(next_title in caption.value for caption in pupil.caption)
+        assert "explorer_lecture_timer" not in {e.proto.component_name for e in pupil.get("bidi_component")}
+    teacher = open_lecture(**{"class": code, "key": key, "presenter": 1})  # the teacher's window keeps them
+    assert "**Notes**" in markdown(teacher) and any(next_title in caption.value for caption in teacher.caption)
+
+
+@pytest.mark.parametrize("link", ["an older slide", "no slide", "a slide that is none"])
+def test_a_teacher_link_opened_again_joins_the_class_where_it_is(store, link):
+    at, code, key = teacher_start(slide=DISTRIBUTION)
+    at.slider(key="s_temperature").set_value(1.5).run()
+    before = store.state(code)
+    assert before.slide == DISTRIBUTION and dict(before.controls) == {"temperature": 1.5}
+    older = {
+        "an older slide": {"slide": 2, "s_temperature": 0.5},
+        "no slide": {},
+        "a slide that is none": {"slide": "²"},
+    }
+    window = open_lecture(**{"class": code, "key": key, **older[link]})
+    assert not window.exception
+    assert store.state(code) == before, "opening the link moves nothing"
+    assert title(window) == title(at) and param(window, "slide") == str(DISTRIBUTION)
+    assert window.slider(key="s_temperature").value == 1.5 and shown_specs(window) == shown_specs(at)
+    assert "class_end" in keys(window), "a teacher's window: it leads when its teacher moves"
+
+
+def test_a_second_teacher_window_follows_the_first_and_leads_as_well(store, monkeypatch):
+    first, code, key = teacher_start()
+    second = open_lecture(**{"class": code, "key": key, "slide": 5})
+    first.button(key="next").click().run()
+    second.run()  # as a move pushes it (AppTest has no server to push reruns: the test runs it)
+    assert store.state(code).slide == 2 and title(second) == title(first), "it follows, and moves nothing"
+    second.button(key="next").click().run()
+    first.run()
+    assert store.state(code).slide == 3 and title(first) == title(second)
+    moves = store.state(code).moves
+    for window in (first, second, first):  # runs that nobody moved in move nothing
+        window.run()
+    assert store.state(code).moves == moves
+
+    # A run of the second window that began before the first's next move (it read the class where it was): it
+    # leaves the class where the first put it, then follows.
+    before = store.state(code)
+    first.button(key="next").click().run()
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "state", lambda code: before)
+        second.run()
+    assert store.state(code).slide == 4, "a window where nobody moved moves nothing back"
+    second.run()
+    assert title(second) == title(first) and store.state(code).slide == 4

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.browser import CHART, needs_chromium, open_tab, screenshot, wait_for_chart
+from tests.browser import CHART, needs_chromium, open_tab, screenshot, wait_for_chart, wait_until_settled
 
 pytestmark = needs_chromium
 XSS = "</script><img src=x onerror=alert(1)> [click](javascript:alert(2))"
@@ -22,7 +22,7 @@ def _open(browser, url: str, *, height: int = 1600, chart: bool = True):
         wait_for_chart(tab.page)
     else:
         tab.page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=120_000)
-        tab.page.wait_for_timeout(2000)
+        wait_until_settled(tab.page)
     return tab
 
 

@@ -10,6 +10,8 @@ own localStorage, so its own student id), one server for the module.
   whatever is pressed or clicked in their tab; a code that leads nowhere gets one message.
 - A poll: distinct students counted once across a change of mind and a reload, nothing shown before the reveal,
   the verdict, the class's answers and the view after it, in the window.
+- The teacher link opened in a second window (with an older slide in it) joins the class where it is, moving
+  nobody; a move in either teacher window is followed by the other, and by the students (issue 39 §3).
 - Every tab asks nothing of the internet and has no page errors. Screenshots of the teacher's "Class" popover, a
   follower and a revealed poll at 1280×720 and 1920×1080 land in tests/artifacts/screenshots/ (class-*.png).
 """
@@ -17,8 +19,8 @@ own localStorage, so its own student id), one server for the module.
 from __future__ import annotations
 
 import json
+import re
 import statistics
-import time
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
@@ -26,7 +28,7 @@ import pytest
 
 from explorer.lecture import DECKS
 from explorer.ui.classroom import NO_SUCH_CLASS
-from tests.browser import CHART, ROOT, needs_chromium, open_tab, screenshot, wait_until_idle
+from tests.browser import CHART, ROOT, needs_chromium, open_tab, screenshot, wait_until_settled
 from tests.test_browser_lecture import LAYOUT, overlaps
 
 pytestmark = needs_chromium
@@ -94,10 +96,8 @@ BUTTONS = """
 
 
 def settle(page, pause: float = 1.0) -> None:
-    """The page's runs over, and still over after ``pause`` (the size probe may ask for one more)."""
-    wait_until_idle(page)
-    time.sleep(pause)
-    wait_until_idle(page)
+    """The page's runs over, its size probes quiet, and still so ``pause`` later (``wait_until_settled``)."""
+    wait_until_settled(page, quiet=pause)
 
 
 def title_of(page) -> str | None:
@@ -137,12 +137,15 @@ def assert_clean(*tabs) -> None:
         assert tab.errors == [], tab.errors
 
 
-def start_class(browser, opened: list, app_url: str, number: int):
-    """A teacher's tab on slide ``number`` that starts a class: (tab, code, key, the student link as shown)."""
+def start_class(browser, opened: list, app_url: str, number: int, *, passphrase: str | None = None):
+    """A teacher's tab on slide ``number`` that starts a class, typing ``passphrase`` (a server with a teacher
+    passphrase): (tab, code, key, the student link as shown)."""
     teacher = new_tab(browser, opened, f"{app_url}/lecture?deck=generation&slide={number}")
     teacher.page.locator(f"{CHART} .main-svg").first.wait_for(timeout=120_000)
     settle(teacher.page, 1.5)
     teacher.page.locator(CLASS_POPOVER, has_text="Live class").click()
+    if passphrase is not None:
+        teacher.page.locator(".st-key-class_passphrase input").fill(passphrase)
     teacher.page.locator(".st-key-class_start button").click()
     teacher.page.wait_for_url("**key=*", timeout=60_000)
     settle(teacher.page)
@@ -225,7 +228,8 @@ def test_students_follow_every_move_and_control_of_the_teacher(klass):
         wait_for_title(teacher.page, title)
         for student in students:
             wait_for_title(student.page, title)  # every student follows every move
-            assert f"slide {number}" in student.page.locator(BAR).inner_text()
+            # The bar's text comes in the same run as the title, just after it (a timeout fails the test).
+            student.page.locator(BAR, has_text=f"slide {number} ·").wait_for(timeout=FOLLOW_TIMEOUT)
         shown = teacher.page.evaluate(SHOWN_SINCE, [title, since])
         seen = [student.page.evaluate(SHOWN_SINCE, [title, since]) for student in students]
         moves.append({"slide": number, "how": how, "seconds": [round((at - shown) / 1000, 3) for at in seen]})
@@ -382,6 +386,9 @@ def test_a_poll_counts_students_once_and_reveals_beside_the_view(klass):
         student.page.locator(".st-key-vote-0 button").wait_for(timeout=FOLLOW_TIMEOUT)
         settle(student.page)
 
+    # Earlier tests' visitors are students of this class too, and may have answered already: one vote each.
+    counted = teacher.page.locator(".st-key-lecture-choices").get_by_text(re.compile(r"^\d+ answered$"))
+    earlier = int(counted.inner_text().split()[0])
     first, second, silent = students
     vote(first.page, 0)
     vote(second.page, 1)
@@ -391,7 +398,9 @@ def test_a_poll_counts_students_once_and_reveals_beside_the_view(klass):
     settle(second.page)
     assert second.page.locator(".st-key-vote-1 button[kind='primary']").count() == 1, "its answer, remembered"
     vote(second.page, 0)
-    teacher.page.locator(".st-key-lecture-choices").get_by_text("2 answered").wait_for(timeout=FOLLOW_TIMEOUT)
+    answered = earlier + 2
+    teacher.page.locator(".st-key-lecture-choices").get_by_text(f"{answered} answered").wait_for(timeout=FOLLOW_TIMEOUT)
+    peek_before_the_reveal(silent, slide)
 
     for tab in (teacher, *students):  # before the reveal: neither the answer nor the view
         settle(tab.page, 0.5)
@@ -402,7 +411,7 @@ def test_a_poll_counts_students_once_and_reveals_beside_the_view(klass):
     for tab in (teacher, *students):
         tab.page.locator(".st-key-lecture-verdict").wait_for(timeout=FOLLOW_TIMEOUT)
         tab.page.locator(f"{CHART} .main-svg").first.wait_for(timeout=FOLLOW_TIMEOUT)
-        assert "2 answers" in tab.page.locator("div.explorer-poll").inner_text()
+        assert f"{answered} answers" in tab.page.locator("div.explorer-poll").inner_text()
     assert "Your answer" in first.page.locator(".st-key-lecture-verdict").inner_text()
     assert "Your answer" in second.page.locator(".st-key-lecture-verdict").inner_text()
     assert "Your answer" not in silent.page.locator(".st-key-lecture-verdict").inner_text()
@@ -425,7 +434,59 @@ def test_a_poll_counts_students_once_and_reveals_beside_the_view(klass):
     assert_clean(teacher, *students)
 
 
+def peek_before_the_reveal(student, slide) -> None:
+    """A student's two ways to the answer before the teacher reveals (issue 39 §3), both shut: ``presenter=1`` in
+    their link (the speaker notes state the answer), then exploring on their own ("Show the answer", the view's
+    full page, Esc). The student then follows again."""
+    student.page.goto(f"{student.page.url}&presenter=1")
+    student.page.locator(".st-key-vote-0 button").wait_for(timeout=60_000)
+    settle(student.page)
+    text = student.page.locator("[data-testid='stMain']").inner_text()
+    assert "presenter" not in query(student.page) and "Next:" not in text and slide.notes[:40] not in text, text
+    student.page.locator(".st-key-class_detach button").click()
+    student.page.locator(".st-key-class_rejoin").wait_for(timeout=FOLLOW_TIMEOUT)
+    settle(student.page)
+    assert student.page.get_by_role("button", name="Show the answer").count() == 0
+    leave = student.page.locator(".st-key-leave button")  # "Open on its full page": not there, or shut
+    assert leave.count() == 0 or leave.is_disabled()
+    student.page.keyboard.press("Escape")
+    settle(student.page)
+    assert "/lecture" in student.page.url and student.page.locator(CHART).count() == 0, student.page.url
+    student.page.locator(".st-key-class_rejoin button").click()  # following again: the reveal reaches them
+    student.page.locator(".st-key-class_detach").wait_for(timeout=FOLLOW_TIMEOUT)
+    settle(student.page)
+
+
 def vote(page, index: int) -> None:
     settle(page, 0.5)
     page.locator(f".st-key-vote-{index} button").click()
     page.locator(f".st-key-vote-{index} button[kind='primary']").wait_for(timeout=FOLLOW_TIMEOUT)
+
+
+# -- a second teacher window (issue 39 §3) -----------------------------------------------------------------------
+
+
+def test_a_second_teacher_window_joins_where_the_class_is_and_follows_the_first(browser, klass, opened):
+    teacher, follower = klass.teacher, klass.students[0]
+    settle(teacher.page, 0.3)
+    start = int(query(teacher.page)["slide"])
+    step = 1 if start + 3 <= len(GENERATION) else -1
+    older = FIRST if start != FIRST else start + step  # the link as first copied: another slide in it
+    link = f"{klass.url}/lecture?deck=generation&slide={older}&class={klass.code}&key={klass.key}"
+    second = new_tab(browser, opened, link)
+    wait_for_title(second.page, GENERATION.slide(start).title, timeout=120_000)
+    settle(second.page, 0.5)
+    assert query(second.page)["slide"] == str(start) and query(second.page)["key"] == klass.key
+    assert title_of(teacher.page) == title_of(follower.page) == GENERATION.slide(start).title, "nobody moved"
+
+    key = "ArrowRight" if step == 1 else "ArrowLeft"
+    moves = [(teacher, second), (second, teacher), (teacher, second)]  # the first window's keys go on from where
+    for count, (window, other) in enumerate(moves, 1):  # the second left the class, and so on
+        number = start + count * step
+        settle(window.page, 0.3)
+        window.page.keyboard.press(key)  # one window moves; the other follows, as the students do
+        for tab in (window, other, follower):
+            wait_for_title(tab.page, GENERATION.slide(number).title)
+    settle(second.page, 0.3)
+    assert query(second.page)["slide"] == query(teacher.page)["slide"] == str(number), "no fight"
+    assert_clean(teacher, second, follower)

@@ -3,34 +3,53 @@ one server, students on both; every student follows every move, a poll counts th
 and the teacher's key means nothing to the other server's student tab with a character cut.
 
 Two ``streamlit run`` servers on two ports with ``EXPLORER_REDIS_URL`` set to one real ``redis-server``: what a
-load balancer without sticky sessions puts in front of a lecture hall.
+load balancer without sticky sessions puts in front of a lecture hall. The servers have a teacher passphrase
+(issue 39): a flood of "Start a live class" on one server, over Streamlit's protocol, adds to Redis no class
+without it and a few with it, and a teacher on the other server still starts one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
 import pytest
 
+from bench.bench_class import TEACHER_PASSPHRASE
+from explorer.settings import PASSPHRASE
 from tests.browser import chromium, needs_chromium, open_tab, served_app, wait_until_idle
 from tests.redis_server import redis_server
 from tests.test_browser_class import settle, start_class
+from tests.test_class_poll import (
+    assert_flood_refused,
+    assert_following,
+    assert_one_forged_voter,
+    forgery,
+    start_flood,
+    teach_after_flood,
+)
 
 pytestmark = needs_chromium
 TITLE = ".st-key-lecture-title h2"
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    logs = tmp_path_factory.mktemp("class-redis")
+def redis_url():
     with redis_server() as url:
-        env = {"EXPLORER_REDIS_URL": url}
-        with (
-            served_app(Path(logs / "a.log"), extra_env=env) as first,
-            served_app(Path(logs / "b.log"), extra_env=env) as second,
-        ):
-            yield first, second
+        yield url
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory, redis_url):
+    """Two app servers sharing ``redis_url``, with a teacher passphrase (bench_class's, which its clients type)."""
+    logs = tmp_path_factory.mktemp("class-redis")
+    env = {"EXPLORER_REDIS_URL": redis_url, PASSPHRASE: TEACHER_PASSPHRASE}
+    with (
+        served_app(Path(logs / "a.log"), extra_env=env) as first,
+        served_app(Path(logs / "b.log"), extra_env=env) as second,
+    ):
+        yield first, second
 
 
 def title(page) -> str | None:
@@ -56,7 +75,9 @@ def opened(browser, url: str):
 def test_a_class_follows_its_teacher_across_two_servers(servers):
     first, second = servers
     with chromium() as browser:
-        teacher, code, key, _ = start_class(browser, [], first, 2)  # the page settled before each click
+        teacher, code, key, _ = start_class(
+            browser, [], first, 2, passphrase=TEACHER_PASSPHRASE
+        )  # the page settled before each click
         teacher.page.locator(TITLE).click()  # closes the class's popover
         students = [opened(browser, f"{server}/lecture?class={code}") for server in (first, second, second)]
         crafted = opened(browser, f"{second}/lecture?class={code}&key={key[:-1]}")
@@ -69,10 +90,11 @@ def test_a_class_follows_its_teacher_across_two_servers(servers):
         assert title(teacher.page) == title(students[0].page) == title(crafted.page)
 
         for _ in range(2):
+            before = title(teacher.page)  # read before the key: the page may move before the wait starts
             teacher.page.keyboard.press("ArrowRight")
             teacher.page.wait_for_function(
                 "(old) => document.querySelector('.st-key-lecture-title h2')?.textContent !== old",
-                arg=title(teacher.page),
+                arg=before,
                 timeout=60_000,
             )
             wait_until_idle(teacher.page)
@@ -91,3 +113,42 @@ def test_a_class_follows_its_teacher_across_two_servers(servers):
         for tab in (teacher, *students, crafted):
             assert not tab.external, tab.external
             assert not tab.errors, tab.errors
+
+
+def test_one_session_presenting_forged_ids_adds_one_voter_across_both_servers(servers):
+    """Over Streamlit's protocol (tests/test_class_poll.py's forger), on this module's two servers: an id issued by
+    one server counts on the other (the secret that signs ids is Redis's), and one session presenting a made-up id
+    before each of its votes adds one voter."""
+    from explorer.lecture import GENERATION
+
+    ports = [int(url.rsplit(":", 1)[1]) for url in servers]
+    assert_one_forged_voter(asyncio.run(forgery(ports, GENERATION.slide(1).title)))
+
+
+def test_a_start_flood_on_one_server_leaves_the_other_a_class_to_start(servers, redis_url):
+    """tests/test_class_poll.py's start flood on server A, the classes counted in Redis: none without the
+    passphrase, ``PER_SESSION`` with it; a teacher on server B then starts a class, and a student on A joins it."""
+    import redis
+
+    from explorer.classroom import teachers
+    from explorer.classroom.redis_store import PREFIX
+    from explorer.lecture import GENERATION
+
+    store = redis.Redis.from_url(redis_url, decode_responses=True)
+
+    def classes() -> set[str]:  # the class hashes' codes: explorer:class:{CODE} (its polls' keys run on)
+        return {key[len(PREFIX) + 1 : -1] for key in store.scan_iter(match=PREFIX + "{*}")}
+
+    first, second = (int(url.rsplit(":", 1)[1]) for url in servers)
+    title = GENERATION.slide(1).title
+    seen = asyncio.run(start_flood(first, title, classes))
+    assert_flood_refused(seen)
+    before, after_guesses, after_flood = seen["store"]
+    assert after_guesses == before
+    assert after_flood - before == set(seen["holder started"])
+    assert len(after_flood) == len(before) + teachers.PER_SESSION
+    code, drawn, errors = asyncio.run(teach_after_flood(second, first, title))
+    assert errors == []
+    assert classes() - after_flood == {code}
+    store.close()
+    assert_following(code, drawn)

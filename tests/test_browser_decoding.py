@@ -49,6 +49,10 @@ def test_beam_search_page_draws_the_whole_tree(browser, app_url):
     _done(tab, "beam-search.png")
 
 
+ONE_PLOTLY_CHART_ALONE = f"""() => document.querySelectorAll("[data-testid='stVegaLiteChart']").length === 0
+    && document.querySelectorAll("{CHART}").length === 1"""
+
+
 def test_sampling_page_draws_the_linked_panels(browser, app_url):
     """The page draws one of its three views at a time: the chapter's two panels first; a click on another
     view (a radio of the segmented control) draws it (and only it) and puts it in the link."""
@@ -66,6 +70,8 @@ def test_sampling_page_draws_the_linked_panels(browser, app_url):
         page.get_by_role("radio", name=label, exact=True).click()
         page.wait_for_url(f"**view={view}**", timeout=30_000)
         page.locator(f"{CHART} .main-svg").first.wait_for(timeout=30_000)
+        # The last view's chart goes at the end of the run that draws this one (a timeout fails the test).
+        page.wait_for_function(ONE_PLOTLY_CHART_ALONE, timeout=30_000)
         wait_until_idle(page)
         assert vega.count() == 0 and page.locator(CHART).count() == 1
         assert title in page.locator(f"{CHART} .gtitle").first.text_content()

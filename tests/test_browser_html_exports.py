@@ -16,7 +16,7 @@ from explorer.render.bertviz import head_view_slide
 from explorer.render.grid import heads_grid
 from explorer.render.sampling import distribution_panels
 from explorer.render.style import SLIDE, FigureInfo
-from tests.browser import needs_chromium, open_tab, screenshot, wait_until_idle
+from tests.browser import needs_chromium, open_tab, screenshot, wait_until_settled
 
 pytestmark = needs_chromium
 
@@ -121,9 +121,7 @@ def test_the_head_view_fills_the_width_in_presentation_mode(browser, app_url, wi
     tab = open_tab(browser, width=width, height=height)
     tab.page.goto(f"{app_url}/bertviz_views?present=true")
     tab.page.frame_locator("iframe").first.locator("svg line").first.wait_for(state="attached", timeout=120_000)
-    wait_until_idle(tab.page)
-    tab.page.wait_for_timeout(2000)  # the size probe may rerun the page once with the window's room
-    wait_until_idle(tab.page)
+    wait_until_settled(tab.page)  # the size probe may rerun the page once with the window's room
     tab.page.frame_locator("iframe").first.locator("svg line").first.wait_for(state="attached", timeout=60_000)
     measured = tab.page.evaluate(HEAD_VIEW_WIDTH)
     screenshot(tab.page, f"bertviz-head-view-{width}x{height}-presentation-width.png")

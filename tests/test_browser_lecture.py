@@ -14,7 +14,7 @@ import time
 import pytest
 
 from explorer.lecture import DECKS, tour
-from tests.browser import needs_chromium, open_tab, screenshot, wait_until_idle
+from tests.browser import needs_chromium, open_tab, screenshot, wait_until_idle, wait_until_settled
 
 pytestmark = needs_chromium
 
@@ -55,8 +55,7 @@ def wait_for_slide(page, number: int, timeout: float = 120) -> None:
         time.sleep(0.2)
     wait_until_idle(page)
     page.locator(VIEW).first.wait_for(state="attached", timeout=120_000)
-    time.sleep(1.0)  # the size probe may ask for one more run once the browser measured the room
-    wait_until_idle(page)
+    wait_until_settled(page)  # the size probe may ask for one more run once the browser measured the room
 
 
 def overlaps(a: dict, b: dict) -> bool:

@@ -9,7 +9,7 @@ from urllib.parse import urlencode, urlparse
 import pytest
 
 import explorer
-from tests.browser import needs_chromium, open_tab, wait_until_idle
+from tests.browser import needs_chromium, open_tab, wait_until_idle, wait_until_settled
 
 pytestmark = needs_chromium
 
@@ -74,9 +74,7 @@ def test_every_parameter_shows_literally(browser, app_url, page):
     tab = open_tab(browser, width=1400, height=1000)
     tab.page.goto(f"{app_url}/{page}?{query}")
     tab.page.wait_for_selector("[data-testid='stMainBlockContainer']", timeout=60_000)
-    wait_until_idle(tab.page)
-    tab.page.wait_for_timeout(1500)
-    wait_until_idle(tab.page)
+    wait_until_settled(tab.page)
     if page not in PAGES_WITHOUT_TEXT:  # the text is there, as text (a timeout fails the test)
         tab.page.wait_for_function("() => document.body.innerText.includes('evil.invalid')", timeout=60_000)
     assert _links_to_evil(tab) == []

@@ -13,7 +13,6 @@ import queue
 import subprocess
 import sys
 import threading
-import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,15 +36,17 @@ from explorer.classroom import (
     state,
 )
 from explorer.classroom.memory import InProcessStore
-from explorer.classroom.redis_store import RedisStore
+from explorer.classroom.redis_store import STUDENT_SECRET, RedisStore
 from tests.browser import ROOT, free_port
 
+SIGNED = "the store's own student 1"  # in parameters, made before any store: ``student(store, 1)``
 REDIS_LIFETIME = 2.5  # seconds: long enough that a loaded machine keeps to the steps of the expiry test
 EVENT_WAIT = 5.0  # seconds an event may take to come back from Redis (it takes well under a millisecond)
 
 
-def student(number: int) -> str:
-    return f"student-{number:04d}-{uuid.UUID(int=number).hex}"
+def student(store, number: int) -> str:
+    """Student ``number``'s id as ``store`` (and every store sharing its state) issues it: signed with its secret."""
+    return codes.sign_student(f"{number:024x}", store.student_secret())
 
 
 class FakeClock:
@@ -89,7 +90,7 @@ class Stores:
             return len(store._classes), len(pickle.dumps(store._classes))
         client = redis.Redis.from_url(self.url)
         try:
-            keys = client.keys("*")
+            keys = [key for key in client.keys("*") if key != STUDENT_SECRET.encode()]  # the one key of no class
             return len(keys), sum(client.memory_usage(key, samples=0) for key in keys)
         finally:
             client.close()
@@ -195,6 +196,43 @@ def test_is_student_id(text, valid):
     assert codes.is_student_id(text) is valid
 
 
+def test_a_poll_counts_only_ids_its_store_issued(stores):
+    store = stores.new()
+    code, _ = store.start("anatomy")
+    issued = store.new_student()
+    forged = [
+        "a0292bb4-1166-4d1a-bf7f-9cafdaf9b311",  # what a browser made before the server issued ids
+        f"{'0' * 24}-{'0' * 32}",  # the issued ids' shape, under no secret
+        InProcessStore().new_student(),  # another server's, with its own secret
+        issued[:-1],
+        issued[:-1] + ("0" if issued[-1] != "0" else "1"),
+    ]
+    assert [given for given in forged if store.is_student(given) or store.vote(code, 2, given, 1)] == []
+    assert store.votes(code, 2) == {} and store.answer_of(code, 2, forged[0]) is None
+    assert store.is_student(issued) and store.vote(code, 2, issued, 1) and store.votes(code, 2) == {1: 1}
+    # Another store on the same state (a second server on the Redis) counts the first one's ids; in process, a
+    # second store is another server's state, with a secret of its own.
+    assert stores.new().is_student(issued) is (stores.kind == "redis")
+
+
+def test_redis_keeps_one_secret_for_every_server_and_makes_a_new_one_when_it_lost_it(redis_db):
+    first, second = RedisStore(redis_db), RedisStore(redis_db)
+    client = redis.Redis.from_url(redis_db)
+    try:
+        secret = first.student_secret()
+        assert second.student_secret() == secret == client.get(STUDENT_SECRET) and len(secret) == 64
+        assert client.ttl(STUDENT_SECRET) == -1  # it never expires with a class
+        issued = second.new_student()
+        assert first.is_student(issued)
+        client.flushdb()  # Redis restarted empty: no server keeps signing with the old secret
+        assert not first.is_student(issued) and not second.is_student(issued)
+        assert second.is_student(first.new_student()) and first.student_secret() != secret
+    finally:
+        client.close()
+        first.close()
+        second.close()
+
+
 # A class, its teacher and what nobody else can do
 
 
@@ -224,7 +262,7 @@ def test_no_key_but_the_teachers_moves_reveals_ends_or_keeps_a_class(stores):
     store = stores.new(lifetime=stores.short_lifetime)
     code, key = store.start("anatomy")
     other, other_key = store.start("generation")
-    assert store.vote(code, 2, student(1), 0)
+    assert store.vote(code, 2, student(store, 1), 0)
     before = store.state(code)
     for crafted in _crafted_keys(key, other_key):
         assert not store.is_teacher(code, crafted)
@@ -259,9 +297,9 @@ def test_a_missing_class_answers_the_same_whatever_the_reason(stores):
             store.move(code, key, deck="anatomy", slide=2, controls={}),
             store.reveal(code, key, 2),
             store.keep_alive(code, key),
-            store.vote(code, 2, student(1), 1),
+            store.vote(code, 2, student(store, 1), 1),
             store.votes(code, 2),
-            store.answer_of(code, 2, student(1)),
+            store.answer_of(code, 2, student(store, 1)),
             store.end(code, key),
         )
 
@@ -308,7 +346,7 @@ def test_a_class_ends_a_lifetime_after_the_teachers_last_move_or_keep_alive(stor
     lifetime = stores.short_lifetime
     code, key = store.start("anatomy")
     left, _ = store.start("anatomy")  # nobody keeps this one alive
-    assert store.vote(code, 2, student(1), 3)
+    assert store.vote(code, 2, student(store, 1), 3)
     stores.advance(0.6 * lifetime)
     assert store.keep_alive(code, key)
     stores.advance(0.6 * lifetime)
@@ -328,10 +366,12 @@ def test_ending_a_class_deletes_everything_of_it(stores):
     code, key = store.start("anatomy")
     for slide in (2, 3):
         for number in range(5):
-            assert store.vote(code, slide, student(number), number)
+            assert store.vote(code, slide, student(store, number), number)
     assert store.reveal(code, key, 2)
     assert store.end(code, key)
-    assert store.state(code) is None and store.votes(code, 3) == {} and store.answer_of(code, 3, student(1)) is None
+    assert (
+        store.state(code) is None and store.votes(code, 3) == {} and store.answer_of(code, 3, student(store, 1)) is None
+    )
     assert stores.held(store) == empty
 
 
@@ -352,11 +392,11 @@ def test_the_class_state_stays_the_same_size_through_moves_and_past_the_voters(s
     moves(300, 1_300)
     assert store.state(code).moves == 1_300
     assert stores.held(store) == after_300
-    counted = [store.vote(code, 4, student(number), number % 3) for number in range(600)]
+    counted = [store.vote(code, 4, student(store, number), number % 3) for number in range(600)]
     assert counted == [True] * MAX_VOTERS + [False] * 100 and MAX_VOTERS == 500
     assert sum(store.votes(code, 4).values()) == MAX_VOTERS
-    assert store.answer_of(code, 4, student(MAX_VOTERS)) is None
-    assert store.vote(code, 4, student(0), 2)  # a counted student may still change their answer
+    assert store.answer_of(code, 4, student(store, MAX_VOTERS)) is None
+    assert store.vote(code, 4, student(store, 0), 2)  # a counted student may still change their answer
     assert sum(store.votes(code, 4).values()) == MAX_VOTERS
 
 
@@ -365,38 +405,38 @@ def test_the_class_state_stays_the_same_size_through_moves_and_past_the_voters(s
 
 def test_a_second_answer_replaces_the_first(store):
     code, _ = store.start("anatomy")
-    assert store.answer_of(code, 2, student(1)) is None
-    assert store.vote(code, 2, student(1), 1) and store.vote(code, 2, student(2), 1)
-    assert store.vote(code, 2, student(1), 3)
+    assert store.answer_of(code, 2, student(store, 1)) is None
+    assert store.vote(code, 2, student(store, 1), 1) and store.vote(code, 2, student(store, 2), 1)
+    assert store.vote(code, 2, student(store, 1), 3)
     assert store.votes(code, 2) == {1: 1, 3: 1}
-    assert store.answer_of(code, 2, student(1)) == 3 and store.answer_of(code, 2, student(2)) == 1
+    assert store.answer_of(code, 2, student(store, 1)) == 3 and store.answer_of(code, 2, student(store, 2)) == 1
     assert store.votes(code, 3) == {}  # each slide its own poll
 
 
 def test_revealing_a_slide_closes_its_poll(store):
     code, key = store.start("anatomy")
-    assert store.vote(code, 2, student(1), 1)
+    assert store.vote(code, 2, student(store, 1), 1)
     assert store.reveal(code, key, 2)
     assert store.state(code).revealed == {2} and store.state(code).moves == 1
-    assert not store.vote(code, 2, student(1), 4) and not store.vote(code, 2, student(2), 1)
-    assert store.votes(code, 2) == {1: 1} and store.answer_of(code, 2, student(1)) == 1
+    assert not store.vote(code, 2, student(store, 1), 4) and not store.vote(code, 2, student(store, 2), 1)
+    assert store.votes(code, 2) == {1: 1} and store.answer_of(code, 2, student(store, 1)) == 1
     assert store.reveal(code, key, 2) and store.state(code).moves == 1  # revealed once
-    assert store.vote(code, 3, student(2), 0)  # other polls stay open
+    assert store.vote(code, 3, student(store, 2), 0)  # other polls stay open
     assert store.reveal(code, key, 5) and store.state(code).revealed == {2, 5}
 
 
 @pytest.mark.parametrize(
     ("slide", "who", "choice"),
     [
-        (0, student(1), 1),
-        (MAX_SLIDE + 1, student(1), 1),
-        (True, student(1), 1),
-        ("2", student(1), 1),
-        (2.0, student(1), 1),
-        (2, student(1), -1),
-        (2, student(1), MAX_CHOICE + 1),
-        (2, student(1), True),
-        (2, student(1), "1"),
+        (0, SIGNED, 1),
+        (MAX_SLIDE + 1, SIGNED, 1),
+        (True, SIGNED, 1),
+        ("2", SIGNED, 1),
+        (2.0, SIGNED, 1),
+        (2, SIGNED, -1),
+        (2, SIGNED, MAX_CHOICE + 1),
+        (2, SIGNED, True),
+        (2, SIGNED, "1"),
         (2, "short", 1),
         (2, "a b" * 10, 1),
         (2, None, 1),
@@ -404,19 +444,20 @@ def test_revealing_a_slide_closes_its_poll(store):
 )
 def test_a_malformed_vote_is_refused_and_counts_nothing(store, slide, who, choice):
     code, _ = store.start("anatomy")
+    who = student(store, 1) if who is SIGNED else who
     assert not store.vote(code, slide, who, choice)
     assert store.votes(code, 2) == {}
-    assert store.vote(code, MAX_SLIDE, student(1), MAX_CHOICE)  # the edges are in range
+    assert store.vote(code, MAX_SLIDE, student(store, 1), MAX_CHOICE)  # the edges are in range
 
 
 def test_two_classes_never_see_each_others_slides_or_votes(store):
     first, first_key = store.start("anatomy")
     second, _ = store.start("anatomy")
     assert store.move(first, first_key, deck="generation", slide=6, controls={"layer": 2})
-    assert store.vote(first, 2, student(1), 1) and store.reveal(first, first_key, 3)
+    assert store.vote(first, 2, student(store, 1), 1) and store.reveal(first, first_key, 3)
     assert store.state(second) == ClassState(second, "anatomy", 1, (), frozenset(), 0)
-    assert store.votes(second, 2) == {} and store.answer_of(second, 2, student(1)) is None
-    assert store.vote(second, 3, student(1), 2)  # the first class's reveal closed its own poll only
+    assert store.votes(second, 2) == {} and store.answer_of(second, 2, student(store, 1)) is None
+    assert store.vote(second, 3, student(store, 1), 2)  # the first class's reveal closed its own poll only
     assert store.votes(first, 3) == {}
 
 
@@ -426,9 +467,9 @@ def test_forty_students_voting_at_once_are_each_counted_once(store):
 
     def answer(number: int) -> int:
         start.wait()
-        store.vote(code, 2, student(number), number % 4)
+        store.vote(code, 2, student(store, number), number % 4)
         if number % 3 == 0:  # a reload, a second tab: the answer changes, the count does not
-            store.vote(code, 2, student(number), (number + 1) % 4)
+            store.vote(code, 2, student(store, number), (number + 1) % 4)
         return (number + 1) % 4 if number % 3 == 0 else number % 4
 
     with ThreadPoolExecutor(40) as pool:
@@ -475,7 +516,7 @@ def test_subscribers_hear_moves_votes_and_ends(store):
     assert store.move(code, key, deck="anatomy", slide=2, controls={})
     assert next_event(events) == (code, "move")
     assert store.move(code, key, deck="anatomy", slide=2, controls={})  # no change, no event:
-    assert store.vote(code, 2, student(1), 1)
+    assert store.vote(code, 2, student(store, 1), 1)
     assert next_event(events) == (code, "vote")  # the next one is the vote's
     assert store.reveal(code, key, 2)
     assert next_event(events) == (code, "move")
@@ -491,7 +532,7 @@ def test_an_unsubscribed_callback_hears_nothing_more(store):
     assert store.move(code, key, deck="anatomy", slide=2, controls={})
     assert next_event(events) == (code, "move")
     unsubscribe()
-    assert store.vote(code, 2, student(1), 1)
+    assert store.vote(code, 2, student(store, 1), 1)
     assert next_event(events) == (code, "vote")  # the callbacks are called in order: the first one was skipped
     assert heard == ["move"]
 
@@ -521,7 +562,7 @@ def test_redis_events_reach_every_server_sharing_the_class(redis_db):
         assert student_side.state(code) == teacher_side.state(code)
         vote = (
             "from explorer.classroom.redis_store import RedisStore; "
-            f"print(RedisStore({redis_db!r}).vote({code!r}, 4, {student(7)!r}, 2))"
+            f"print(RedisStore({redis_db!r}).vote({code!r}, 4, {student(teacher_side, 7)!r}, 2))"
         )
         voted = subprocess.run([sys.executable, "-c", vote], cwd=ROOT, capture_output=True, text=True, check=True)
         assert voted.stdout.strip() == "True"
@@ -543,9 +584,11 @@ def test_redis_events_come_back_after_the_connection_drops(redis_db):
         admin = redis.Redis.from_url(redis_db)
         admin.client_kill_filter(_type="pubsub")
         admin.close()
-        # While subscribing again the listener counts every live class as moved (events may have been lost).
+        # While subscribing again the listener counts every live class as moved (events may have been lost), then
+        # says it is back (classes Redis lost meanwhile are found gone by their followers).
         assert next_event(events) == (code, "move")
-        assert store.vote(code, 2, student(1), 1)
+        assert next_event(events) == ("", "reconnected")
+        assert store.vote(code, 2, student(store, 1), 1)
         assert next_event(events) == (code, "vote")
     finally:
         store.close()

@@ -63,6 +63,18 @@ def test_ties_at_the_top_k_boundary_are_kept_like_transformers():
     assert distribution.kept["top-k"].sum() == 4
 
 
+@pytest.mark.parametrize(("top_p", "kept"), [(0.5, 2), (0.75, 3), (0.7, 3), (0.8, 4)])
+def test_a_cumulative_probability_exactly_at_the_top_p_boundary_is_removed_like_transformers(top_p, kept):
+    """Four equal tokens: the cumulative probabilities 0.25, 0.5, 0.75, 1 are exact in float32, so top-p 0.5 and
+    0.75 land on a boundary, where transformers removes the token whose cumulative probability equals 1 - top_p."""
+    logits = np.zeros(4, dtype=np.float32)
+    distribution = distribution_from_logits(logits, top_p=top_p)
+    reference = transformers_final(logits, 1.0, 0, top_p, 0.0)
+    assert (reference > 0).sum() == kept
+    assert distribution.kept["top-p"].sum() == kept
+    np.testing.assert_allclose(np.sort(distribution.final), np.sort(reference), atol=1e-7)
+
+
 def test_removed_mass_is_what_each_stage_cut():
     logits = np.log(np.array([0.5, 0.3, 0.15, 0.05], dtype=np.float32))
     distribution = distribution_from_logits(logits, top_k=3, top_p=0.7)

@@ -3,12 +3,14 @@
 ``class_store()`` is the process-wide store of every class (``state.py`` the interface and its rules,
 ``memory.py`` in this process, ``redis_store.py`` shared by several servers through Redis); ``codes`` makes and
 checks class codes, teachers' keys and students' ids; ``teachers`` says who may start a class (the teacher
-passphrase) and how often. No Streamlit here: the Lecture page's side of a class is
+passphrase) and how often; ``students`` how a poll counts one student per browser (ids the store issues and
+signs, one per session, issued at a bounded pace). No Streamlit here: the Lecture page's side of a class is
 ``explorer/ui/classroom.py``.
 """
 
 from explorer.classroom import codes
 from explorer.classroom.state import (
+    FAULTS,
     LIFETIME,
     MAX_CHOICE,
     MAX_CLASSES,
@@ -24,6 +26,7 @@ from explorer.classroom.state import (
 )
 
 __all__ = [
+    "FAULTS",
     "LIFETIME",
     "MAX_CHOICE",
     "MAX_CLASSES",

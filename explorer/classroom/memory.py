@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,6 +28,7 @@ from explorer.classroom.state import (
     checked_position,
     checked_slide,
     in_range,
+    restartable,
 )
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ class InProcessStore(ClassStore):
         self._classes: dict[str, _Class] = {}
         self._lock = threading.Lock()
         self._callbacks: list[Callable[[str, str], None]] = []
+        self._student_secret = secrets.token_bytes(32)  # this process's: a restart issues students new ids
 
     def start(self, deck: str, slide: int = 1) -> tuple[str, str]:
         deck, slide, controls = checked_position(deck, slide, {})
@@ -109,7 +112,7 @@ class InProcessStore(ClassStore):
             return self._taught(code, key) is not None
 
     def vote(self, code: str, slide: int, student: str, choice: int) -> bool:
-        if not (in_range(slide, 1, MAX_SLIDE) and in_range(choice, 0, MAX_CHOICE) and codes.is_student_id(student)):
+        if not (in_range(slide, 1, MAX_SLIDE) and in_range(choice, 0, MAX_CHOICE) and self.is_student(student)):
             return False
         with self._lock:
             live = self._live(code)
@@ -138,6 +141,9 @@ class InProcessStore(ClassStore):
                 return None
             return live.polls.get(slide, {}).get(student)
 
+    def student_secret(self) -> bytes:
+        return self._student_secret
+
     def subscribe(self, callback: Callable[[str, str], None]) -> Callable[[], None]:
         with self._lock:
             self._callbacks.append(callback)
@@ -153,6 +159,22 @@ class InProcessStore(ClassStore):
         with self._lock:
             self._drop_expired()
             return len(self._classes)
+
+    def restart(self, code: str, key: str, *, deck: str, slide: int) -> bool:
+        deck, slide, controls = checked_position(deck, slide, {})
+        code = restartable(code, key)
+        if code is None:
+            return False
+        with self._lock:
+            live = self._live(code)
+            if live is not None:  # running already: with this key (a second tab restarted it), or another's
+                return codes.key_matches(key, live.digest)
+            if len(self._classes) >= self.max_classes:
+                raise ClassesFull(len(self._classes), lifetime=self.lifetime)
+            state = ClassState(code, deck, slide, controls, frozenset(), 0)
+            self._classes[code] = _Class(state, codes.key_digest(key), self.clock() + self.lifetime)
+        self._notify(code, "move")
+        return True
 
     # Below: called with the lock held, except _notify.
 

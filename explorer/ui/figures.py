@@ -56,12 +56,7 @@ export default function(component) {
     }
     return offset;
   }
-  function report() {
-    // Only between runs: a report while the script runs would interrupt it (a widget changed in that run,
-    // such as a clamped head, would then count as the visitor's choice). The timer reports after the run.
-    const app = document.querySelector('[data-testid="stApp"]');
-    const state = app && app.getAttribute("data-test-script-state");
-    if (state && state !== "notRunning") return;
+  function measure() {
     const main = document.querySelector('[data-testid="stMainBlockContainer"]');
     const box = host.getBoundingClientRect();
     let content = box.width;
@@ -73,10 +68,27 @@ export default function(component) {
     // must not count as a new room (it would rerun the page while the visitor scrolls, and a rerun
     // invalidates the export buttons just drawn).
     const top = box.top + scrollOffset(host);
-    const value = {width: round(Math.min(content, box.width || content)), room: round(window.innerHeight - top - 24)};
-    const key = JSON.stringify(value);
-    if (key !== last && value.width > 0) { last = key; setStateValue("viewport", value); }
+    return {width: round(Math.min(content, box.width || content)), room: round(window.innerHeight - top - 24)};
   }
+  // Whether a report now would say something new to the server.
+  function pending(value = measure()) {
+    return value.width > 0 && JSON.stringify(value) !== last;
+  }
+  function report() {
+    // Only between runs: a report while the script runs would interrupt it (a widget changed in that run,
+    // such as a clamped head, would then count as the visitor's choice). The timer reports after the run.
+    const app = document.querySelector('[data-testid="stApp"]');
+    const state = app && app.getAttribute("data-test-script-state");
+    if (state && state !== "notRunning") return;
+    const value = measure();
+    if (!pending(value)) return;
+    last = JSON.stringify(value);
+    window.__explorerProbeSentAt = performance.now();
+    setStateValue("viewport", value);
+  }
+  // For whoever waits until the page has settled (the browser tests, tests/browser.py): a page whose probes
+  // have nothing new to say, and whose last report was answered, will not run again by itself.
+  (window.__explorerProbes = window.__explorerProbes || new Set()).add(pending);
   report();
   // The window's size, and the page above the probe: a notice or spinner above it that goes away moves the
   // figure up without resizing the window (the container's size changes, and the timer catches the rest).
@@ -86,7 +98,12 @@ export default function(component) {
   if (main) observer.observe(main);
   const timer = setInterval(report, 1000);
   window.addEventListener("resize", report);
-  return () => { observer.disconnect(); clearInterval(timer); window.removeEventListener("resize", report); };
+  return () => {
+    observer.disconnect();
+    clearInterval(timer);
+    window.removeEventListener("resize", report);
+    window.__explorerProbes.delete(pending);
+  };
 }
 """
 _probe = st.components.v2.component("explorer_viewport_probe", js=_PROBE_JS, html="<span></span>")

@@ -400,14 +400,19 @@ def _is_right(slide: Slide, result, choice: int) -> bool:
 def slide_ui(deck: Deck, number: int, seat, *, escaped: bool = False) -> None:
     """Slide ``number`` of ``deck`` in the main area (nothing in the sidebar: a class's follower draws it in a
     fragment, see ``classroom.follow_ui``): its title row, view, question or poll, text, and the presenter's side
-    with ``presenter=1``. ``seat``: this session's in a class, or None; ``escaped``: Esc asked for the slide's
-    full page."""
+    with ``presenter=1`` (never a student's in a class: ``classroom.NO_NOTES``). ``seat``: this session's in a
+    class, or None; ``escaped``: Esc asked for the slide's full page."""
     from explorer.ui import classroom  # imported here: classroom imports this module (its verdict line)
 
     following = seat is not None and seat.follows
     teaching = seat is not None and seat.role == "teacher"
     presenter = st.query_params.get("presenter") == "1"
+    if presenter and seat is not None and not teaching:  # the notes give answers away: never a student's
+        st.query_params.pop("presenter")
+        add_notice(classroom.NO_NOTES)
+        presenter = False
     slide = deck.slide(number).with_model(available)
+    waiting = bool(slide.question) and classroom.hides_answer(seat, deck.name, number)  # a student's, in class
     stage, side = st.columns([3, 1]) if presenter else (st.container(), None)
     with stage:
         controls = title_row_ui(deck, number, slide, seat)
@@ -420,20 +425,28 @@ def slide_ui(deck: Deck, number: int, seat, *, escaped: bool = False) -> None:
         if following:
             view, leave = classroom.controls_for(seat, slide, result), False
         else:
+            if teaching:  # a window that joins the class where it is: the class's controls on its sliders
+                classroom.join_controls(seat, slide, result)
             with controls:
                 view = controls_ui(slide.view, result)
-                leave = st.button("Open on its full page", icon=":material/open_in_full:", key="leave", help="Esc")
+                leave = st.button(
+                    "Open on its full page",
+                    icon=":material/open_in_full:",
+                    key="leave",
+                    help=classroom.WAITS_FOR_REVEAL if waiting else "Esc",
+                    disabled=waiting,  # its full page would show the answer
+                )
         if teaching:  # the class moves now, while this page draws: its students' pages draw at the same time
             classroom.publish(seat, deck, number, slide, view)
         answers(deck)  # the link's answers read (with a notice for what does not fit) before the notices show
         notices_ui()
         shown_result = result if view == slide.view else run_view(view)
-        if leave or escaped:
+        if (leave or escaped) and not waiting:
             leave_for_full_page(view)
 
         poll = None
-        if slide.question and seat is not None and seat.role != "explorer":
-            poll = classroom.poll_ui(seat, number, slide, result)
+        if slide.question and seat is not None:  # in a class, a question is the class's: no "Show the answer"
+            poll = classroom.question_in_class_ui(seat, deck.name, number, slide, result)
             answered = poll is not None
         else:
             answered = question_ui(deck, number, slide, result) if slide.question else True

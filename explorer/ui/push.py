@@ -96,6 +96,14 @@ def notify(name: str) -> int:
     return len(sessions) - len(gone)
 
 
+def notify_all() -> int:
+    """``notify`` for every name this server's sessions follow: their classes may be gone (Redis came back
+    empty), and each follower's page then finds out. Returns how many were asked."""
+    with _lock:
+        names = list(_followers)
+    return sum(notify(name) for name in names)
+
+
 def _rerun(session, page: str, fragment: str) -> None:
     """On the event loop (where ``AppSession`` lives): a run of ``page`` with the browser's last state, clicks
     left out, of the fragment keyed ``fragment`` where the session holds it, else of the whole page."""
