@@ -11,7 +11,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.browser import ROOT, browser_test
+
+pytestmark = pytest.mark.slow  # a whole program or export per test: the full loop only (docs/contributing.md)
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 NUMBER = r"[0-9][0-9.,]*"

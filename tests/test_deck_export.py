@@ -24,6 +24,8 @@ from explorer.render import deckfile, renderer
 from explorer.render.renderer import RenderFailed
 from tests.browser import browser_test, chromium, open_tab
 
+pytestmark = pytest.mark.slow  # a whole program or export per test: the full loop only (docs/contributing.md)
+
 PATH_OPERATORS = {b"m", b"l", b"c", b"v", b"y", b"re", b"h"}
 
 

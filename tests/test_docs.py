@@ -30,6 +30,8 @@ import explorer
 from explorer import cli
 from tests.browser import ROOT, needs_chromium, open_tab
 
+pytestmark = pytest.mark.slow  # builds the whole site and runs every sample: the full loop only (docs/contributing.md)
+
 README = ROOT / "README.md"
 DOCUMENTS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 MAX_README_LINES = 300

@@ -23,6 +23,8 @@ from explorer.render.style import SLIDE
 from explorer.ui import figures
 from tests.exports import check_export
 
+pytestmark = pytest.mark.slow  # every export of every page, rendered: the full loop only (docs/contributing.md)
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "pages").glob("*.py"))
 

@@ -36,6 +36,8 @@ from explorer.render.style import FigureInfo
 from tests.browser import ROOT, chromium, needs_chromium, open_tab
 from tests.figures import decode_plotly_array
 
+pytestmark = pytest.mark.slow  # a whole program or export per test: the full loop only (docs/contributing.md)
+
 TOUR = ROOT / "docs" / "tour.ipynb"
 RESULTS = tuple(result.__name__ for result in views.display.DISPLAYS)  # every class that displays as a figure
 REMOTE_SCRIPT = re.compile(r"<script[^>]+src=[\"']?(https?:)?//|import\s*[\"'](https?:)?//", re.IGNORECASE)

@@ -44,6 +44,8 @@ NOT_SOURCE = shutil.ignore_patterns(
     ".git", "__pycache__", "*.pyc", ".*_cache", ".benchmarks", ".venv", "build", "dist", "*.egg-info", "artifacts"
 )
 
+pytestmark = pytest.mark.slow  # a whole program or export per test: the full loop only (docs/contributing.md)
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
