@@ -10,7 +10,7 @@ import secrets
 
 import pytest
 
-from explorer.classroom import codes, students
+from explorer.classroom import buckets, codes, students
 
 SECRET = bytes(range(32))
 
@@ -105,7 +105,7 @@ def test_one_client_opening_sessions_to_collect_ids_is_held_to_the_pace():
 
 
 def test_the_buckets_stay_bounded(monkeypatch):
-    monkeypatch.setattr(students, "MAX_BUCKETS", 50)
+    monkeypatch.setattr(buckets, "MAX_BUCKETS", 50)
     mints = students.MintLimits(burst=1, clock=FakeClock())
     for n in range(500):
         assert mints.take(f"10.0.{n // 256}.{n % 256}") is None

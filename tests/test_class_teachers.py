@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.classroom import teachers
+from explorer.classroom import buckets, teachers
 from explorer.settings import PASSPHRASE
 
 
@@ -70,7 +70,7 @@ def test_loopback_and_unknown_addresses_count_by_session_only(address):
 
 
 def test_the_buckets_are_bounded(monkeypatch):
-    monkeypatch.setattr(teachers, "MAX_BUCKETS", 50)
+    monkeypatch.setattr(buckets, "MAX_BUCKETS", 50)
     limits = teachers.StartLimits(clock=FakeClock())
     for n in range(500):
         limits.take(f"tab {n}", f"10.0.{n // 250}.{n % 250}")

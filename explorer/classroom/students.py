@@ -14,7 +14,7 @@
   session after session to collect ids gets 100, then 2 a second: 500 voters (a poll's ``MAX_VOTERS``) take
   over three minutes from one address, instead of seconds. Loopback (``None``: the server's own machine, or a
   reverse proxy on it carrying everyone) is one address. The buckets live in each server's memory and are
-  bounded (``MAX_BUCKETS``).
+  bounded (``buckets.MAX_BUCKETS``).
 
 No Streamlit here: the page's side is ``explorer.ui.classroom``.
 """
@@ -22,13 +22,12 @@ No Streamlit here: the page's side is ``explorer.ui.classroom``.
 from __future__ import annotations
 
 import math
-import threading
 import time
-from collections import OrderedDict
+
+from explorer.classroom.buckets import TokenBuckets
 
 BURST = 100  # new ids at once per network address: two classes of 40+ behind one school router
 PER_SECOND = 2.0  # after the burst: a class of 300 behind one address all have ids within 100 s
-MAX_BUCKETS = 10_000
 
 
 class MintLimits:
@@ -36,24 +35,14 @@ class MintLimits:
     ``clock`` for tests."""
 
     def __init__(self, burst: int = BURST, per_second: float = PER_SECOND, clock=time.monotonic):
-        self.burst, self.per_second, self.clock = burst, per_second, clock
-        self._buckets: OrderedDict[str | None, tuple[float, float]] = OrderedDict()  # address -> (tokens, when)
-        self._lock = threading.Lock()
+        self.burst, self.per_second = burst, per_second
+        self._buckets = TokenBuckets(clock)
 
     def take(self, address: str | None) -> float | None:
         """Counts one new id for ``address``: None when it had one left, else the seconds until it has one (and
         nothing is counted)."""
-        with self._lock:
-            now = self.clock()
-            tokens, when = self._buckets.get(address, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - when) * self.per_second)
-            if tokens < 1:
-                return math.ceil((1 - tokens) / self.per_second * 10) / 10
-            self._buckets[address] = (tokens - 1, now)
-            self._buckets.move_to_end(address)
-            while len(self._buckets) > MAX_BUCKETS:  # the least recently used first
-                self._buckets.popitem(last=False)
-        return None
+        refused = self._buckets.take([(address, self.burst, self.per_second)])
+        return None if refused is None else math.ceil(refused[1] * 10) / 10
 
 
 MINTS = MintLimits()

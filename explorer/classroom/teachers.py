@@ -8,7 +8,7 @@
 - **How often** (``StartLimits``): a browser session starts at most ``PER_SESSION`` classes, and a network
   address ``PER_ADDRESS``, in any ``WINDOW`` (token buckets refilled over the window). Loopback addresses are not
   limited: they are the teacher's own machine, or a reverse proxy in front of everyone. The buckets live in this
-  process and are bounded (``MAX_BUCKETS``); the store's own limit (``MAX_CLASSES``) holds across servers. A
+  process and are bounded (``buckets.MAX_BUCKETS``); the store's own limit (``MAX_CLASSES``) holds across servers. A
   session tries the passphrase at most ``PER_SESSION_GUESSES`` times in a window (by session only: a guesser
   behind the same address as a teacher never locks the teacher out).
 
@@ -22,18 +22,16 @@ import hmac
 import ipaddress
 import math
 import os
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 
+from explorer.classroom.buckets import TokenBuckets
 from explorer.settings import PASSPHRASE
 
 WINDOW = 600.0  # seconds
 PER_SESSION = 3  # classes started per browser session in WINDOW
 PER_ADDRESS = 10  # per network address
 PER_SESSION_GUESSES = 5  # passphrase tries per browser session in WINDOW
-MAX_BUCKETS = 10_000
 
 OPEN, PASSPHRASE_NEEDED, CLOSED = "open", "passphrase", "closed"
 
@@ -68,9 +66,8 @@ class StartLimits:
     tests. ``per_address=0``: sessions only."""
 
     def __init__(self, per_session: int = PER_SESSION, per_address: int = PER_ADDRESS, clock=time.monotonic):
-        self.per_session, self.per_address, self.clock = per_session, per_address, clock
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (tokens, when)
-        self._lock = threading.Lock()
+        self.per_session, self.per_address = per_session, per_address
+        self._buckets = TokenBuckets(clock)
 
     def take(self, session: str | None, address: str | None) -> tuple[str, int] | None:
         """Counts one for ``session`` and ``address``: None when both had one left, else (whose limit it is,
@@ -78,22 +75,11 @@ class StartLimits:
         wanted = [(f"session:{session}", self.per_session, "session")] if session else []
         if address and self.per_address and not _loopback(address):
             wanted.append((f"address:{address}", self.per_address, "address"))
-        with self._lock:
-            now = self.clock()
-            levels = [(key, capacity, self._level(key, capacity, now)) for key, capacity, _ in wanted]
-            for (_key, capacity, tokens), (_, _, whose) in zip(levels, wanted, strict=True):
-                if tokens < 1:
-                    return whose, max(1, math.ceil((1 - tokens) * WINDOW / capacity / 60))
-            for key, _capacity, tokens in levels:
-                self._buckets[key] = (tokens - 1, now)
-                self._buckets.move_to_end(key)
-            while len(self._buckets) > MAX_BUCKETS:  # the least recently used first
-                self._buckets.popitem(last=False)
-        return None
-
-    def _level(self, key: str, capacity: int, now: float) -> float:
-        tokens, when = self._buckets.get(key, (capacity, now))
-        return min(capacity, tokens + (now - when) * capacity / WINDOW)
+        refused = self._buckets.take([(key, capacity, capacity / WINDOW) for key, capacity, _ in wanted])
+        if refused is None:
+            return None
+        index, seconds = refused
+        return wanted[index][2], max(1, math.ceil(seconds / 60))
 
 
 def _loopback(address: str) -> bool:
