@@ -4,8 +4,8 @@
 ``memory.py`` in this process, ``redis_store.py`` shared by several servers through Redis); ``codes`` makes and
 checks class codes, teachers' keys and students' ids; ``teachers`` says who may start a class (the teacher
 passphrase) and how often; ``students`` how a poll counts one student per browser (ids the store issues and
-signs, one per session, issued at a bounded pace). No Streamlit here: the Lecture page's side of a class is
-``explorer/ui/classroom.py``.
+signs, one per session, issued at a bounded pace), both paced by ``buckets``' token buckets. No Streamlit here:
+the Lecture page's side of a class is ``explorer/ui/classroom.py``.
 """
 
 from explorer.classroom import codes
