@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-MB = 1024 * 1024
+MIB = 2**20  # bytes in a MiB (EXPLORER_CACHE_MB counts these)
 
 
 def nbytes(value, _seen: set[int] | None = None) -> int:

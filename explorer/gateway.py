@@ -32,7 +32,7 @@ import numpy as np
 
 import explorer
 from explorer import settings
-from explorer.caching import MB, ByteBudgetCache
+from explorer.caching import MIB, ByteBudgetCache
 from explorer.data._freeze import freeze_arrays
 from explorer.data.anatomy import Embeddings, TokenRow
 from explorer.hosting import POLICY
@@ -60,7 +60,7 @@ Progress = Callable[[str, int, str | None], AbstractContextManager]
 
 
 # The server's shared caches. A sentence-length MiniLM capture is about 0.2 MB and a 128-token one about 6 MB,
-# so a class of 40 with a few texts each stays far below the budget (``EXPLORER_CACHE_MB``, default 1024 MB,
+# so a class of 40 with a few texts each stays far below the budget (``EXPLORER_CACHE_MB``, default 1024 MiB,
 # 512 MB in hosted mode) and their slider moves never run the model again; five or ten 500-token captures
 # (90 MB each) fill it, and the least recently used are then run again when asked for. Hosted mode keeps less
 # because a class server's memory is shared by forty sessions that each hold the result they are drawing: with
@@ -70,7 +70,7 @@ Progress = Callable[[str, int, str | None], AbstractContextManager]
 @functools.cache
 def results_cache() -> ByteBudgetCache:
     default = HOSTED_BUDGET_MB if POLICY.hosted else DEFAULT_BUDGET_MB
-    return ByteBudgetCache(settings.number("EXPLORER_CACHE_MB", default) * MB)
+    return ByteBudgetCache(settings.number("EXPLORER_CACHE_MB", default) * MIB)
 
 
 @functools.cache

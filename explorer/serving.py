@@ -14,9 +14,9 @@ import threading
 from contextlib import contextmanager
 
 from explorer import settings
-from explorer.caching import MB, nbytes
+from explorer.caching import MIB, nbytes
 
-LARGE_RESULT = 16 * MB  # a capture of about 250 MiniLM tokens
+LARGE_RESULT = 16 * MIB  # a capture of about 250 MiniLM tokens
 
 
 class ForwardGate:

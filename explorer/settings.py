@@ -40,7 +40,7 @@ SETTINGS = {
         Setting("EXPLORER_MAX_CLASSES", "how many live classes may run at once on this deployment", 1, 1_000),
         Setting("EXPLORER_CLASS_IDLE_MINUTES", "minutes a live class lasts without its teacher's page", 1, 1_440),
         Setting("EXPLORER_MAX_CONCURRENT", "model runs at a time", 1, 9_999),
-        Setting("EXPLORER_CACHE_MB", "megabytes of results kept for the class", 1, 10_000_000),
+        Setting("EXPLORER_CACHE_MB", "MiB (2²⁰ bytes) of results kept for the class", 1, 10_000_000),
         Setting("EXPLORER_EXPORT_WORKERS", "export worker processes", 1, 999),
         Setting("EXPLORER_MAX_PARAMS", "the largest model's parameters", 1, 10**13),
         Setting("EXPLORER_MAX_TEXT_CHARS", "characters per text", 1, 10_000_000),

@@ -12,6 +12,10 @@ SOURCES = {
     "model": "the model's own queries, keys and values, per layer and head",
     "toy": "the chapter's toy: q = k = v = the token embeddings, no learnt weights",
 }
+TOY_EMBEDDINGS = {
+    "model": "the model's own token embeddings",
+    "random": "the chapter's: seeded random vectors of the model's width",
+}
 
 
 ui.page_shell()
@@ -40,6 +44,14 @@ with ui.controls():
         causal = ui.toggle_ui(
             "Causal mask", key="causal", help="Each token attends only to itself and the tokens before it."
         )
+        toy_embeddings = ui.choice_ui(
+            "Vectors",
+            list(TOY_EMBEDDINGS),
+            key="toy_embeddings",
+            captions=TOY_EMBEDDINGS,
+            help="The chapter draws random embeddings (entries of size 1), so each token attends almost only to "
+            "itself; a trained model's embeddings are shorter and give flatter weights.",
+        )
         query = ui.index_slider_ui(
             "Query token", len(toy_tokens), key="query", help="Which token's row to follow (counted from 0)."
         )
@@ -59,7 +71,7 @@ with ui.controls():
 ui.notices_ui()
 
 if toy:
-    steps.show_chapter_toy(lm, view, toy_tokens, query, causal=causal)
+    steps.show_chapter_toy(lm, view, toy_tokens, query, causal=causal, embeddings=toy_embeddings)
     st.stop()
 
 stages = score_stages(stack, layer, head)

@@ -9,10 +9,11 @@ from explorer.ui import decoding
 ui.page_shell()
 ui.page_header(
     "Attention while generating",
-    "While generating, the model runs once per new token, and that token attends to the prompt and to every "
-    "token generated before it (the cache keeps their keys and values). Stitched together, those rows form "
-    "one causal matrix: rows above the dashed line are the prompt, rows below are generated tokens. Move the "
-    "step slider to watch the matrix grow.",
+    "While generating, the model runs once per new token: the prompt's pass chooses the first, then each new "
+    "token is fed back and attends to the prompt and to every token before it (the cache keeps their keys and "
+    "values). Stitched together, those rows form one causal matrix: rows above the dashed line are the prompt, "
+    "rows below are the tokens fed back. The last new token is never fed back, so it has no row. Move the step "
+    "slider to watch the matrix grow.",
 )
 lm = ui.require_model()
 lm = decoding.generative_model(lm)
@@ -56,7 +57,7 @@ with ui.controls():
             key="step",
             default_last=True,
             first=1,
-            help="Up to which generated token (step 1: the first).",
+            help="Up to the pass that chose which generated token (step 1: the prompt's pass chose the first).",
         )
 ui.notices_ui()
 st.markdown(ui.prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=trace.is_seq2seq))

@@ -58,8 +58,8 @@ with ui.stage():
 st.caption(
     f"The model predicts {ui.literal(repr(target))} next (probability {probability(effects.baseline_logprob)}). "
     + ablation_summary(effects.changes, effects.baseline_logprob, tolerance=effects.tolerance, dtype=effects.dtype)
-    + " One forward pass per head, each checked against a copy of the model whose output projection ignores "
-    "that head."
+    + " "
+    + views.ablation.method_caption(effects)
 )
 
 if heads:

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer import ui, views
+from explorer.compute.statistics import GREYED_COLUMN
 from explorer.ui.attention import (
     cached_head_statistics,
     cached_rollout,
@@ -41,8 +42,13 @@ event = st.dataframe(
     on_select="rerun",
     selection_mode="single-row",
     key="stats",
-    column_config={name: st.column_config.NumberColumn(format="%.3f") for name in table.columns[2:]},
+    column_config={
+        name: st.column_config.NumberColumn(format="%d" if name == GREYED_COLUMN else "%.3f")
+        for name in table.columns[2:]
+    },
 )
+if hide:
+    st.caption(views.attention.greyed_table_caption(rows, len(stack.query_tokens)))
 selected = event.selection.rows if event and event.selection else []
 if selected:
     picked = rows[selected[0]]
@@ -58,8 +64,11 @@ ui.notices_ui()
 
 inputs = (lm.name, view.text, view.text_pair, view.target, view.stack_name)
 hidden = special_positions if hide else ()
+head_view = views.attention.StatisticsHead(*inputs, layer, head, hidden)
 with ui.stage():
-    ui.show_view(views.attention.StatisticsHead(*inputs, layer, head, hidden), capture, key="stats-head")
+    ui.show_view(head_view, capture, key="stats-head")
+if hidden:
+    st.caption(head_view.caption(capture))
 open_head_links(view, layer, head)
 
 st.subheader("View transform: attention rollout")

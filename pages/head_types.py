@@ -33,21 +33,10 @@ except explorer.InputError as error:
     st.info(ui.literal(error))
     st.stop()
 
-layer, head = probes.best(score)
 stack = probes.capture.main
 with ui.stage():
     ui.show_view(best_head, probes, key="probe-head")
-st.caption(
-    f"{SCORE_NAMES[score]} score of layer {layer}, head {head}: {float(probes.scores[score][layer, head]):.3f} "
-    f"(a head spreading its weight evenly would score {probes.uniform[score]:.3f}). "
-    + MEANINGS[score]
-    + (
-        " Below the dashed line, an induction head's weights form a stripe one step right of the diagonal "
-        "n tokens back."
-        if score == "induction"
-        else ""
-    )
-)
+st.caption(views.probes.best_caption(probes, score))  # numbers and fixed words only
 rows = [
     {"layer": la, "head": he, **{SCORE_NAMES[s]: float(probes.scores[s][la, he]) for s in SCORE_NAMES}}
     for la in range(stack.num_layers)
@@ -60,5 +49,6 @@ st.dataframe(
     width="stretch",
     column_config={name: st.column_config.NumberColumn(format="%.3f") for name in SCORE_NAMES.values()},
 )
+st.caption(views.probes.types_caption(probes))
 for name, meaning in MEANINGS.items():
     st.caption(f"**{SCORE_NAMES[name]}**: {meaning}")

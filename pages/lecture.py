@@ -1,9 +1,11 @@
 """Lecture: the two chapters as slide decks, each slide one live view with what to look at, the sources' numbers
 beside the model's, and questions to answer before the view shows.
 
-The presenter moves with a remote or the keyboard (→ ← PageDown PageUp Space Home End; Esc opens the slide's
-view on its full page); ``presenter=1`` adds the speaker notes, the next slide's title and a timer. While a
-slide shows, the slides around it are computed in the background, so moving only draws.
+The presenter moves with a remote or the keyboard (→ ← PageDown PageUp Space Home End; "." or "b" shows the
+question's answer; Esc opens the slide's view on its full page, and Back or Esc there comes back); ``presenter=1``
+(a second window, from "Open the presenter view" under Controls) adds the speaker notes, the next slide's title
+and a timer, and the projector's window follows it. While a slide shows, the slides around it are computed in the
+background, so moving only draws.
 
 A live class (``?class=CODE``, see ``explorer.ui.classroom``): students follow the teacher's slide and answer
 its questions as a poll; a student's slide is a fragment that the teacher's moves rerun alone.
@@ -18,6 +20,7 @@ ui.present_slides()
 lecture.slide_css()
 
 seat = classroom.seat_ui()
+lecture.student_css(seat)
 following = seat is not None and seat.follows
 if following:
     lecture.show_slide(seat.state.deck, seat.state.slide)
@@ -26,8 +29,8 @@ number = lecture.slide_number(deck)
 if following:  # in a fragment: the teacher's moves rerun the slide alone, not the app and sidebar around it
     classroom.follow_ui(seat, deck)
 else:
-    number, escaped = lecture.keys_ui(deck, number)
-    lecture.slide_ui(deck, number, seat, escaped=escaped)
+    number, press = lecture.keys_ui(deck, number, seat)
+    lecture.slide_ui(deck, number, seat, escaped=press.leave)
 if seat is None:
     lecture.score_ui(deck)
 lecture.deck_file_ui(deck)

@@ -5,6 +5,7 @@ import streamlit as st
 
 from explorer import ui, views
 from explorer.compute.anatomy import (
+    formula_gap,
     lecture_rows,
     memory_mb,
     model_lecture_count,
@@ -122,16 +123,17 @@ if anatomy.width and anatomy.ffn_size:
         f"layer). With this model's feed-forward width (d_ff = {anatomy.ffn_size:,}"
         f"{'' if anatomy.ffn_size == 4 * anatomy.width else ', not 4d'}) the feed-forward term is 2·d·d_ff."
     )
-    st.dataframe(pd.DataFrame(lecture_rows(count)), hide_index=True, column_config={"parameters": COUNT})
+    gap = formula_gap(anatomy, count)  # named from the model's own parameters
+    st.dataframe(pd.DataFrame(lecture_rows(count, gap)), hide_index=True, column_config={"parameters": COUNT})
     memory = st.columns(2)
     memory[0].metric(
         "Weights at 32 bits",
-        f"{memory_mb(anatomy.total_parameters, 32):,.1f} MB",
-        help=f"{anatomy.total_parameters:,} parameters × 4 bytes (MB = 2²⁰ bytes, as in the lecture).",
+        f"{memory_mb(anatomy.total_parameters, 32):,.1f} MiB",
+        help=f"{anatomy.total_parameters:,} parameters × 4 bytes (MiB = 2²⁰ bytes: the lecture's “MB”).",
     )
     memory[1].metric(
         "Weights at 8 bits",
-        f"{memory_mb(anatomy.total_parameters, 8):,.1f} MB",
+        f"{memory_mb(anatomy.total_parameters, 8):,.1f} MiB",
         help=f"{anatomy.total_parameters:,} parameters × 1 byte (quantized).",
     )
 

@@ -10,9 +10,10 @@ ui.page_shell()
 header = ui.page_header(
     "Neuron view",
     "Inside one head, for one query token: each component of the query vector (top band) multiplies the same "
-    "component of every key vector; summing those products gives the dot product q·k, which is scaled and turned "
-    "into attention weights by softmax. Orange is positive, blue negative: where query and key agree in sign, the "
-    "product is orange and the score rises.",
+    "component of every key vector; summing those products gives the dot product q·k. It is scaled (by "
+    "1/√head_dim in most models, not in T5), a position bias is added where the model has one (T5), masked keys "
+    "get −∞, and softmax turns the result into attention weights. Orange is positive, blue negative: where query "
+    "and key agree in sign, the product is orange and the score rises.",
 )
 lm = ui.require_model()
 ui.apply_pending_preset(lm.name)
@@ -37,12 +38,4 @@ ui.notices_ui()
 neuron = views.attention.Neuron(lm.name, view.text, view.text_pair, view.target, view.stack_name, layer, head, query)
 with ui.stage():
     ui.show_view(neuron, view.capture, key="neuron")
-st.caption(
-    "These are the vectors the model's own attention used (after rotary embeddings and q/k norms where the model "
-    "has them); the weights are its own. Masked keys get weight 0."
-    + (
-        " This model adds a position bias to the scores, so q·k × scale alone is not the whole score."
-        if stack.position_bias is not None
-        else ""
-    )
-)
+st.caption(neuron.caption(view.capture))

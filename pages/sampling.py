@@ -4,6 +4,8 @@ The page's body is a fragment: moving a control reruns it alone, not the app aro
 navigation), which took a fifth of a slider move's time; a class moves these sliders all at once (issue 13).
 Its variables are the function's own, so no page namespace outlives a run."""
 
+import dataclasses
+
 import pandas as pd
 import pyarrow as pa
 import streamlit as st
@@ -56,8 +58,10 @@ def sampling_page() -> None:
     shown = ui.views_ui(VIEWS, key="view")
     ui.notices_ui()  # a link's unknown view
     if shown == "panels":
+        with ui.controls():
+            band = decoding.band_ui(distribution)  # a drag's band, from the keyboard
         with ui.stage():
-            ui.show_view(view, distribution, key="panels")
+            ui.show_view(dataclasses.replace(view, band=band), distribution, key="panels")
         st.caption(
             "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or "
             "min-p). Drag across it to highlight those tokens on the right. Right: the probability covered by the "

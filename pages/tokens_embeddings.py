@@ -131,7 +131,8 @@ if similarity is None:
     st.stop()
 ui.show_view(context, captures, key="context")
 st.caption(
-    f"Cosine similarity of the vector of “{ui.literal(word)}” in the two sentences: {similarity[0]:.3f} after the "
-    f"embeddings, {similarity[-1]:.3f} after the last layer. The same token starts near identical (position "
-    "aside) and drifts apart as each layer mixes in its neighbours. " + views.lens.LAYERS_COUNTED
+    f"Cosine similarity of the vector of “{ui.literal(word)}” in the two sentences: "
+    + context.caption(captures)  # from the cosines drawn: rises, falls or stays
+    + " "
+    + views.lens.LAYERS_COUNTED
 )

@@ -1,7 +1,5 @@
 """Why this token? Input attribution: which words of the text made the model predict its token."""
 
-import math
-
 import streamlit as st
 
 import explorer
@@ -20,8 +18,8 @@ ui.page_header(
     "log-probability: red tokens raise it, blue ones lower it. Integrated gradients walks from an all-zero input "
     "(every token embedding zero, positions kept) to the text and adds up the gradients on the way: the scores sum "
     "to log p(text) − log p(baseline), which the check line verifies. Gradient × input is the first step of that "
-    "walk; occlusion zeroes one token at a time and reads how much the log-probability drops. The word right "
-    "before the prediction usually scores the most: look at which earlier word comes next.",
+    "walk; occlusion zeroes one token at a time and reads how much the log-probability drops. The line under the "
+    "bars says which token scores the most and, for a decoder, whether it is the one right before the prediction.",
 )
 lm = ui.require_model()
 unexplained = ui.run_model("unexplained", lm.name)
@@ -104,10 +102,6 @@ with ui.stage():
     ui.show_view(view, attribution, key="attribution", wide=True, alt=f"Attribution scores of {view.info().subtitle()}")
 st.caption(view.caption(attribution))  # numbers and fixed words only
 decoder = lm.kind == "decoder"  # its last token is the one right before the prediction
-top = views.attribution.strongest(attribution, skip_last=decoder)
 st.caption(
-    f"Target {ui.literal(repr(attribution.target_token))}: log p = {attribution.logprob:.3f} "
-    f"(p = {math.exp(attribution.logprob):.1%}) at the text, {attribution.baseline_logprob:.3f} at the all-zero "
-    f"baseline. {'Before the last token, ' if decoder else ''}{ui.literal(repr(attribution.tokens[top]))} "
-    f"(#{top}) scores the most ({float(attribution.scores[top]):+.3f})."
+    views.attribution.strongest_caption(attribution, skip_last=decoder, label=lambda token: ui.literal(repr(token)))
 )

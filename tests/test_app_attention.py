@@ -86,9 +86,10 @@ def test_model_anatomy_numbers_are_the_models(minilm):
     assert (
         lecture["parameters"].iloc[-1] == anatomy.total_parameters == sum(p.numel() for p in minilm.model.parameters())
     )
-    assert lecture["parameters"].iloc[2:5].sum() == anatomy.total_parameters
+    assert lecture["parameters"].iloc[2:-1].sum() == anatomy.total_parameters  # the formula and each part it leaves out
+    assert "+ pooler.dense" in list(lecture["term"])
     assert lecture["parameters"].iloc[0] == (30522 + 512) * 384  # (|V| + l_c)·d
-    assert shown_metrics["Weights at 32 bits"] == f"{anatomy.total_parameters * 4 / 2**20:,.1f} MB"
+    assert shown_metrics["Weights at 32 bits"] == f"{anatomy.total_parameters * 4 / 2**20:,.1f} MiB"
 
 
 def test_model_anatomy_of_the_date_converter_explains_each_stacks_first_layer():
@@ -160,6 +161,21 @@ def test_step_by_step_chapter_toy_is_the_chapters_attention_on_the_embeddings(mi
     assert "layer" not in [s.key for s in at.slider]  # the toy has no layers or heads
 
 
+def test_step_by_step_chapter_toy_offers_the_chapters_random_embeddings(minilm):
+    """The chapter's own setting (issue 38): seeded standard-normal vectors of the model's width, as numpy draws them,
+    so each token attends almost only to itself; the caption says which vectors are shown and what they do."""
+    at = open_page("pages/attention_step_by_step.py", source="toy", toy_embeddings="random", query="2")
+    assert not at.exception
+    count = len(minilm.tokenizer(TEXT)["input_ids"])
+    x = np.random.default_rng(0).standard_normal((count, 384)).astype(np.float32).astype(np.float64)
+    scores = x[2] @ x.T / np.sqrt(384)
+    weights = np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()
+    np.testing.assert_allclose(at.dataframe[0].value["softmax weight"], weights, atol=1e-9)
+    caption = next(c.value for c in at.caption if c.value.startswith("X holds"))
+    assert "random vectors of 384 numbers (seed 0" in caption
+    assert f"Here {count} of the {count} queries put their largest weight on themselves" in caption
+
+
 def test_neuron_view_preset_falls_back_offline_and_shows_the_vectors(minilm):
     at = open_page("pages/neuron_view.py")
     preset = next(b for b in at.button if "Chapter preset" in b.label)
@@ -225,7 +241,27 @@ def test_head_statistics_table_hidden_tokens_and_rollout(minilm):
     expected = head_statistics(renormalised, specials, key_positions=kept)
     table = at.dataframe[0].value
     np.testing.assert_allclose(table["mean distance"], [row["mean distance"] for row in expected], atol=1e-9)
-    np.testing.assert_allclose(decode_plotly_array(hidden["data"][0]["z"]), renormalised[0, 0], atol=1e-7)
+    # Rows left with under 1% of their weight are greyed (blank here, a grey band above), and said so.
+    left = capture.attentions[..., 1:-1].sum(axis=-1)  # [layer, head, query]
+    greyed = left[0, 0] < 0.01
+    np.testing.assert_allclose(
+        decode_plotly_array(hidden["data"][0]["z"]), np.where(greyed[:, None], np.nan, renormalised[0, 0]), atol=1e-7
+    )
+    assert list(table["rows keeping < 1%"]) == (left < 0.01).sum(axis=-1).ravel().tolist()
+    said = [caption.value for caption in at.caption]
+    total = int((left < 0.01).sum())
+    assert any(text.startswith(f"{total} of the {left.size} rows of all") for text in said)
+    head_line = f"{greyed.sum()} of {len(greyed)} rows keep" if greyed.any() else "Every row keeps at least 1%"
+    assert any(text.startswith(head_line) for text in said)
+    layer, head = np.unravel_index(np.argmax((left < 0.01).sum(axis=-1)), left.shape[:2])  # the most greyed head
+    at.slider(key="layer").set_value(int(layer)).run()
+    at.slider(key="head").set_value(int(head)).run()
+    greyed = left[layer, head] < 0.01
+    drawn = figures(at)[0]["data"]
+    assert greyed.sum() >= 2 and len(drawn) == 2  # the weights, then the grey band
+    np.testing.assert_array_equal(np.isnan(decode_plotly_array(drawn[0]["z"])).all(axis=1), greyed)
+    said = [caption.value for caption in at.caption]
+    assert any(text.startswith(f"{greyed.sum()} of {len(greyed)} rows keep less than 1%") for text in said)
 
 
 def test_head_statistics_are_measured_once_per_capture_not_per_slider_move(monkeypatch):

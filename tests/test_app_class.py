@@ -93,7 +93,7 @@ def test_students_follow_the_teachers_slide_and_controls(store):
     # The teacher moves to a slide with a temperature and moves it: the follower's view is the teacher's.
     while store.state(code).slide != DISTRIBUTION:
         at.button(key="next").click().run()
-    at.slider(key="s_temperature").set_value(1.5).run()
+    at.slider(key=f"s{DISTRIBUTION}_temperature").set_value(1.5).run()
     assert dict(store.state(code).controls) == {"temperature": 1.5}
     follower.run()
     assert title(follower) == title(at)
@@ -445,11 +445,11 @@ def test_presenter_1_on_a_student_link_shows_no_notes_and_no_next_slide(store, s
 @pytest.mark.parametrize("link", ["an older slide", "no slide", "a slide that is none"])
 def test_a_teacher_link_opened_again_joins_the_class_where_it_is(store, link):
     at, code, key = teacher_start(slide=DISTRIBUTION)
-    at.slider(key="s_temperature").set_value(1.5).run()
+    at.slider(key=f"s{DISTRIBUTION}_temperature").set_value(1.5).run()
     before = store.state(code)
     assert before.slide == DISTRIBUTION and dict(before.controls) == {"temperature": 1.5}
     older = {
-        "an older slide": {"slide": 2, "s_temperature": 0.5},
+        "an older slide": {"slide": 2, "s2_temperature": 0.5},
         "no slide": {},
         "a slide that is none": {"slide": "²"},
     }
@@ -457,7 +457,7 @@ def test_a_teacher_link_opened_again_joins_the_class_where_it_is(store, link):
     assert not window.exception
     assert store.state(code) == before, "opening the link moves nothing"
     assert title(window) == title(at) and param(window, "slide") == str(DISTRIBUTION)
-    assert window.slider(key="s_temperature").value == 1.5 and shown_specs(window) == shown_specs(at)
+    assert window.slider(key=f"s{DISTRIBUTION}_temperature").value == 1.5 and shown_specs(window) == shown_specs(at)
     assert "class_end" in keys(window), "a teacher's window: it leads when its teacher moves"
 
 

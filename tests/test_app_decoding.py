@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.compute.decoding import comparison_caption, repeats
 from explorer.compute.sampling import distribution_from_logits
+from explorer.models.kv_cache import REPEATS
 from explorer.ui.caches import results_cache
 from explorer.ui.decoding import default_prompt
 from explorer.ui.text import literal
@@ -263,17 +264,17 @@ def test_attention_while_generating_shows_the_stitched_matrix(prose, count_runs)
     trace = explorer.decode(prose, PROMPT, strategy="greedy", max_new_tokens=6, record_attention=True)
     stack = trace.attention["decoder"]
     shown = decode_plotly_array(figure(at)["data"][0]["z"])
-    size = trace.prompt_length + 6
+    size = trace.prompt_length + 5  # the prompt's rows, then the 5 tokens fed back (the 6th never is)
     expected = np.where(stack.masks_by_layer()[2][:size, :size], stack.attentions[2, 3, :size, :size], np.nan)
     np.testing.assert_allclose(shown, expected, atol=1e-7)
     # One step numbering: the slider at its end reads 6, as does the title ("step 6 of 6").
     assert (at.slider(key="step").value, at.slider(key="step").max) == (6, 6)
     assert "step 6 of 6" in figure(at)["layout"]["title"]["text"]
     runs = len(count_runs)
-    at.slider(key="step").set_value(2).run()  # steps count from 1: the slider at 2 shows two generated tokens
+    at.slider(key="step").set_value(2).run()  # steps count from 1: at 2, the prompt's rows and the first fed back
     at.slider(key="head").set_value(0).run()
     assert len(count_runs) == runs
-    assert decode_plotly_array(figure(at)["data"][0]["z"]).shape == (trace.prompt_length + 2,) * 2
+    assert decode_plotly_array(figure(at)["data"][0]["z"]).shape == (trace.prompt_length + 1,) * 2
     assert "verified" in " ".join(c.value for c in at.caption)
 
 
@@ -457,18 +458,29 @@ def test_the_kv_cache_section_shows_the_models_cache_and_steps_moves_never_measu
     shape = f"{config.n_layer} × 2 × {config.n_head} × {prompt_tokens + 6} × {head_dim}"
     held = at.table[-2].value  # what each cache holds, then the costs
     assert list(held.iloc[0])[1] == shape
-    sizes = figure(at, -2)
+    sizes = figure(at, -3)  # the cache's size, what each pass computes, each pass's time
     bars = decode_plotly_array(sizes["data"][0]["y"])
     expected = config.n_layer * 2 * config.n_head * (prompt_tokens + np.arange(7)) * head_dim * 4 / 1024
     np.testing.assert_allclose(bars, expected)
     assert sizes["data"][0]["x"] == ["prefill", *(f"step {i}" for i in range(1, 7))]
+    # Counted: each layer's heads score queries fed × keys; with the cache one query a step, without the prefix.
+    prefix = prompt_tokens + np.arange(7)
+    per_head = config.n_layer * config.n_head
+    with_cache = per_head * np.array([prompt_tokens] + [1] * 6) * prefix
+    work = figure(at, -2)
+    np.testing.assert_array_equal(decode_plotly_array(work["data"][0]["y"]), with_cache)
+    np.testing.assert_array_equal(decode_plotly_array(work["data"][1]["y"]), per_head * prefix**2)
+    total = (int(with_cache.sum()), int((per_head * prefix**2).sum()))
+    assert f"compute {total[1]:,} attention scores instead of {total[0]:,}" in texts(at.caption)
     costs = at.table[-1].value
     assert list(costs["positions run"]) == [prompt_tokens + 6, sum(prompt_tokens + i for i in range(7))]
+    assert list(costs["attention scores"]) == [literal(f"{count:,}") for count in total]  # st.table: Markdown
     assert "Verified: at every pass the logits with the cache and without it are equal" in texts(at.caption)
+    assert f"Measured here over {REPEATS} runs: the whole decoding took" in texts(at.caption)
     assert "no grouped KV heads" in texts(at.markdown)
     at.slider(key="steps").set_value(3).run()
     assert not at.exception and count_measurements == [32]
-    assert figure(at, -2)["data"][0]["x"] == ["prefill", "step 1", "step 2", "step 3"]
+    assert figure(at, -3)["data"][0]["x"] == ["prefill", "step 1", "step 2", "step 3"]
 
 
 def test_beam_search_says_its_cache_is_one_row_per_beam(count_measurements):
@@ -490,6 +502,6 @@ def test_grouped_kv_heads_are_named_with_their_saving(tiny_models):
     at = open_page("pages/greedy_search.py", model=tiny_models["llama"], steps="4", kv="true")
     assert not at.exception
     assert "Grouped KV heads: 2 KV heads serve 4 query heads, so the cache is 2× smaller" in texts(at.markdown)
-    sizes = figure(at, -2)
+    sizes = figure(at, -3)
     bars, ungrouped = (decode_plotly_array(sizes["data"][i]["y"]) for i in (0, 1))
     np.testing.assert_allclose(ungrouped, 2 * bars)  # the dashed line: a key and a value per query head

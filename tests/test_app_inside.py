@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
+from explorer import ui, views
 from explorer.models.attribution import top_targets
 from explorer.ui.decoding import default_prompt
 from tests.figures import decode_plotly_array
@@ -45,6 +46,7 @@ def test_the_ablation_map_is_each_heads_effect(prose):
     colours = decode_plotly_array(spec["data"][0]["marker"]["color"])
     np.testing.assert_allclose(colours, effects.changes.reshape(-1), atol=1e-6)
     assert "the model as it is" not in " ".join(m.value for m in at.markdown)  # nothing ablated yet
+    assert _ablation_caption(at).endswith(views.ablation.method_caption(effects))  # what ran, not "each checked"
 
 
 def _ablation_caption(at) -> str:
@@ -158,6 +160,8 @@ def test_the_head_types_page_shows_the_best_head_and_every_score(prose):
     table = at.dataframe[0].value
     assert len(table) == probes.scores["previous"].size
     assert table["Previous token"].iloc[0] == pytest.approx(float(probes.scores["previous"][layer, head]), abs=1e-6)
+    captions = [c.value for c in at.caption]  # the claims of tests/test_page_claims.py, on the page
+    assert views.probes.best_caption(probes, "previous") in captions and views.probes.types_caption(probes) in captions
 
 
 def test_a_probe_too_long_for_the_model_is_clamped_with_a_notice():
@@ -209,6 +213,9 @@ def test_why_this_token_draws_the_shaded_text_the_bars_and_the_check(prose):
         assert f"{token}: {score:+.4f}" in shaded
     captions = " ".join(c.value for c in at.caption)
     assert "Verified: Σ scores" in captions and f"{expected.delta:+.2e}" in captions
+    assert bars["layout"]["yaxis"]["title"]["text"] == "contribution to Δ log p"  # they sum to Δ, not to 1
+    label = lambda token: ui.literal(repr(token))  # noqa: E731
+    assert views.attribution.strongest_caption(expected, skip_last=True, label=label) in captions
     options = at.radio(key="candidate").options
     assert len(options) == 11 and repr(expected.target_token) in options[0].replace("\\", "")
 

@@ -16,6 +16,7 @@ from explorer.lecture import DECKS, tour
 from explorer.render.layout import PlotlySpec
 from explorer.render.style import look_for
 from explorer.ui.full_page import full_page
+from explorer.ui.lecture import Press
 from explorer.ui.text import literal
 
 TIMEOUT = 180
@@ -94,7 +95,7 @@ def test_a_question_hides_the_view_until_answered_then_marks_both_answers(deck_n
     at = open_lecture(deck=deck_name, slide=number)
     assert not at.exception
     assert not shown_specs(at) and not at.get("iframe")  # hidden: not drawn at all
-    for line in slide.compared(result):  # the sources' numbers would give the answer away
+    for line in (*slide.compared(result), *slide.revealed(result)):  # they would give the answer away
         assert literal(line) not in markdown(at)
     wrong = next((i for i, choice in enumerate(choices) if choice != truth), None)
     picked = wrong if wrong is not None else choices.index(truth)
@@ -102,7 +103,9 @@ def test_a_question_hides_the_view_until_answered_then_marks_both_answers(deck_n
     assert not at.exception
     assert shown_specs(at) or at.get("iframe")
     verdict = markdown(at)
-    assert "Your answer" in verdict and slide.question.why.split(",")[0].split(":")[0][:20] in verdict.replace("\\", "")
+    why = slide.question.explanation(result)
+    assert "Your answer" in verdict and why.split(",")[0].split(":")[0][:20] in verdict.replace("\\", "")
+    assert all(literal(line) in verdict for line in slide.revealed(result))  # shown with the answer
     assert ("is right" in verdict) == (choices[picked] == truth)
     assert param(at, "answers") == f"{number}-{picked}"
 
@@ -121,18 +124,38 @@ def test_the_tour_counts_answers_and_resumes_from_the_link():
 def test_a_moved_control_is_in_the_link_and_the_next_slide_starts_from_its_own():
     deck = DECKS["anatomy"]
     number = next(n for n, s in enumerate(deck.slides, 1) if isinstance(s.view, views.attention.Neuron))
-    at = open_lecture(deck="anatomy", slide=number, answers=all_revealed(deck), s_head=3)
+    head, layer = f"s{number}_head", f"s{number}_layer"
+    at = open_lecture(deck="anatomy", slide=number, answers=all_revealed(deck), **{head: 3})
     assert not at.exception
-    assert at.slider(key="s_head").value == 3
+    assert at.slider(key=head).value == 3
     assert "head 3" in chart_titles(at)[0]
-    at.slider(key="s_layer").set_value(2).run()
-    assert param(at, "s_layer") == "2" and param(at, "s_head") == "3"
+    at.slider(key=layer).set_value(2).run()
+    assert param(at, layer) == "2" and param(at, head) == "3"
     assert "layer 2 · head 3" in chart_titles(at)[0]
     at.button(key="next").click().run()
     assert param(at, "slide") == str(number + 1)
-    assert "s_head" not in at.query_params and "s_layer" not in at.query_params
+    assert not [key for key in at.query_params if key.startswith("s") and "_" in key]
     at.button(key="previous").click().run()
-    assert at.slider(key="s_head").value == deck.slide(number).view.head  # the slide's own head again
+    assert at.slider(key=head).value == deck.slide(number).view.head  # the slide's own head again
+
+
+GENERATION_TEMPERATURES = 7  # "Temperature": a temperature to move; slide 8 has one of its own
+
+
+def test_a_control_moved_on_a_slide_stays_on_that_slide():
+    deck = DECKS["generation"]
+    number = GENERATION_TEMPERATURES
+    own = deck.slide(number + 1).view.temperature
+    at = open_lecture(deck="generation", slide=number, answers=all_revealed(deck))
+    at.slider(key=f"s{number}_temperature").set_value(0.6).run()
+    assert param(at, f"s{number}_temperature") == "0.6"
+    at.button(key="next").click().run()
+    assert at.slider(key=f"s{number + 1}_temperature").value == own
+    assert f"T = {own:g}," in chart_titles(at)[0] and "0.6" not in chart_titles(at)[0]
+    assert not [key for key in at.query_params if key.startswith("s") and "_" in key]
+    # A link that names another slide's control: this slide draws its own (the keys of slide 7 are not slide 8's).
+    linked = open_lecture(deck="generation", slide=number + 1, **{f"s{number}_temperature": 0.6})
+    assert linked.slider(key=f"s{number + 1}_temperature").value == own and "0.6" not in chart_titles(linked)[0]
 
 
 def chart_titles(at: AppTest) -> list[str]:
@@ -148,7 +171,19 @@ def chart_titles(at: AppTest) -> list[str]:
 
 # Full pages that show the slide's view among other things, not as a chart of the same title: the comparison page
 # runs its own three strategies, the sampling page draws a seeded continuation as a table, BertViz is a frame.
-NOT_THE_SAME_CHART = (views.decoding.Comparison, views.decoding.Sampled, views.attention.BertViz)
+# The slides' own figures of a page's result (issue 38 §2: token ids, feed-forward widths, the chain rule...)
+# open that page on the same model and text, which draws the result its own way.
+NOT_THE_SAME_CHART = (
+    views.decoding.Comparison,
+    views.decoding.Sampled,
+    views.attention.BertViz,
+    views.anatomy.TokenIds,
+    views.anatomy.FeedForward,
+    views.anatomy.LectureCount,
+    views.anatomy.Sizes,
+    views.decoding.ChainRule,
+    views.decoding.Products,
+)
 
 
 @pytest.mark.parametrize(("deck_name", "number"), SLIDES, ids=[f"{d}-{n}" for d, n in SLIDES])
@@ -161,16 +196,50 @@ def test_a_slide_opens_on_its_full_page_with_the_same_view(deck_name, number):
     assert not at.exception
     _, values = full_page(view)
     for key, value in values.items():  # the full page's widgets hold the slide's values
-        if key in at.session_state and not isinstance(value, str | bool):
+        if key in at.session_state and not isinstance(value, str | bool | tuple) and value is not None:
             assert at.session_state[key] == value, key
     if not isinstance(view, NOT_THE_SAME_CHART):
         assert slide_titles[0] in chart_titles(at), (slide_titles, chart_titles(at))
 
 
+def slide_numbered(deck, title: str) -> int:
+    return next(n for n, slide in enumerate(deck.slides, 1) if slide.title == title)
+
+
+def test_escape_opens_the_ban_and_the_seeded_sampling_as_the_slides_drew_them_then_comes_back():
+    from explorer.ui import prompt_and_continuation
+
+    deck = DECKS["generation"]
+    revealed = all_revealed(deck)
+    # First a full page that leaves values behind (top-p 0.9, another view), then the slides that must not get them.
+    at = open_lecture(deck="generation", slide=slide_numbered(deck, "Top-k and top-p"), answers=revealed)
+    at = press(at, leave=True)
+    assert at.toggle(key="present").value is True  # the full page in presentation mode
+    for title, page in (("Sampling, seeded", "sampling"), ("Greedy, beam, and a ban", "beam_search")):
+        number = slide_numbered(deck, title)
+        at.switch_page("pages/lecture.py").run()  # what the browser's Back does: the lecture as it was
+        at = press(at, slide=number)
+        assert param(at, "slide") == str(number) and param(at, "answers") == revealed
+        at = press(at, leave=True)
+        assert not at.exception
+        results = deck.slide(number).view.result()
+        traces = results.values() if isinstance(results, dict) else [results]
+        shown = markdown(at)
+        for trace in traces:  # each decoding the slide drew, token for token, with its log-probability
+            assert prompt_and_continuation(trace.prompt, trace.continuations[0], seq2seq=False) in shown, page
+        if isinstance(results, dict):
+            metrics = [metric.value for metric in at.metric]
+            assert metrics == [f"{float(trace.sequence_logprobs[0]):.2f}" for trace in traces]
+    at.switch_page("pages/lecture.py").run()
+    at.run()
+    assert param(at, "slide") == str(number) and param(at, "answers") == revealed
+    assert at.toggle(key="present").value is False  # presentation mode as it was before Esc
+
+
 def test_a_moved_slide_opens_on_its_full_page_as_moved():
     deck = DECKS["anatomy"]
     number = next(n for n, s in enumerate(deck.slides, 1) if isinstance(s.view, views.attention.Head))
-    at = open_lecture(deck="anatomy", slide=number, s_layer=1)
+    at = open_lecture(deck="anatomy", slide=number, **{f"s{number}_layer": 1})
     at.button(key="leave").click().run()
     assert not at.exception
     title = chart_titles(at)[0]
@@ -188,7 +257,7 @@ def test_a_moved_slide_opens_on_its_full_page_as_moved():
             {"deck": "anatomy", "slide": "6", "answers": "[x](https://evil.example)-1.6-99.3-0"},
             ["3 pairs are not a slide number and a choice", "slide 3 asks no question"],
         ),
-        ({"deck": "anatomy", "slide": "7", "answers": "7-r", "s_head": "99", "s_query": "abc"}, ["Head 99 does not"]),
+        ({"deck": "anatomy", "slide": "7", "answers": "7-r", "s7_head": "99", "s7_query": "abc"}, ["Head 99 does not"]),
     ],
 )
 def test_a_crafted_link_gives_notices_never_a_traceback(params, notices):
@@ -252,22 +321,39 @@ def test_a_deck_file_that_cannot_be_made_says_why_and_the_slide_stays(monkeypatc
     assert shown_specs(at) and not deck_downloads(at)
 
 
+FOLLOWED = {"deck": "generation", "slide": 8, "answers": "7-r", "controls": {"temperature": 1.5}}
+
+
 @pytest.mark.parametrize(
     ("state", "read"),
     [
-        ({"pressed": {"slide": 4, "seq": 3}}, (3, 4, False)),
-        ({"pressed": {"leave": True, "seq": 5}}, (5, None, True)),
-        ({"pressed": None}, (0, None, False)),
-        (None, (0, None, False)),
-        ({"pressed": {"slide": 4, "seq": "x"}}, (0, None, False)),
-        ({"pressed": {"slide": 4, "seq": True}}, (0, None, False)),
-        ({"pressed": {"slide": "9", "seq": 2}}, (2, None, False)),
-        ({"pressed": {"slide": 2.5, "seq": 2}}, (2, None, False)),
-        ({"pressed": {"leave": "yes", "seq": 2}}, (2, None, False)),
-        ({"pressed": [1, 2]}, (0, None, False)),
-        ({"pressed": {"slide": 4, "seq": -1}}, (0, None, False)),
-        ({"pressed": {"slide": 4, "seq": 2**60}}, (0, None, False)),  # past what JavaScript counts exactly
-        ({"pressed": {"slide": 10**400, "seq": 2}}, (2, 10**400, False)),  # a number: go_to keeps it in the deck
+        ({"pressed": {"slide": 4, "seq": 3}}, Press(3, 4)),
+        ({"pressed": {"leave": True, "seq": 5}}, Press(5, leave=True)),
+        ({"pressed": {"reveal": True, "slide": 4, "seq": 6}}, Press(6, 4, reveal=True)),
+        ({"pressed": {"reveal": 1, "slide": 4, "seq": 6}}, Press(6, 4)),
+        ({"pressed": {"follow": FOLLOWED, "slide": 8, "seq": 7}}, Press(7, 8, follow=FOLLOWED)),
+        ({"pressed": {"follow": {**FOLLOWED, "slide": "8"}, "seq": 7}}, Press(7)),
+        ({"pressed": {"follow": {**FOLLOWED, "answers": "1-0." * 1_000}, "seq": 7}}, Press(7)),
+        (
+            {
+                "pressed": {
+                    "follow": {**FOLLOWED, "controls": {"top_k": "5", "head": float("nan"), "x": True}},
+                    "seq": 7,
+                }
+            },
+            Press(7, follow={**FOLLOWED, "controls": {}}),
+        ),
+        ({"pressed": None}, Press()),
+        (None, Press()),
+        ({"pressed": {"slide": 4, "seq": "x"}}, Press()),
+        ({"pressed": {"slide": 4, "seq": True}}, Press()),
+        ({"pressed": {"slide": "9", "seq": 2}}, Press(2)),
+        ({"pressed": {"slide": 2.5, "seq": 2}}, Press(2)),
+        ({"pressed": {"leave": "yes", "seq": 2}}, Press(2)),
+        ({"pressed": [1, 2]}, Press()),
+        ({"pressed": {"slide": 4, "seq": -1}}, Press()),
+        ({"pressed": {"slide": 4, "seq": 2**60}}, Press()),  # past what JavaScript counts exactly
+        ({"pressed": {"slide": 10**400, "seq": 2}}, Press(2, 10**400)),  # a number: go_to keeps it in the deck
     ],
 )
 def test_a_crafted_key_press_reads_as_none_never_a_traceback(state, read):
@@ -380,6 +466,72 @@ def test_a_well_formed_key_press_still_moves_the_slide(lecture_at_slide_2):
     assert param(at, "slide") == "2"
 
 
+def press(at: AppTest, **pressed) -> AppTest:
+    """``at`` rerun as if its keys' script had sent ``pressed`` (a count past every press sent before)."""
+    seq = at.session_state["_lecture_seq"] + 1 if "_lecture_seq" in at.session_state else 1
+    message = json.dumps({"pressed": {**pressed, "seq": seq}})
+    return send_component_message(at, "explorer_lecture_keys", "json_value", message)
+
+
+def keys_data(at: AppTest) -> dict:
+    element = next(e for e in at.get("bidi_component") if e.proto.component_name == "explorer_lecture_keys")
+    return json.loads(element.proto.json)
+
+
+@pytest.mark.parametrize("deck_name", list(DECKS))
+def test_the_remotes_blank_screen_key_reveals_the_answer_and_the_view_draws_at_once(deck_name):
+    deck = DECKS[deck_name]
+    number = tour.questions(deck)[0]
+    slide = deck.slide(number)
+    result = slide.view.result()
+    at = open_lecture(deck=deck_name, slide=number)
+    assert not shown_specs(at) and not at.get("iframe")
+    before = keys_data(at)["verdict"]
+    at = press(at, reveal=True, slide=number + 1)  # a press for another slide than the one shown: nothing
+    assert not shown_specs(at) and "answers" not in at.query_params
+    at = press(at, reveal=True, slide=number)
+    assert not at.exception
+    assert shown_specs(at) or at.get("iframe")  # drawn in the same run
+    assert param(at, "answers") == f"{number}-r" and param(at, "slide") == str(number)
+    assert f"The answer: **{literal(slide.question.answer(result))}**" in markdown(at)
+    assert keys_data(at)["verdict"] == before + 1  # the keyboard's focus goes to the verdict
+
+
+def test_an_answer_sends_the_keyboard_to_the_verdict():
+    deck = DECKS["generation"]
+    number = tour.questions(deck)[0]
+    at = open_lecture(deck="generation", slide=number)
+    before = keys_data(at)["verdict"]
+    at.button(key="choice-0").click().run()
+    assert keys_data(at)["verdict"] == before + 1
+    at.button(key="next").click().run()
+    assert keys_data(at)["verdict"] == before + 1  # moving is no answer
+
+
+def test_the_projector_window_follows_the_presenter_windows_slide_answers_and_controls():
+    presenter = open_lecture(deck="generation", slide=8, answers="7-r", presenter=1, s8_temperature=1.5)
+    sync = keys_data(presenter)["sync"]
+    assert keys_data(presenter)["presenter"] is True
+    assert sync == {"deck": "generation", "slide": 8, "answers": "7-r", "controls": {"temperature": 1.5}}
+    projector = open_lecture(deck="generation", slide=2)
+    assert keys_data(projector)["presenter"] is False
+    projector = press(projector, follow=sync, slide=8)
+    assert not projector.exception
+    assert param(projector, "slide") == "8" and param(projector, "answers") == "7-r"
+    assert projector.slider(key="s8_temperature").value == 1.5 and shown_specs(projector) == shown_specs(presenter)
+    assert keys_data(projector)["sync"] == sync
+    projector = press(projector, follow={**sync, "deck": "anatomy", "slide": 3}, slide=3)  # another deck's: none
+    assert param(projector, "slide") == "8"
+
+
+def test_the_projector_window_offers_the_presenter_window_and_the_presenter_window_does_not():
+    def offered(at):
+        return "explorer_lecture_presenter" in {e.proto.component_name for e in at.get("bidi_component")}
+
+    assert offered(open_lecture(deck="generation", slide=2))
+    assert not offered(open_lecture(deck="generation", slide=2, presenter=1))
+
+
 @pytest.mark.parametrize(
     "viewport",
     ['"x"', "[1, 2]", '{"width": "abc", "room": 5}', '{"width": 1e300, "room": 1e300}', '{"width": -5, "room": true}'],
@@ -411,3 +563,19 @@ def test_a_viewport_report_is_read_within_bounds(viewport, read):
     from explorer.ui.figures import read_viewport
 
     assert read_viewport(viewport) == read
+
+
+def test_a_students_link_shows_the_slide_without_the_menu_and_model_picker(monkeypatch):
+    from explorer.classroom import state
+    from explorer.classroom.memory import InProcessStore
+    from explorer.ui.lecture import STUDENT_CSS
+
+    def hides_the_sidebar(at) -> bool:
+        return any(STUDENT_CSS.strip() in html.proto.body for html in at.get("html"))
+
+    monkeypatch.setattr(state, "_store", InProcessStore(max_classes=3))
+    teacher = open_lecture(deck="generation", slide=2)
+    teacher.button(key="class_start").click().run()
+    pupil = open_lecture(**{"class": param(teacher, "class")})
+    assert not pupil.exception and hides_the_sidebar(pupil)
+    assert not hides_the_sidebar(teacher) and not hides_the_sidebar(open_lecture(deck="generation", slide=2))

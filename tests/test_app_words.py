@@ -175,6 +175,8 @@ def test_the_lens_and_the_tokens_page_count_layers_from_0_as_the_heatmaps_do():
     context = json.loads(at.get("plotly_chart")[-1].proto.spec)
     assert context["data"][0]["x"] == expected
     assert context["layout"]["xaxis"]["title"]["text"] == "residual stream after"
+    said = words(at)  # "like" grows more alike here (0.794 -> 0.929): the page said it "drifts apart"
+    assert "0.794 after the embeddings" in said and "it rises by 0.135" in said and "drifts apart" not in said
     heatmaps = open_page("pages/attention_heatmaps.py", model=explorer.DEFAULT_DECODER)
     assert heatmaps.slider(key="layer").min == 0 and heatmaps.slider(key="layer").max == lm.num_layers - 1
 

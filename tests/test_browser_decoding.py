@@ -124,18 +124,22 @@ def test_attention_while_generating_page(browser, app_url):
 
 
 def test_the_kv_cache_section_opens_on_a_click_and_keeps_its_place_in_the_link(browser, app_url):
-    """Closed, the greedy page draws its one chart; a click opens the section, which draws the cache's size and the
-    passes' times (with the model's own numbers) and puts kv=true in the link."""
+    """Closed, the greedy page draws its one chart; a click opens the section, which draws the cache's size, what
+    each pass computes and the passes' times (with the model's own numbers) and puts kv=true in the link."""
     tab = open_tab(browser, width=1280, height=720)
     page = tab.page
     page.goto(f"{app_url}/greedy_search?{MODEL}&steps=8")
     wait_for_chart(page)
     assert page.locator(CHART).count() == 1
     page.get_by_text("KV cache: what generation keeps").click()
-    page.locator(CHART).nth(2).locator(".main-svg").first.wait_for(timeout=120_000)
+    page.locator(CHART).nth(3).locator(".main-svg").first.wait_for(timeout=120_000)
     wait_for_chart(page)
-    titles = [page.locator(f"{CHART} .gtitle").nth(i).text_content() for i in (1, 2)]
-    assert titles == ["KV cache size · 8 steps", "Each pass with the KV cache and without · 8 steps"]
+    titles = [page.locator(f"{CHART} .gtitle").nth(i).text_content() for i in (1, 2, 3)]
+    assert titles == [
+        "KV cache size · 8 steps",
+        "What each pass computes, with the KV cache and without · 8 steps",
+        "Each pass's measured time, with the KV cache and without · 8 steps",
+    ]
     assert "kv=true" in page.url
     sizes = page.locator(CHART).nth(1)
     assert sizes.locator(".xtick").count() == 9  # the prefill and 8 steps

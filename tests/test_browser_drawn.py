@@ -170,12 +170,15 @@ def _assert_mask_reads(page, chart: str) -> None:
 
 
 def test_exported_slides_keep_their_labels_apart(browser, tmp_path):
-    """Item 9, exports: the same figures as SVG slides (1920×1080), opened in Chromium and measured."""
+    """Item 9, exports: the same figures as SVG slides (1920×1080), opened in Chromium and measured. Issue 38: the
+    generation deck's 32 sampled steps too, as a slide and as a 1280×720 projector draws them."""
+    import explorer
     from explorer.compute.sampling import distribution_from_logits
+    from explorer.lecture import generation
     from explorer.render import export
-    from explorer.render.decoding import logprob_figure
+    from explorer.render.decoding import candidates_figure, logprob_figure
     from explorer.render.sampling import distribution_panels, stages_figure
-    from explorer.render.style import SLIDE, FigureInfo
+    from explorer.render.style import SLIDE, FigureInfo, presentation_look
 
     logits = np.random.default_rng(0).normal(0, 2.5, 8000).astype(np.float32)
     tokens = tuple(f"tok{i}" for i in range(len(logits)))
@@ -199,6 +202,14 @@ def test_exported_slides_keep_their_labels_apart(browser, tmp_path):
             look=SLIDE,
         ),
     }
+    sampled = explorer.decode(
+        explorer.load_model(explorer.DEFAULT_DECODER), generation.PROMPT, **dict(generation.SAMPLE)
+    )
+    for name, look in (("sampled-32", SLIDE), ("sampled-32-1280", presentation_look(1280, 520, wide=True))):
+        figures[name] = candidates_figure(sampled, info=info, look=look)
+        for number in (2, 3):  # the chain rule, and why logs: their own figures, labels on points and bars
+            view = generation.GENERATION.slide(number).view
+            figures[f"{name}-slide-{number}"] = view.figure(view.result())(look=look)
     tab = open_tab(browser, width=1920, height=1080)
     for name, figure in figures.items():
         try:

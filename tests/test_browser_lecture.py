@@ -1,7 +1,10 @@
 """The Lecture page in a real browser (issue 28): both decks walked with a presenter's keys at 1280×720 and
 1920×1080, every slide drawing its view so that it fills the window with nothing outside it or overlapping, and
-nothing asked of the internet; a question answered by clicking reveals the view with the true answer marked;
-every slide's link restores it; Esc opens the slide's view on its full page.
+nothing asked of the internet (the keys still move after a click inside BertViz's frame); a question answered by
+clicking reveals the view with the true answer marked; every slide's link restores it; the remote runs the deck
+(issue 38 §3): "." and "b" reveal, Space on a focused button presses that button, Esc opens the full page and Back
+or Esc comes back, a control moved on one slide stays there; the presenter view opens as a second window that the
+projector's window follows.
 
 Screenshots of every slide land in tests/artifacts/screenshots/ (lecture-<deck>-<n>-<size>.png).
 """
@@ -14,6 +17,7 @@ import time
 import pytest
 
 from explorer.lecture import DECKS, tour
+from tests.axe import assert_accessible
 from tests.browser import needs_chromium, open_tab, screenshot, wait_until_idle, wait_until_settled
 
 pytestmark = needs_chromium
@@ -96,6 +100,12 @@ def test_walking_a_deck_with_the_keys_every_slide_fills_the_window(browser, app_
         assert min(layout["textSizes"]) >= least, where
         assert not layout["tickSizes"] or min(layout["tickSizes"]) >= least, where
         links[number] = tab.page.url
+        if width == SIZES[0][0] and number in (1, tour.questions(deck)[0], len(deck)):  # a revealed answer among them
+            assert_accessible(tab.page, f"{deck_name} slide {number}")
+        if number < len(deck) and type(deck.slide(number).view).__name__ == "BertViz":
+            # A click inside the frame takes the keyboard there: the next press must still move the deck.
+            tab.page.frame_locator("iframe").first.locator("body").click(position={"x": 5, "y": 5})
+            assert tab.page.evaluate("() => document.activeElement.tagName") == "IFRAME"
     assert tab.errors == [] and tab.external == []
     # Every slide's link restores it (two of them here, the walk's first and last: each costs a page load).
     for number in (2, len(deck)):
@@ -118,6 +128,7 @@ def test_a_question_answered_by_clicking_reveals_the_view_with_the_answer_marked
     tab.page.locator(".st-key-lecture-choices button").first.wait_for(timeout=120_000)
     wait_until_idle(tab.page)
     assert tab.page.locator(VIEW).count() == 0  # hidden: not drawn at all
+    assert_accessible(tab.page, f"generation slide {number}, its question open")
     buttons = tab.page.locator(".st-key-lecture-choices button")
     assert [buttons.nth(i).inner_text() for i in range(len(choices))] == list(choices)
     buttons.nth(choices.index(truth)).click()
@@ -125,35 +136,133 @@ def test_a_question_answered_by_clicking_reveals_the_view_with_the_answer_marked
     verdict = tab.page.locator(".st-key-lecture-verdict").inner_text()
     assert f"Your answer, {truth}, is right." in verdict
     assert f"answers={number}-{choices.index(truth)}" in tab.page.url
+    assert_accessible(tab.page, f"generation slide {number}, answered")
     screenshot(tab.page, "lecture-question-answered.png")
     assert tab.errors == [] and tab.external == []
     tab.context.close()
 
 
-def test_escape_opens_the_slides_view_on_its_full_page(browser, app_url):
+CHOICES = ".st-key-lecture-choices button"
+VERDICT = ".st-key-lecture-verdict"
+IN_VERDICT = f"() => Boolean(document.activeElement && document.activeElement.closest('{VERDICT}'))"
+
+
+def query(page) -> dict:
+    return page.evaluate("() => Object.fromEntries(new URL(location.href).searchParams)")
+
+
+def wait_for_question(page, number: int) -> None:
+    page.wait_for_function(f"() => new URL(location.href).searchParams.get('slide') === '{number}'", timeout=60_000)
+    page.locator(CHOICES).first.wait_for(timeout=120_000)
+    wait_until_idle(page)
+
+
+def wait_for_verdict(page) -> None:
+    page.locator(VERDICT).wait_for(timeout=60_000)
+    page.locator(VIEW).first.wait_for(state="attached", timeout=120_000)
+    wait_until_settled(page)
+
+
+def test_the_remote_runs_the_deck(browser, app_url):
+    """One keyboard walk: "." and "b" reveal, Space on a focused choice answers it and on ← goes back, the focus
+    on the verdict, Esc and Back, Esc and Esc, a control moved on slide 7 and not drawn on slide 8."""
+    deck = DECKS["generation"]
+    ban, temperature = 6, 7  # "Greedy, beam, and a ban"; "Temperature", whose temperature slide 8 must not get
+    assert deck.slide(ban).title == "Greedy, beam, and a ban" and deck.slide(temperature).question
     tab = open_tab(browser, width=1280, height=720)
-    tab.page.goto(f"{app_url}/lecture?deck=generation&slide=8")
-    wait_for_slide(tab.page, 8)
-    tab.page.keyboard.press("Escape")
-    tab.page.wait_for_url("**/sampling*", timeout=60_000)
-    wait_until_idle(tab.page)
-    assert "top_k=50" in tab.page.url and "top_p=0.9" in tab.page.url
+    page = tab.page
+    page.goto(f"{app_url}/lecture?deck=generation&slide=1&presenter=1")
+    wait_for_question(page, 1)
+    page.keyboard.press(".")
+    wait_for_verdict(page)
+    assert query(page)["answers"] == "1-r" and page.evaluate(IN_VERDICT)
+
+    for _ in range(ban - 1):
+        page.keyboard.press("PageDown")
+    wait_for_question(page, ban)
+    page.keyboard.press("b")
+    wait_for_verdict(page)
+    assert query(page)["answers"] == f"1-r.{ban}-r"
+
+    page.keyboard.press("Escape")  # the slide's view on its full page, in presentation mode
+    page.wait_for_url("**/beam_search*", timeout=60_000)
+    page.locator(VIEW).first.wait_for(state="attached", timeout=120_000)
+    wait_until_settled(page)  # drawn: a run still going when Back comes would write its own address after it
+    assert {"beams": "5", "steps": "32", "present": "true"}.items() <= query(page).items()
+    page.go_back()
+    wait_for_slide(page, ban)
+    assert {"presenter": "1", "answers": f"1-r.{ban}-r"}.items() <= query(page).items()
+    assert page.locator(VERDICT).count() == 1 and "Notes" in page.locator("[data-testid='stMain']").inner_text()
+
+    page.keyboard.press("ArrowRight")
+    wait_for_question(page, temperature)
+    page.locator(CHOICES).first.focus()
+    page.keyboard.press("Space")  # answers the choice: the deck stays
+    wait_for_verdict(page)
+    assert shown_slide(page) == str(temperature) and f"{temperature}-0" in query(page)["answers"]
+    assert page.evaluate(IN_VERDICT)
+    page.locator(".st-key-previous button").first.focus()
+    page.keyboard.press("Space")  # presses ←: back, never forward
+    wait_for_slide(page, ban)
+    page.keyboard.press("ArrowRight")
+    wait_for_slide(page, temperature)
+
+    page.locator("[data-testid='stPopoverButton']", has_text="Controls").click()
+    page.locator(f".st-key-s{temperature}_temperature input[type='range']").press("ArrowRight")
+    page.wait_for_function(
+        f"() => new URL(location.href).searchParams.has('s{temperature}_temperature')", timeout=60_000
+    )
+    wait_until_settled(page)
+    page.locator(".st-key-lecture-title h2").click()  # the popover closes; the keys are the deck's again
+    page.locator("[data-testid='stPopoverBody']").wait_for(state="detached", timeout=10_000)
+    page.keyboard.press("ArrowRight")
+    wait_for_slide(page, temperature + 1)
+    own = deck.slide(temperature + 1).view.temperature
+    assert not [key for key in query(page) if re.fullmatch(r"s\d+_\w+", key)]
+    page.locator("[data-testid='stPopoverButton']", has_text="Controls").click()  # slide 8's own temperature
+    shown = page.locator(f".st-key-s{temperature + 1}_temperature input[type='range']").input_value()
+    assert float(shown) == own
+    page.locator(".st-key-lecture-title h2").click()
+    page.locator("[data-testid='stPopoverBody']").wait_for(state="detached", timeout=10_000)
+
+    page.keyboard.press("Escape")
+    page.wait_for_url("**/sampling*", timeout=60_000)
+    page.locator(VIEW).first.wait_for(state="attached", timeout=120_000)
+    wait_until_settled(page)
+    assert {"top_k": "50", "top_p": "0.9"}.items() <= query(page).items()
+    page.keyboard.press("Escape")  # Esc again: back to the slide
+    page.wait_for_url("**/lecture*", timeout=60_000)
+    wait_for_slide(page, temperature + 1)
+    assert {"presenter": "1", "answers": f"1-r.{ban}-r.{temperature}-0"}.items() <= query(page).items()
+    screenshot(page, "lecture-remote-walk.png")
     assert tab.errors == [] and tab.external == []
     tab.context.close()
 
 
-def test_the_presenter_view_shows_the_notes_the_next_title_and_a_timer(browser, app_url):
+def test_the_presenter_view_opens_beside_the_projector_with_the_notes_the_next_title_and_a_timer(browser, app_url):
     deck = DECKS["anatomy"]
     tab = open_tab(browser, width=1920, height=1080)
-    tab.page.goto(f"{app_url}/lecture?deck=anatomy&slide=2&presenter=1")
+    tab.page.goto(f"{app_url}/lecture?deck=anatomy&slide=2")
     wait_for_slide(tab.page, 2)
-    text = tab.page.locator("[data-testid='stMain']").inner_text()
+    tab.page.locator("[data-testid='stPopoverButton']", has_text="Controls").click()
+    with tab.context.expect_page() as opened:
+        tab.page.get_by_role("button", name="Open the presenter view").click()
+    presenter = opened.value
+    presenter.set_viewport_size({"width": 1920, "height": 1080})
+    wait_for_slide(presenter, 2)
+    assert query(presenter)["presenter"] == "1"
+    text = presenter.locator("[data-testid='stMain']").inner_text()
     assert deck.slide(2).notes[:40] in text
     assert f"Next: {deck.slide(3).title}" in text
-    timer = tab.page.get_by_text(re.compile(r"^Elapsed \d+:\d\d$"))  # inside the component's shadow root
+    timer = presenter.get_by_text(re.compile(r"^Elapsed \d+:\d\d$"))  # inside the component's shadow root
     first = timer.first.inner_text()
     time.sleep(2.2)
     assert timer.first.inner_text() != first  # it runs
-    screenshot(tab.page, "lecture-presenter-1920x1080.png")
+    screenshot(presenter, "lecture-presenter-1920x1080.png")
+    presenter.keyboard.press("ArrowRight")  # the presenter moves; the projector's window follows
+    wait_for_slide(presenter, 3)
+    wait_for_slide(tab.page, 3, timeout=30)
+    assert shown_slide(tab.page) == "3" and "presenter" not in query(tab.page)
+    assert deck.slide(3).notes[:40] not in tab.page.locator("[data-testid='stMain']").inner_text()  # the slide alone
     assert tab.errors == [] and tab.external == []
     tab.context.close()

@@ -3,13 +3,15 @@
 At 1280×720 and 1920×1080 with ``?present=true`` (each page fresh at one size, then its window resized to the
 other), each page's main view (its first chart, or BertViz's frame) takes at least 75% of the window's width or
 height, lies wholly inside the window without scrolling, and its tick labels and the numbers written in its cells
-are at least 16 px. Screenshots of every page at both sizes land in tests/artifacts/screenshots/
-(docs/screenshots/ keeps a copy)."""
+are at least 16 px; and axe-core finds no serious or critical WCAG 2.1 AA violation on it (tests/axe.py).
+Screenshots of every page at both sizes land in tests/artifacts/screenshots/ (docs/screenshots/ keeps a copy)."""
 
 from __future__ import annotations
 
 import pytest
 
+from explorer.ui import navigation
+from tests.axe import assert_accessible
 from tests.browser import needs_chromium, open_tab, screenshot, wait_for_chart, wait_until_settled
 
 pytestmark = needs_chromium
@@ -65,6 +67,21 @@ TEXT_SIZES = """
 """
 
 
+# What a screen reader is told first: the tab's title, and the page marked as current in the menu's landmark.
+NAMED = """
+() => ({title: document.title,
+        current: [...document.querySelectorAll("[role='navigation'] [role='list'] > [role='listitem'] "
+                                               + "a[aria-current='page'] [data-testid='stMarkdownContainer']")]
+                 .map((label) => label.innerText.trim())})
+"""
+
+
+def named(path: str) -> dict:
+    file = f"pages/{path.partition('?')[0] or 'attention_heatmaps'}.py"
+    title = next(title for _, page, title, _ in navigation.PAGES if page == file)
+    return {"title": navigation.page_title(title), "current": [title]}
+
+
 def check_the_main_view(tab, name: str, width: int, height: int) -> None:
     view = tab.page.evaluate(MAIN_VIEW)
     screenshot(tab.page, f"{name}-{width}x{height}-presentation.png")
@@ -98,6 +115,8 @@ def test_the_main_view_fills_the_projector(browser, app_url, name):
     tab.page.goto(f"{app_url}/{path}{'&' if '?' in path else '?'}present=true")
     wait_for_view(tab, name)
     check_the_main_view(tab, name, width, height)
+    assert_accessible(tab.page, f"{name} in presentation mode at {width}×{height}")  # once a page: axe takes seconds
+    assert tab.page.evaluate(NAMED) == named(path), name
     tab.page.set_viewport_size({"width": resized[0], "height": resized[1]})
     wait_for_view(tab, name)
     check_the_main_view(tab, name, *resized)

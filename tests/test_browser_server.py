@@ -28,6 +28,7 @@ PHISHING = "x` [Your session expired, log in again](https://evil.example/login) 
 TIMES = ROOT / "tests" / "artifacts" / "cold-start.json"
 MENU = ".st-key-menu"  # the app's own menu (explorer/ui/navigation.py); Streamlit's is switched off
 # Streamlit's list of the pages/ folder, were it ever shown: file names, not the app's titles.
+SHARED_LINK = "/beam_search?model=bundled/prose-gpt2&beams=3"  # a teacher's link to a decoding page
 RAW_NAMES = ("head ablation", "attention heatmaps", "View 8 more", "heads overview", "bertviz views")
 
 
@@ -70,22 +71,6 @@ def test_crafted_links_show_literal_text_and_a_valid_view(browser, crafted_links
     tab.context.close()
 
 
-def test_cold_start_shows_the_frame_then_the_chart_on_a_shared_link(browser, tmp_path):
-    """A fresh server, a shared link to a decoding page: the app's frame first, then the chart."""
-    with served_app(tmp_path / "server.log") as url:
-        tab = open_tab(browser)
-        start = time.monotonic()
-        tab.page.goto(f"{url}/beam_search?model=bundled/prose-gpt2&beams=3", wait_until="commit")
-        tab.page.locator("[data-testid='stSidebar'], [data-testid='stMain']").first.wait_for(timeout=60_000)
-        _record("shared link: app frame painted", time.monotonic() - start)
-        wait_for_chart(tab.page)
-        _record("shared link: first chart", time.monotonic() - start)
-        nav = tab.page.locator(MENU).inner_text()
-        assert "Decoding" in nav and "Beam search" in nav and "app" not in nav.split()
-        assert tab.external == [] and tab.errors == []
-        tab.context.close()
-
-
 def test_after_a_restart_each_visitor_keeps_their_page_and_text(browser, tmp_path):
     port = free_port()
     text = "the students kept their own sentence"
@@ -110,14 +95,16 @@ def test_after_a_restart_each_visitor_keeps_their_page_and_text(browser, tmp_pat
     tab.context.close()
 
 
-@pytest.mark.parametrize("path", ["/", "/head_ablation"])
+@pytest.mark.parametrize("path", ["/", SHARED_LINK])
 def test_from_the_first_paint_a_fresh_server_shows_the_app_never_its_file_names(browser, tmp_path, path):
     """Polled from the first paint after a server start until the chart is drawn: never Streamlit's list of the
-    pages/ folder's file names; once anything is painted, the app's loading line or its own menu."""
+    pages/ folder's file names; once anything is painted, the app's loading line or its own menu. A shared link to
+    a decoding page is a cold start too: its times are recorded, and its menu names the page."""
     with served_app(tmp_path / "server.log") as url:
         tab = open_tab(browser)
         tab.page.goto(f"{url}{path}", wait_until="commit")
         seen, start = [], time.monotonic()
+        painted_at = None
         while time.monotonic() - start < 120:
             seen.append(
                 tab.page.evaluate(
@@ -130,10 +117,17 @@ def test_from_the_first_paint_a_fresh_server_shows_the_app_never_its_file_names(
                     })"""
                 )
             )
+            if painted_at is None and (seen[-1]["text"].strip() or seen[-1]["menu"]):
+                painted_at = time.monotonic() - start
             if seen[-1]["chart"]:
                 break
             time.sleep(0.05)
         assert seen[-1]["chart"], "the page was never drawn"
+        if path == SHARED_LINK:
+            _record("shared link: app frame painted", painted_at)
+            _record("shared link: first chart", time.monotonic() - start)
+            nav = tab.page.locator(MENU).inner_text()
+            assert "Decoding" in nav and "Beam search" in nav and "app" not in nav.split()
         assert not any(snapshot["streamlitNav"] for snapshot in seen)
         assert not [name for snapshot in seen for name in RAW_NAMES if name in snapshot["text"]]
         painted = [s for s in seen if s["text"].strip()]

@@ -275,7 +275,8 @@ def test_attention_while_generating_equals_one_pass_over_the_result(models, name
     lm = models[name]
     trace = explorer.decode(lm, PROMPTS[name], strategy="greedy", max_new_tokens=6, record_attention=True)
     stack = trace.attention["decoder"]
-    sequence = torch.tensor(trace.sequences[0], device=DEVICE)[None]
+    # The tokens fed: every one but the last, which generate() never feeds back (no pass, no row).
+    sequence = torch.tensor(trace.sequences[0][:-1], device=DEVICE)[None]
     with torch.inference_mode():
         reference = lm.model(input_ids=sequence, output_attentions=True, use_cache=False).attentions
     expected = torch.stack([layer[0] for layer in reference]).cpu().numpy()
@@ -292,7 +293,7 @@ def test_attention_while_generating_a_seq2seq_model(models):
     with torch.inference_mode():
         out = lm.model(
             input_ids=torch.tensor(trace.prompt_ids, device=DEVICE)[None],
-            decoder_input_ids=torch.tensor(trace.sequences[0], device=DEVICE)[None],
+            decoder_input_ids=torch.tensor(trace.sequences[0][:-1], device=DEVICE)[None],  # the last is never fed
             output_attentions=True,
             use_cache=False,
         )

@@ -1,8 +1,10 @@
 """Slide-sized exports (issue 26 §3): the *All heads* figure for every model shape, and BertViz's head and model
-views, as PNG (3840×2160) and SVG (1920×1080) read back and checked for what they show."""
+views, as PNG (3840×2160) and SVG (1920×1080) read back and checked for what they show; and a view drawn for a
+lecture file's box (issue 38 §4) exported at exactly that box's size."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import warnings
@@ -140,3 +142,23 @@ def test_the_model_view_exports_every_head(capture):
     assert len(list(root.iter(f"{SVG}line"))) > 6 * 12 * 7  # at least a line per query in every thumbnail
     page = export.export(slide, "html").decode()
     check_export("html", page.encode())
+
+
+BOX = (1776, 700)  # a lecture slide's view box: the width between the margins, the height the text leaves
+
+
+def test_a_view_drawn_for_a_box_exports_at_that_box_size(capture):
+    """BertViz's page and a Vega-Lite chart take their canvas from ``size`` (a Plotly figure from its look): the
+    file places them unscaled, so their labels keep the size they were laid out at."""
+    import altair as alt
+
+    look = dataclasses.replace(SLIDE, width=BOX[0], height=BOX[1])
+    info = FigureInfo("Head view", model="m", text="time flies like an arrow", where=("layer 2", "head 3"))
+    page = head_view_slide(capture, info=info, look=look, layers=[2], heads=[3], layer=2)
+    chart = alt.Chart(alt.Data(values=[{"x": 1}, {"x": 2}])).mark_bar().encode(x="x:Q").properties(width=1600)
+    for figure in (page, chart):
+        root = ElementTree.fromstring(export.export(figure, "svg", size=BOX))
+        assert (root.get("width"), root.get("height")) == tuple(str(side) for side in BOX)
+    assert png_size(export.export(page, "png", size=BOX)) == (2 * BOX[0], 2 * BOX[1])
+    texts = [t.text for t in ElementTree.fromstring(export.export(page, "svg", size=BOX)).iter(f"{SVG}text")]
+    assert texts.count("flies") == 2  # the view is drawn, not an empty canvas

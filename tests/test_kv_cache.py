@@ -1,10 +1,13 @@
 """``explorer.kv_cache`` against references written here with the library's own eager models: the logits of a
 greedy decoding with the model's cache equal those of re-running the whole prefix at every step, within the
 dtype's tolerance; the bytes equal the cache tensors' own sizes and the formula layers × 2 × KV heads × tokens ×
-head_dim × element size; the grouped-KV saving is num_attention_heads / num_key_value_heads. Timings are shown to
-people, never asserted."""
+head_dim × element size; the grouped-KV saving is num_attention_heads / num_key_value_heads; the attention scores
+counted per pass are the entries of the attention weights the eager model returns. Timings are shown to people,
+never asserted: the sentences about them are checked on times set by the test."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -13,9 +16,11 @@ from transformers import AutoModelForCausalLM, DynamicCache, EncoderDecoderCache
 
 import explorer
 from explorer import gateway
+from explorer.compute.kv_cache import attention_scores, cost_rows, measured_order, speedup
 from explorer.data.kv_cache import LOGIT_TOLERANCE
+from explorer.models.kv_cache import REPEATS
 from explorer.models.loading import BUNDLED_MODELS
-from explorer.views.kv_cache import CacheSize, PassTimes
+from explorer.views.kv_cache import CacheSize, PassTimes, PassWork
 from tests.devices import DEVICE
 from tests.tiny_models import eager_reference
 
@@ -82,6 +87,78 @@ def test_with_and_without_the_cache_the_logits_are_equal_at_every_step(tiny_mode
     assert trace.cached_reads.sum() == prompt_ids.shape[1] + STEPS  # T + N positions with the cache
     assert trace.uncached_reads.sum() == sum(prompt_ids.shape[1] + i for i in range(STEPS + 1))
     assert (trace.cached_seconds > 0).all() and (trace.uncached_seconds > 0).all()  # measured, never compared
+    assert trace.cached_times.shape == trace.uncached_times.shape == (REPEATS, STEPS + 1)
+    np.testing.assert_array_equal(trace.cached_seconds, np.median(trace.cached_times, axis=0))
+    check_scores(trace, *reference_scores(model, prompt_ids, trace.chosen_ids.tolist()))
+
+
+def reference_scores(model, prompt_ids: torch.Tensor, chosen: list[int], encoded=None) -> tuple[list, list]:
+    """Per pass, with a cache the test feeds one token at a time and without one: the entries of the attention
+    weights the eager model returns (its self-attention and, for an encoder-decoder, its cross-attention; batch 1)."""
+    config = model.config
+    cache = DynamicCache(config=config)
+    if encoded is not None:
+        cache = EncoderDecoderCache(cache, DynamicCache(config=config))
+        encoder = model.get_encoder()(input_ids=encoded)
+    counted = ([], [])
+    with torch.inference_mode():
+        for index in range(len(chosen)):
+            fed = prompt_ids if index == 0 else torch.tensor([[chosen[index - 1]]], device=DEVICE)
+            prefix = torch.cat([prompt_ids, torch.tensor([chosen[:index]], dtype=torch.long, device=DEVICE)], dim=1)
+            for runs, ids, kept in ((counted[0], fed, cache), (counted[1], prefix, None)):
+                options = {"past_key_values": kept, "use_cache": kept is not None, "output_attentions": True}
+                if encoded is None:
+                    out = model(input_ids=ids, **options)
+                    weights = out.attentions
+                else:
+                    out = model(encoder_outputs=encoder, decoder_input_ids=ids, **options)
+                    weights = out.decoder_attentions + out.cross_attentions
+                runs.append(sum(w[0].numel() for w in weights))
+    return counted
+
+
+def check_scores(trace, with_cache: list[int], without: list[int]) -> None:
+    """The counts equal the reference's, and the sentence beside them says their totals and ratios."""
+    counted = attention_scores(trace)
+    np.testing.assert_array_equal(counted[0], with_cache)
+    np.testing.assert_array_equal(counted[1], without)
+    assert counted[0][0] == counted[1][0] and (counted[0][1:] < counted[1][1:]).all()  # the prefill: the same pass
+    said = PassWork.for_result(trace).caption(trace)
+    total = (sum(with_cache), sum(without))
+    assert f"compute {total[1]:,} attention scores instead of {total[0]:,} ({total[1] / total[0]:.1f}×)" in said
+    reads = (int(trace.cached_reads.sum()), int(trace.uncached_reads.sum()))
+    assert f"run {reads[1]:,} positions through the decoder instead of {reads[0]:,}" in said
+    assert f"The prefill is the same pass both ways ({with_cache[0]:,} scores)" in said
+
+
+def with_times(trace, cached_ms, uncached_ms):
+    """The trace with every pass of each timed run taking the given milliseconds (a run's total: × passes)."""
+    passes = trace.steps + 1
+    cached = np.repeat(np.array(cached_ms, dtype=float)[:, None] / 1000 / passes, passes, axis=1)
+    uncached = np.repeat(np.array(uncached_ms, dtype=float)[:, None] / 1000 / passes, passes, axis=1)
+    return dataclasses.replace(trace, cached_times=cached, uncached_times=uncached)
+
+
+def test_a_speed_up_is_said_only_when_every_run_without_the_cache_took_longer(tiny_models):
+    trace = explorer.kv_cache(loaded("gpt2", tiny_models), TEXT, steps=3)
+    faster = with_times(trace, [10, 11, 12, 10, 13], [20, 22, 25, 40, 31])
+    assert measured_order(faster) == 1 and speedup(faster) == pytest.approx(25 / 11)
+    said = PassTimes.for_result(faster).caption(faster)
+    assert "11.0 ms with the cache and 25.0 ms without (medians), 2.3× the time without it" in said
+    overlapping = with_times(trace, [10, 11, 12, 10, 30], [20, 22, 25, 40, 29])  # a run with the cache: slow
+    said = PassTimes.for_result(overlapping).caption(overlapping)
+    assert measured_order(overlapping) == 0 and "×" not in said
+    assert "the runs overlap (runs 10.0–30.0 ms with, 20.0–40.0 ms without), so these times show no speed-up" in said
+    slower = with_times(trace, [50, 60, 55, 52, 51], [20, 22, 25, 40, 31])
+    said = PassTimes.for_result(slower).caption(slower)
+    assert measured_order(slower) == -1 and "×" not in said and "every run with the cache took longer here" in said
+    # The figure draws what the sentence reads: each pass's median over the runs, bars to the fastest and slowest.
+    drawn = PassTimes.for_result(faster).figure(faster)()
+    np.testing.assert_allclose(drawn.data[0].y, 1000 * np.median(faster.cached_times, axis=0))
+    np.testing.assert_allclose(drawn.data[1].error_y.array + drawn.data[1].y, 1000 * faster.uncached_times.max(0))
+    rows = cost_rows(faster)
+    assert [row["total (ms, median of 5 runs)"] for row in rows] == ["11.0", "25.0"]
+    assert [row["fastest–slowest run (ms)"] for row in rows] == ["10.0–13.0", "20.0–40.0"]
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "prose"])
@@ -143,6 +220,7 @@ def test_an_encoder_decoder_shows_the_decoders_cache_and_the_cross_attention_cac
             assert trace.chosen_ids[index] == int(cached.argmax())
             assert trace.logit_difference[index] <= trace.tolerance
             assert trace.total_bytes[index] == cache_bytes(cache)
+    check_scores(trace, *reference_scores(model, start, chosen, encoded))
 
 
 def test_the_first_steps_of_a_longer_measurement_are_the_shorter_measurement(tiny_models):

@@ -297,11 +297,14 @@ def _probes_page(probes, score="induction", score_name="induction"):
     """pages/head_types.py, the best head for ``score`` (its SCORES label, lowered: ``score_name``)."""
     layer, head = probes.best(score)
     stack = probes.capture.main
+    value = float(probes.scores[score][layer, head])  # "best" only where the head stands out (issue 38)
+    out = value >= 0.3 and value >= 5 * probes.uniform[score]
+    said = (f"best {score_name} score {value:.3f}",) if out else (f"highest {score_name} score {value:.3f}",)
     info = FigureInfo(
         "Attention weights",
         model=probes.model_name,
         text=f"{probes.n} random tokens, twice (seed {probes.seed})",
-        where=(f"layer {layer}", f"head {head}", f"best {score_name} score"),
+        where=(f"layer {layer}", f"head {head}", *said, *(() if out else ("no head stands out",))),
     )
     weights = masked_weights(stack, layer, head)
     copies = (probes.offset + probes.n,)
@@ -328,7 +331,7 @@ def _attribution_page(attribution):
     where = ("Integrated gradients", "64 steps", f"target {attribution.target_token!r}")
     text = "".join(attribution.tokens)
     info = FigureInfo("Why this token?", model=attribution.model_name, text=text, where=where)
-    title = "share of Δ log p"
+    title = "contribution to Δ log p"
     return attribution_bars(attribution.tokens, attribution.scores, score_title=title, info=info)
 
 

@@ -18,8 +18,11 @@ from explorer.compute.positions import (
     sinusoidal_encoding,
 )
 from explorer.compute.statistics import (
+    GREYED_COLUMN,
+    NEGLIGIBLE_MASS,
     entropy,
     head_statistics,
+    kept_mass,
     max_weight,
     mean_distance,
     previous_token_score,
@@ -27,6 +30,7 @@ from explorer.compute.statistics import (
     share_on,
     without_tokens,
 )
+from explorer.views.attention import StatisticsHead, greyed_rows_caption, greyed_table_caption
 from tests.devices import DEVICE
 
 # One layer, two heads over three tokens, written out by hand.
@@ -57,6 +61,88 @@ def test_hiding_tokens_renormalises_rows():
     assert kept.tolist() == [1, 2]
     np.testing.assert_allclose(kept_weights[0, 1], [[0.5, 0.5]] * 3)
     np.testing.assert_allclose(kept_weights[0, 0, 0], [0.0, 0.0])  # all its weight was on the hidden token
+
+
+def test_the_weight_a_row_keeps_and_the_rows_renormalised_from_almost_nothing_by_hand():
+    mass = kept_mass(W, [0])
+    np.testing.assert_allclose(mass[0], [[0.0, 0.0, 1.0], [2 / 3] * 3])  # head 0's first two rows: all on token 0
+    renormalised, kept = without_tokens(W, [0])
+    rows = head_statistics(renormalised, [0], key_positions=kept, kept=mass)
+    assert [row[GREYED_COLUMN] for row in rows] == [2, 0] and GREYED_COLUMN == "rows keeping < 1%"
+    assert greyed_rows_caption(mass[0, 0], NEGLIGIBLE_MASS).startswith("2 of 3 rows keep less than 1% of their")
+    assert greyed_rows_caption(mass[0, 1], NEGLIGIBLE_MASS).startswith("Every row keeps at least 1% of its weight")
+    assert greyed_table_caption(rows, 3).startswith("2 of the 6 rows of all 2 heads keep less than 1%")
+
+
+def special_positions(lm, stack) -> tuple[int, ...]:
+    """The key positions the head statistics page hides: the tokenizer's special tokens."""
+    specials = set(lm.tokenizer.all_special_tokens)
+    return tuple(i for i, token in enumerate(stack.key_tokens) if token in specials)
+
+
+@pytest.fixture(scope="module")
+def bundled(_minilm_loads):
+    return {
+        "minilm": _minilm_loads(DEVICE),
+        "prose": explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE),
+        "dates": explorer.load_model(explorer.DEFAULT_SEQ2SEQ, device=DEVICE),
+    }
+
+
+# The page's default text, then others per bundled model (prose-gpt2 adds no special token of its own: its
+# texts carry one as typed).
+HIDDEN_CASES = [
+    ("minilm", "time flies like an arrow", {}),
+    ("minilm", "The cat sat on the mat because it was tired.", {}),
+    ("minilm", "time flies like an arrow", {"text_pair": "fruit flies like a banana"}),
+    ("prose", "<|endoftext|>It is a truth universally acknowledged, that a single man", {}),
+    ("dates", "Thursday, March 5, 2021", {"target": "2021-03-05"}),
+    ("dates", "the 13th of July 1914", {"target": "1914-07-13"}),
+]
+
+
+@pytest.mark.parametrize(("model", "text", "options"), HIDDEN_CASES)
+def test_rows_left_with_a_negligible_share_are_greyed_and_counted_in_the_caption(bundled, model, text, options):
+    """Every head of every stack: a row is greyed in the figure exactly when the weight the model's own attention
+    put on the tokens left shown is below 1%, and the caption's count is that number of rows."""
+    lm = bundled[model]
+    capture = explorer.capture(lm, text, **options)
+    said = {"greyed": 0, "none": 0}
+    for name, stack in capture.stacks.items():
+        hidden = special_positions(lm, stack)
+        if not hidden:
+            continue
+        shown_keys = [k for k in range(len(stack.key_tokens)) if k not in hidden]
+        allowed = stack.masks_by_layer()
+        for layer in range(stack.num_layers):
+            weights = np.where(allowed[layer], stack.attentions[layer], 0.0).astype(np.float64)
+            reference = weights[..., shown_keys].sum(axis=-1)  # [head, query]
+            for head in range(stack.num_heads):
+                view = StatisticsHead(lm.name, text, stack=name, layer=layer, head=head, hidden=hidden, **options)
+                greyed = reference[head] < 0.01
+                caption = view.caption(capture)
+                if greyed.any():
+                    rows = f"{greyed.sum()} of {len(greyed)} rows keep" if greyed.sum() > 1 else "1 of"
+                    assert caption.startswith(rows), caption
+                    said["greyed"] += 1
+                else:
+                    assert caption.startswith("Every row keeps at least 1%"), caption
+                    said["none"] += 1
+                most = int(np.argmax((reference < 0.01).sum(axis=-1)))
+                if head not in {0, most} or (head == 0 and layer):  # drawn: layer 0's head 0, the most greyed
+                    continue
+                figure = view.figure(capture)()
+                drawn = np.asarray(figure.data[0].z, dtype=np.float64)
+                np.testing.assert_array_equal(np.isnan(drawn[greyed]), True)  # no weight drawn in a greyed row
+                drawable = allowed[layer][:, shown_keys].any(axis=1)
+                np.testing.assert_array_equal(np.isnan(drawn).all(axis=1) & drawable, greyed & drawable)
+                assert (len(figure.data) == 2) == bool(greyed.any())
+                if greyed.any():
+                    band = np.asarray(figure.data[1].z, dtype=np.float64)
+                    np.testing.assert_array_equal(~np.isnan(band).all(axis=1), greyed)
+    assert said["greyed"] + said["none"] > 0
+    if (model, options) == ("minilm", {}) and text == HIDDEN_CASES[0][1]:
+        assert said["greyed"] and said["none"]  # the default input shows both sentences
 
 
 def test_rollout_by_hand():

@@ -13,9 +13,12 @@ block by block, with every difference taken apart into reasons that add up to it
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 
-MB = 2**20  # the lecture's "MB": 61 M parameters × 4 bytes = 232.7 MB
+MIB = 2**20  # bytes in a MiB, what the lecture calls "MB": 61 M parameters × 4 bytes = 232.7 MiB (244 MB)
+_LAYER_NAME = re.compile(r"\.(?:layer|layers|h|block|blocks)\.\d+\.")  # as ``explorer.models.anatomy`` reads it
 
 
 def encoder_layer(d: int, d_ff: int) -> int:
@@ -226,21 +229,89 @@ def _norm_terms(parts, d: int, blocks: int, norm_kind: str, head_dim: int) -> li
 
 
 def memory_mb(parameters: int, bits: int) -> float:
-    """The weights' size at ``bits`` per parameter, in the lecture's MB (2²⁰ bytes)."""
-    return parameters * bits / 8 / MB
+    """The weights' size at ``bits`` per parameter in MiB (2²⁰ bytes: what the lecture calls "MB")."""
+    return parameters * bits / 8 / MIB
 
 
-def lecture_rows(count: LectureCount) -> list[dict]:
-    """The formula's terms, the biases it leaves out, and the rest, adding up to the model's real count."""
+def memory_text(parameters: int, bits: int) -> str:
+    """The weights' size at ``bits`` per parameter in both units, named: "244.0 MB (232.7 MiB)"
+    (MB = 10⁶ bytes, MiB = 2²⁰ bytes)."""
+    size = parameters * bits / 8
+    return f"{size / 1e6:,.1f} MB ({size / MIB:,.1f} MiB)"
+
+
+def formula_gap(anatomy, count: LectureCount) -> tuple[Term, ...]:
+    """What ``count.actual_total − count.formula_total`` is made of, read from the model's own parameters: the
+    layers' parts the formula leaves out or counts otherwise (biases, a relative position table, norms without
+    biases, weights of other shapes), and each module outside the layers beyond the token and position tables
+    (a pooler, token-type embeddings, an embedding norm, a final norm, an untied output layer). The terms add up
+    to the gap exactly; what no rule names is a term of its own ("not itemised")."""
+    terms = [*_layer_gap(anatomy), *_outside_gap(anatomy)]
+    rest = count.actual_total - count.formula_total - sum(term.parameters for term in terms)
+    return tuple(term for term in (*terms, Term("not itemised", rest)) if term.parameters)
+
+
+_LAYER_BIASES = ("attention biases", "cross-attention biases", "feed-forward biases")
+_LAYER_WEIGHTS = ("attention weights", "cross-attention weights", "feed-forward weights")
+_LAYER_NORMS = ("norm scales", "norm biases", "query/key norm scales", "query/key norm biases")
+
+
+def _layer_gap(anatomy) -> list[Term]:
+    d, d_ff = anatomy.width, anatomy.ffn_size
+    rows = [row for row in anatomy.layer_counts if row.layer is not None]
+    crossed = [row.parts.get("cross-attention weights", 0) > 0 for row in rows]
+    part = lambda names: sum(row.parts.get(name, 0) for row in rows for name in names)  # noqa: E731
+    weights = part(_LAYER_WEIGHTS) - sum((8 if cross else 4) * d * d + 2 * d * d_ff for cross in crossed)
+    norms = part(_LAYER_NORMS) - sum((6 if cross else 4) * d for cross in crossed)
+    other = sum(count for row in rows for kind, count in row.counts.items()) - sum(
+        part(names) for names in (_LAYER_BIASES, _LAYER_WEIGHTS, _LAYER_NORMS, ("relative position bias",))
+    )
+    return [
+        Term(f"biases of attention and feed-forward in the {len(rows)} layers", part(_LAYER_BIASES)),
+        Term("relative position bias tables", part(("relative position bias",))),
+        Term(f"layer norms' {'extra' if norms > 0 else 'missing'} values ({anatomy.norm_kind})", norms),
+        Term("layer weights beyond 4d² + 2·d·d_ff (8d² with cross-attention)", weights),
+        Term("other parameters in the layers", other),
+    ]
+
+
+def _outside_gap(anatomy) -> list[Term]:
+    """Each module outside the layers, less the formula's token table (|V|·d) and position table (l_c·d)."""
+    d, vocabulary = anatomy.width, anatomy.vocabulary
+    outside = sum(sum(row.counts.values()) for row in anatomy.layer_counts if row.layer is None)
+    modules = [
+        (row.name, sum(math.prod(shape) for _, shape in row.parameters), row.parameters)
+        for row in anatomy.modules
+        if row.parameters and not _LAYER_NAME.search(f".{row.name}.")
+    ]
+    tables = [name for name, _, shapes in modules if _only_shape(shapes, (vocabulary, d))]
+    positions = [name for name, _, shapes in modules if _only_shape(shapes, (anatomy.position_rows, d))][:1]
+    others = [(name, count) for name, count, _ in modules if name not in tables and name not in positions]
+    # Tied tables appear under each module that shares them; the distinct ones are what the count holds.
+    distinct = (outside - sum(count for _, count in others) - anatomy.position_rows * d) // (vocabulary * d)
+    untied = tables[len(tables) - distinct + 1 :] if distinct > 1 else []  # an output layer comes last
+    return [Term(name, count) for name, count in others] + [
+        Term(f"{name} (an output layer not tied to the embeddings)", vocabulary * d) for name in untied
+    ]
+
+
+def _only_shape(shapes, shape: tuple[int, int]) -> bool:
+    return len(shapes) == 1 and tuple(shapes[0][1]) == shape
+
+
+def lecture_rows(count: LectureCount, gap: tuple[Term, ...] | None = None) -> list[dict]:
+    """The formula's terms, then what it leaves out, adding up to the model's real count: each part of ``gap``
+    (``formula_gap``: named from the model's own parameters) where given, else the biases and the rest."""
+    if gap is None:
+        gap = (
+            Term("biases (the formula leaves them out)", count.biases),
+            Term("other parts (pooler, final norm, untied head, …; − parts it lacks)", count.other_difference),
+        )
     return [
         {"term": "embeddings (|V| + l_c)·d", "parameters": count.embeddings},
         {"term": f"layers: {count.layers} × {count.per_layer:,}", "parameters": count.per_layer * count.layers},
         {"term": "the lecture's total", "parameters": count.formula_total},
-        {"term": "+ biases (the formula leaves them out)", "parameters": count.biases},
-        {
-            "term": "+ other parts (pooler, final norm, untied head, …; − parts it lacks)",
-            "parameters": count.other_difference,
-        },
+        *({"term": f"+ {term.reason}", "parameters": term.parameters} for term in gap),
         {"term": "this model's real count", "parameters": count.actual_total},
     ]
 

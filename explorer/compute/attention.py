@@ -33,8 +33,8 @@ def score_stages(stack, layer: int, head: int) -> dict[str, np.ndarray]:
     """The steps from one head's queries and keys to its weights, each [query, key] float64.
 
     ``dot`` q·k, ``scaled`` × scale, ``capped`` through the softcap (if any), ``biased`` + position bias (if
-    any), ``masked`` with −inf where the mask forbids attending, ``weights`` its softmax (equal to the
-    captured weights up to float rounding).
+    any, and not all zeros), ``masked`` with −inf where the mask forbids attending, ``weights`` its softmax
+    (equal to the captured weights up to float rounding).
     """
     one = slice(layer, layer + 1)
     q = stack.queries[layer, head].astype(np.float64)
@@ -45,12 +45,33 @@ def score_stages(stack, layer: int, head: int) -> dict[str, np.ndarray]:
     if stack.softcap is not None and np.isfinite(stack.softcap[layer]):
         cap = float(stack.softcap[layer])
         current = stages["capped"] = np.tanh(current / cap) * cap
-    if stack.position_bias is not None:
+    # T5's cross-attention is handed a bias of zeros: no stage, so no page says that a position bias is added.
+    if stack.position_bias is not None and stack.position_bias.any():
         current = stages["biased"] = current + stack.position_bias[layer, head]
     allowed = stack.masks_by_layer()[one][0]
     stages["masked"] = np.where(allowed, current, -np.inf)
     stages["weights"] = masked_softmax(stages["masked"][None, None], allowed[None])[0, 0]
     return stages
+
+
+def query_stages(stack, layer: int, head: int, query: int) -> dict[str, np.ndarray]:
+    """One query's row [key] of each step a neuron view draws, those this model has, in order: ``dot`` q·k;
+    ``scaled`` only where the scale is not 1 (T5 does not scale); ``capped``; ``bias`` the position bias itself
+    and ``biased`` the scores with it (T5); ``masked`` (−inf on masked keys) wherever this layer masks any key,
+    so the column stays as the query moves; then ``weights``, the softmax of the last of them."""
+    stages = score_stages(stack, layer, head)
+    shown = {"dot": stages["dot"][query]}
+    if float(stack.scale[layer]) != 1.0:
+        shown["scaled"] = stages["scaled"][query]
+    if "capped" in stages:
+        shown["capped"] = stages["capped"][query]
+    if "biased" in stages:
+        shown["bias"] = stack.position_bias[layer, head, query].astype(np.float64)
+        shown["biased"] = stages["biased"][query]
+    if not stack.masks_by_layer()[layer].all():
+        shown["masked"] = stages["masked"][query]
+    shown["weights"] = stages["weights"][query]
+    return shown
 
 
 def toy_stages(embeddings: np.ndarray, *, causal: bool = False) -> dict[str, np.ndarray]:

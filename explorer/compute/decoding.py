@@ -370,6 +370,12 @@ def first_steps(trace: DecodeTrace, steps: int, tokenizer) -> DecodeTrace:
     )
 
 
+def step_logprobs(trace: DecodeTrace) -> np.ndarray:
+    """[step] float64: the raw log-probability of each generated token given the tokens before it (greedy search
+    and forced steps; their sum is the trace's ``sequence_logprobs[0]``: the chain rule, in logs)."""
+    return np.array([float(step.forced_logprob[0] if step.forced else _chosen_logprob(step)) for step in trace.steps])
+
+
 def _summed_logprob(steps) -> float:
     """The raw log-probability of each step's token summed in float64 in step order, as ``decode`` sums it."""
     total = 0.0

@@ -1,7 +1,8 @@
 """The KV cache's tables: what each cache holds, and what a decoding costs with the cache and without it.
 
 Rows are plain dicts (a page shows them as a table, a notebook as a DataFrame), computed from a ``KVCacheTrace``
-alone; times are the trace's measurements, in milliseconds.
+alone. Counts (positions run, attention scores computed) are exact; times are the trace's measurements, shown
+in milliseconds as medians over its timed runs.
 """
 
 from __future__ import annotations
@@ -46,26 +47,69 @@ def cache_rows(trace: KVCacheTrace) -> list[dict]:
     return rows
 
 
+def attention_scores(trace: KVCacheTrace) -> tuple[np.ndarray, np.ndarray]:
+    """[pass] int, with the cache and without: the query·key scores each pass computes over every decoder layer
+    and query head, queries fed × keys each is scored against (the whole query × key matrix, as eager attention
+    computes it: the shape of the weights the model returns). Keys: with the cache, those cached after the pass;
+    without it, the whole prefix; an encoder-decoder's cross-attention adds the encoder's tokens as keys. The
+    encoder itself, run once either way, is not counted."""
+    heads, decoder = trace.num_heads, trace.decoder
+    cross = sum(stack.tokens.sum(axis=1) for stack in trace.stacks[1:])  # [pass] keys over the cross layers
+    with_cache = heads * trace.cached_reads * (decoder.tokens.sum(axis=1) + cross)
+    without = heads * trace.uncached_reads * (decoder.num_layers * trace.uncached_reads + cross)
+    return with_cache.astype(np.int64), without.astype(np.int64)
+
+
+def spread(times: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[run, pass] seconds → [pass] (median, fastest, slowest) over the runs."""
+    return np.median(times, axis=0), times.min(axis=0), times.max(axis=0)
+
+
+def run_totals(trace: KVCacheTrace) -> tuple[np.ndarray, np.ndarray]:
+    """[run] seconds of the whole decoding in each timed run, with the cache and without."""
+    return trace.cached_times.sum(axis=1), trace.uncached_times.sum(axis=1)
+
+
+def measured_order(trace: KVCacheTrace) -> int:
+    """1 when every timed run without the cache took longer than every run with it, -1 when every run with it took
+    longer, 0 when the runs overlap (the times then show no difference either way)."""
+    with_cache, without = run_totals(trace)
+    if without.min() > with_cache.max():
+        return 1
+    return -1 if with_cache.min() > without.max() else 0
+
+
 def cost_rows(trace: KVCacheTrace) -> list[dict]:
-    """With the cache and without: positions run through the decoder, the prefill's time, a step's (the mean of
-    the one-token steps) and the whole decoding's."""
+    """With the cache and without: positions run through the decoder and attention scores computed (counted), then
+    the measured times: the prefill's and a step's median (the mean over the steps of each step's median), and the
+    whole decoding's median over the runs with its fastest and slowest run."""
     rows = []
-    for label, reads, seconds in (
-        ("with the KV cache", trace.cached_reads, trace.cached_seconds),
-        ("without (each pass runs the whole prefix)", trace.uncached_reads, trace.uncached_seconds),
+    scores = attention_scores(trace)
+    totals = run_totals(trace)
+    for index, (label, reads, times) in enumerate(
+        (
+            ("with the KV cache", trace.cached_reads, trace.cached_times),
+            ("without (each pass runs the whole prefix)", trace.uncached_reads, trace.uncached_times),
+        )
     ):
+        median = np.median(times, axis=0)
+        total = totals[index]
         rows.append(
             {
                 "decoding": label,
                 "positions run": int(reads.sum()),
-                "prefill (ms)": f"{1000 * float(seconds[0]):.2f}",
-                "mean step (ms)": f"{1000 * float(np.mean(seconds[1:])):.2f}" if len(seconds) > 1 else "",
-                "total (ms)": f"{1000 * float(seconds.sum()):.1f}",
+                "attention scores": f"{int(scores[index].sum()):,}",
+                "prefill (ms)": f"{1000 * float(median[0]):.2f}",
+                "mean step (ms)": f"{1000 * float(np.mean(median[1:])):.2f}" if len(median) > 1 else "",
+                f"total (ms, median of {len(total)} runs)": f"{1000 * float(np.median(total)):.1f}",
+                "fastest–slowest run (ms)": f"{1000 * float(total.min()):.1f}–{1000 * float(total.max()):.1f}",
             }
         )
     return rows
 
 
 def speedup(trace: KVCacheTrace) -> float:
-    """How many times longer the whole decoding took without the cache than with it (measured)."""
-    return float(trace.uncached_seconds.sum() / trace.cached_seconds.sum())
+    """How many times longer the whole decoding took without the cache than with it: the ratio of the median run
+    totals (measured; ``measured_order`` says whether the runs show a difference at all)."""
+    with_cache, without = run_totals(trace)
+    return float(np.median(without) / np.median(with_cache))

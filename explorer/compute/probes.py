@@ -29,6 +29,24 @@ MEANINGS = {
 }
 
 
+# A head "stands out" as a type when its score is at least this high and this many times what a head spreading
+# its weight evenly scores (issue 41's bar): near the even-spread level a score says nothing about the head.
+STANDS_OUT_SCORE = 0.3
+STANDS_OUT_RATIO = 5.0
+# Where each type's weights lie in the figure (query rows, key columns), said only of a head that stands out.
+PATTERNS = {
+    "induction": "below the dashed line, a stripe one step right of the diagonal n tokens back",
+    "duplicate": "below the dashed line, a stripe n tokens back, parallel to the diagonal",
+    "previous": "a stripe just left of the diagonal",
+    "sink": "a column at the first key",
+}
+
+
+def stands_out(score: float, uniform: float) -> bool:
+    """Whether ``score`` is at least ``STANDS_OUT_SCORE`` and ``STANDS_OUT_RATIO`` × the even-spread ``uniform``."""
+    return score >= STANDS_OUT_SCORE and score >= STANDS_OUT_RATIO * uniform
+
+
 def probe_scores(weights: np.ndarray, n: int, offset: int = 0) -> dict[str, np.ndarray]:
     """{score: [layer, head]} for weights [layer, head, query, key] over offset + 2n positions."""
     if weights.shape[-1] != offset + 2 * n:

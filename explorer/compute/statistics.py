@@ -61,8 +61,10 @@ def max_weight(weights: np.ndarray) -> np.ndarray:
     return weights.reshape(*weights.shape[:2], -1).max(axis=-1).astype(np.float64)
 
 
-def head_statistics(weights: np.ndarray, special_positions=(), key_positions=None) -> list[dict]:
-    """One row per (layer, head) with every statistic, for a sortable table (``key_positions``: see above)."""
+def head_statistics(weights: np.ndarray, special_positions=(), key_positions=None, kept=None) -> list[dict]:
+    """One row per (layer, head) with every statistic, for a sortable table (``key_positions``: see above).
+    ``kept`` [layer, head, query]: the weight rows kept before hiding tokens (``kept_mass``), for a column that
+    counts the rows renormalised from a negligible share (``NEGLIGIBLE_MASS``)."""
     columns = {
         "entropy (nats)": entropy(weights),
         "mean distance": mean_distance(weights, key_positions),
@@ -71,6 +73,8 @@ def head_statistics(weights: np.ndarray, special_positions=(), key_positions=Non
         "previous-token score": previous_token_score(weights, key_positions),
         "max weight": max_weight(weights),
     }
+    if kept is not None:
+        columns[GREYED_COLUMN] = (np.asarray(kept) < NEGLIGIBLE_MASS).sum(axis=-1)
     layers, heads = weights.shape[:2]
     return [
         {"layer": layer, "head": head, **{name: float(values[layer, head]) for name, values in columns.items()}}
@@ -90,6 +94,20 @@ def without_tokens(weights: np.ndarray, hidden_positions) -> tuple[np.ndarray, n
     kept_weights = weights[..., kept].astype(np.float64)
     totals = kept_weights.sum(axis=-1, keepdims=True)
     return np.where(totals > 0, kept_weights / np.where(totals > 0, totals, 1.0), 0.0), kept
+
+
+# A row that keeps less than this share of its weight once some tokens are hidden is renormalised from almost
+# nothing (2.7e-6 of it would be drawn as a strong cell): the views grey it instead.
+NEGLIGIBLE_MASS = 0.01
+GREYED_COLUMN = f"rows keeping < {100 * NEGLIGIBLE_MASS:g}%"
+
+
+def kept_mass(weights: np.ndarray, hidden_positions) -> np.ndarray:
+    """The share of each row's weight left on the keys that stay when ``hidden_positions`` are dropped: what
+    ``without_tokens`` divides by. [..., query]"""
+    hidden = set(int(p) for p in hidden_positions)
+    kept = [k for k in range(weights.shape[-1]) if k not in hidden]
+    return weights[..., kept].astype(np.float64).sum(axis=-1)
 
 
 def rollout(weights: np.ndarray, *, residual: float = 0.5) -> np.ndarray:

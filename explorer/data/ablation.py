@@ -26,6 +26,8 @@ class HeadAblationEffects(Displayed):
     top_tokens                readable labels of ``top_ids``, a tuple per layer
     dtype                     the dtype the model ran in ("float32", "float16", ...): its ``tolerance`` is the
                               smallest change in log-probability that is more than rounding
+    batch_sizes               the rows of each forward pass that ablated heads (one head zeroed per row), in
+                              order; one plain pass before them read ``baseline_logprob``
     """
 
     model_name: str
@@ -38,6 +40,7 @@ class HeadAblationEffects(Displayed):
     top_ids: np.ndarray
     top_tokens: tuple[tuple[str, ...], ...]
     dtype: str = "float32"
+    batch_sizes: tuple[int, ...] = ()
 
     def __post_init__(self):
         freeze_arrays(self)

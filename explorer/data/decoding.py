@@ -161,7 +161,9 @@ class DecodeTrace(Displayed):
     bans                every candidate a no-repeat n-gram ban removed
     pool_history        beam search: the node ids in the finished pool after each step, best first
     attention           with ``record_attention``: {"decoder" | "cross" | "encoder": AttentionStack} of the
-                        whole generation stitched into one matrix per head; None otherwise
+                        whole generation stitched into one matrix per head; None otherwise. Its decoder rows are
+                        the passes that ran: the prompt's, then each token fed back (not the last one, which
+                        generate() never feeds back)
     prompt_length       positions of the prompt in ``attention``'s decoder rows (the rest were generated)
     """
 

@@ -6,7 +6,8 @@ over the whole prompt; for an encoder-decoder, the encoder over the prompt and t
 then 1 … N the one-token steps (each feeds the token the pass before chose and reads the cache); ``layer`` over
 the decoder's layers; ``kv`` over (keys, values); ``kv_head`` over the heads the cache stores (fewer than the
 attention's query heads with grouped KV heads); ``token`` over the cached positions; ``head_dim`` over one head's
-vector. A cache after a pass is ``[layer, kv, kv_head, token, head_dim]``.
+vector; ``run`` over the timed repeats of the whole decoding (times only). A cache after a pass is
+``[layer, kv, kv_head, token, head_dim]``.
 """
 
 from __future__ import annotations
@@ -85,8 +86,9 @@ class KVCacheTrace(Displayed):
     chosen_tokens     their labels
     cached_reads      [pass] int: decoder positions each pass with the cache runs through the model
     uncached_reads    [pass] int: the same without the cache (the whole prefix: prompt + pass)
-    cached_seconds    [pass] float: wall time of each pass with the cache (measured, on the model's device)
-    uncached_seconds  [pass] float: without it
+    cached_times      [run, pass] float: wall time of each pass with the cache in each timed run (measured on
+                      the model's device, the runs interleaved with those without the cache, after a warm-up)
+    uncached_times    [run, pass] float: without it
     logit_difference  [pass] float: max |logits with the cache − logits without| over the vocabulary
     truncated         prompt tokens left out so that prompt + steps fit the model
     """
@@ -102,8 +104,8 @@ class KVCacheTrace(Displayed):
     chosen_tokens: tuple[str, ...]
     cached_reads: np.ndarray
     uncached_reads: np.ndarray
-    cached_seconds: np.ndarray
-    uncached_seconds: np.ndarray
+    cached_times: np.ndarray
+    uncached_times: np.ndarray
     logit_difference: np.ndarray
     truncated: int = 0
 
@@ -114,6 +116,16 @@ class KVCacheTrace(Displayed):
     def steps(self) -> int:
         """N: the one-token steps after the prefill."""
         return len(self.chosen_ids) - 1
+
+    @property
+    def cached_seconds(self) -> np.ndarray:
+        """[pass] float: each pass's median time with the cache over the timed runs."""
+        return np.median(self.cached_times, axis=0)
+
+    @property
+    def uncached_seconds(self) -> np.ndarray:
+        """[pass] float: each pass's median time without the cache."""
+        return np.median(self.uncached_times, axis=0)
 
     @property
     def tolerance(self) -> float:
@@ -158,11 +170,10 @@ class KVCacheTrace(Displayed):
                 "chosen_ids",
                 "cached_reads",
                 "uncached_reads",
-                "cached_seconds",
-                "uncached_seconds",
                 "logit_difference",
             )
         }
+        times = {name: getattr(self, name)[:, keep].copy() for name in ("cached_times", "uncached_times")}
         return KVCacheTrace(
             model_name=self.model_name,
             prompt=self.prompt,
@@ -174,4 +185,5 @@ class KVCacheTrace(Displayed):
             chosen_tokens=self.chosen_tokens[keep],
             truncated=self.truncated,
             **arrays,
+            **times,
         )

@@ -22,18 +22,49 @@ class Question:
     ask: str
     choices: Callable[[object], tuple[str, ...]]
     answer: Callable[[object], str]
-    why: str  # one sentence, shown with the answer
+    # one sentence, shown with the answer: fixed, or result -> the sentence where it speaks of the data
+    why: str | Callable[[object], str]
     # result -> the model's own share of each choice (probabilities, attention weights), shown beside a class's
     # answers; None where the model has no distribution over the choices (then its answer counts as all of it)
     shares: Callable[[object], tuple[float, ...]] | None = None
+
+    def __post_init__(self):
+        # The model's own order (its likeliest candidate first) would give the answer away: every question's
+        # choices come in an order of their own (numbers by value, words alphabetically), the same for every
+        # student, so a class's votes by index stay comparable.
+        object.__setattr__(self, "choices", _InOrder(self.choices))
+
+    def explanation(self, result) -> str:
+        """The ``why`` sentence for this result."""
+        return self.why(result) if callable(self.why) else self.why
 
     def model_shares(self, result) -> tuple[float, ...]:
         """The model's share of each choice: its own distribution where it has one, else all on its answer."""
         choices = self.choices(result)
         if self.shares is not None:
-            return tuple(float(share) for share in self.shares(result))
+            share = dict(zip(self.choices.raw(result), self.shares(result), strict=True))
+            return tuple(float(share[choice]) for choice in choices)
         truth = self.answer(result)
         return tuple(1.0 if choice == truth else 0.0 for choice in choices)
+
+
+def in_order(choices) -> tuple[str, ...]:
+    """``choices`` by value when all are numbers, else alphabetically (case and a leading mark ignored)."""
+    choices = tuple(choices)
+    try:
+        return tuple(sorted(choices, key=lambda choice: float(choice.replace(",", ""))))
+    except ValueError:
+        return tuple(sorted(choices, key=lambda choice: (choice.strip("␣ \"'“”").casefold(), choice)))
+
+
+class _InOrder:
+    """A question's choices callable, its result put ``in_order``; ``raw`` is the callable as written."""
+
+    def __init__(self, raw):
+        self.raw = getattr(raw, "raw", raw)  # dataclasses.replace builds the question again: wrap once
+
+    def __call__(self, result) -> tuple[str, ...]:
+        return in_order(self.raw(result))
 
 
 @dataclass(frozen=True)
@@ -41,6 +72,7 @@ class Slide:
     """One slide: a short title, one live view, at most three lines on what to look at, and speaker notes.
 
     shows          what it shows: numbers of ``../shared/notes/seed-artifacts.md``'s inventory, or a concept
+    look           where to look, shown before the answer: no claim about the data, nothing that answers
     against        result -> lines: each source's printed number beside this model's (empty where none)
     chapter_model  the model the source used; the slide runs it instead of the bundled one when it is at hand
     """
@@ -53,6 +85,10 @@ class Slide:
     against: Callable[[object], tuple[str, ...]] | None = None
     question: Question | None = None
     chapter_model: str | None = None
+    # lines shown only once the question is answered or revealed (at once on a slide without one): they would give
+    # the answer away; fixed, or result -> lines computed from the result (a claim about the data that does not
+    # hold for this result is left out)
+    after_reveal: tuple[str, ...] | Callable[[object], tuple[str, ...]] = ()
 
     def __post_init__(self):
         if not 1 <= len(self.look) <= 3:
@@ -60,6 +96,10 @@ class Slide:
 
     def compared(self, result) -> tuple[str, ...]:
         return self.against(result) if self.against else ()
+
+    def revealed(self, result) -> tuple[str, ...]:
+        """The ``after_reveal`` lines for this result."""
+        return tuple(self.after_reveal(result) if callable(self.after_reveal) else self.after_reveal)
 
     def with_model(self, available: Callable[[str], bool]) -> Slide:
         """This slide on the source's own model when ``available(name)`` says it is at hand (in the Hub cache),

@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from explorer import DEFAULT_DECODER, views
-from explorer.compute.decoding import mark_leading_space, repeats
-from explorer.compute.sampling import softmax
+from explorer.compute.decoding import mark_leading_space, repeated_ngram, repeats, step_logprobs
+from explorer.compute.sampling import distribution_from_logits, softmax
 from explorer.lecture.deck import Deck, Question, Slide
 
 CHAPTER_PROMPT = "Transformers are the"  # artifact 18 (gpt2-xl in the chapter)
@@ -63,9 +63,34 @@ def _first_chosen(trace) -> str:
     return mark_leading_space(trace.generated_tokens[0][0])
 
 
+def _first_why(trace) -> str:
+    token, prob = _candidates(trace.steps[0])[0]
+    return f"Greedy search takes the likeliest candidate: {token}, at {100 * prob:.2f}%."
+
+
 def _chosen_logprobs(trace) -> np.ndarray:
-    """The raw log-probability of each token greedy search took (its first candidate)."""
-    return np.array([float(step.candidate_logprobs[0, 0]) for step in trace.steps])
+    """The raw log-probability of each token greedy search took."""
+    return step_logprobs(trace)
+
+
+def _products_told(trace) -> tuple[str, ...]:
+    logprobs = _chosen_logprobs(trace)
+    first, product = math.exp(logprobs[0]), math.exp(logprobs.sum())
+    return (
+        f"Here the product falls from {first:.3g} after one token to {product:.3g} after {len(logprobs)}; "
+        f"the sum of logs reads {logprobs.sum():.2f}.",
+    )
+
+
+def _loop_told(trace) -> tuple[str, ...]:
+    """The phrase that comes back, with its count, or that none does."""
+    tokens = trace.generated_tokens[0]
+    loop = repeated_ngram(tokens, size=2)
+    if loop is None:
+        return (f"No pair of tokens comes back three times in these {len(tokens)} tokens.",)
+    count = sum(tuple(tokens[i : i + 2]) == loop for i in range(len(tokens) - 1))
+    phrase = "".join(loop).replace("\n", " ").strip()
+    return (f"Here “{phrase}” comes back {count} times in {len(tokens)} tokens.",)
 
 
 def _chain_rule_against(trace) -> tuple[str, ...]:
@@ -104,21 +129,89 @@ def _comparison_against(traces) -> tuple[str, ...]:
     return (chapter, f"This model: {shown}")
 
 
+def _logprobs(traces) -> list[float]:
+    return [round(float(trace.sequence_logprobs[0]), 2) for trace in traces.values()]  # as the bars print them
+
+
 def _likelier(traces) -> str:
-    greedy, beam = (float(trace.sequence_logprobs[0]) for trace in list(traces.values())[:2])
-    return "beam search" if beam > greedy + 5e-3 else "greedy search" if greedy > beam + 5e-3 else "the same"
+    greedy, beam = _logprobs(traces)[:2]
+    return "beam search" if beam > greedy else "greedy search" if greedy > beam else "the same"
+
+
+def _likelier_why(traces) -> str:
+    greedy, beam = _logprobs(traces)[:2]
+    beams = list(traces.values())[1].settings.num_beams
+    if beam > greedy:
+        return (
+            f"Beam search kept {beams} partial texts at every step and found {beam:.2f} against greedy search's "
+            f"{greedy:.2f}: a less likely token early led to a likelier text."
+        )
+    if greedy > beam:
+        return (
+            f"Here greedy search's text is likelier ({greedy:.2f} against {beam:.2f}): beam search keeps only "
+            f"{beams} partial texts, and it pruned the start of greedy's path."
+        )
+    return f"Both reach {beam:.2f}: the best of beam search's {beams} paths is greedy search's."
+
+
+def _ban_told(traces) -> tuple[str, ...]:
+    """What the n-gram ban changed: repeats left and log-probability, in the direction the numbers go."""
+    (_, beam), (_, banned) = list(traces.items())[1:3]
+    ban = banned.settings.no_repeat_ngram_size
+    before, after = (repeats(trace.generated_tokens[0], size=ban) for trace in (beam, banned))
+    cost = round(float(beam.sequence_logprobs[0]), 2) - round(float(banned.sequence_logprobs[0]), 2)
+    loops = f"repeats {after} {ban}-grams where beam search alone repeats {before}"
+    if cost > 0:
+        return (f"The {ban}-gram ban {loops}, and costs {cost:.2f} in log-probability.",)
+    if cost < 0:
+        return (f"The {ban}-gram ban {loops}, and even finds a likelier text ({-cost:.2f} higher).",)
+    return (f"The {ban}-gram ban {loops}, at the same log-probability.",)
 
 
 def _likeliest(traces) -> str:
     return max(traces, key=lambda label: float(traces[label].sequence_logprobs[0]))
 
 
+def _likeliest_why(traces) -> str:
+    best = _likeliest(traces)
+    others = ", ".join(f"{label} {value:.2f}" for label, value in zip(traces, _logprobs(traces), strict=True))
+    reason = {
+        "sample": "this draw happened to be likely",
+        "greedy": "greedy search happened to find the likeliest of the three here",
+        "beam": "beam search searches for likelihood; sampling draws less likely tokens on purpose",
+    }[traces[best].settings.strategy]
+    return f"Log-probabilities: {others}. {best}: {reason}."
+
+
 # -- temperature, top-k, top-p --------------------------------------------------------------------------------
 
 
+def _likeliest_at(logits, temperature: float) -> float:
+    return float(softmax(logits.logits / temperature).max())
+
+
 def _temperature_answer(logits) -> str:
-    hot, plain = softmax(logits.logits / 2.0).max(), softmax(logits.logits).max()
-    return "it falls" if hot < plain else "it rises"
+    hot, plain = _likeliest_at(logits, 2.0), _likeliest_at(logits, 1.0)
+    return "it falls" if hot < plain else "it rises" if hot > plain else "it stays"
+
+
+def _temperature_why(logits) -> str:
+    hot, plain = _likeliest_at(logits, 2.0), _likeliest_at(logits, 1.0)
+    return (
+        f"Halving every gap between the logits flattens the distribution: the likeliest token goes from "
+        f"{100 * plain:.1f}% at T = 1 to {100 * hot:.1f}% at T = 2."
+    )
+
+
+def _temperature_told(logits) -> tuple[str, ...]:
+    """T < 1 sharpens and T > 1 flattens, said only as far as this distribution's likeliest token shows it."""
+    cold, plain, hot = (_likeliest_at(logits, t) for t in (0.5, 1.0, 2.0))
+    said = []
+    if cold > plain:
+        said.append(f"T = 0.5 sharpens (the likeliest token {100 * plain:.1f}% → {100 * cold:.1f}%)")
+    if hot < plain:
+        said.append(f"T = 2 flattens ({100 * plain:.1f}% → {100 * hot:.1f}%)")
+    return (f"Here {' and '.join(said)}.",) if said else ()
 
 
 def _temperature_against(logits) -> tuple[str, ...]:
@@ -144,8 +237,26 @@ def _histogram_against(distribution) -> tuple[str, ...]:
     )
 
 
+def _held_told(distribution) -> tuple[str, ...]:
+    p = np.sort(_raw(distribution))[::-1]
+    most = int(np.searchsorted(np.cumsum(p), 0.99)) + 1
+    return (f"Here {most:,} of {len(p):,} tokens hold 99% of the probability; the other {len(p) - most:,} share 1%.",)
+
+
 def _kept(distribution) -> int:
     return int(distribution.kept[distribution.stages[-1][0]].sum())
+
+
+def _top_p_why(distribution) -> str:
+    """The nucleus in numbers: what the kept tokens add up to, and what one fewer would."""
+    names = [name for name, _ in distribution.stages]
+    if "top-p" not in names:
+        return "Top-p keeps the likeliest tokens until their probabilities add up to p."
+    before = distribution.stages[names.index("top-p") - 1][1]  # the distribution top-p cut (after top-k)
+    sums = np.cumsum(np.sort(before)[::-1])
+    kept = int(distribution.kept["top-p"].sum())
+    fewer = f"; the likeliest {kept - 1} only {100 * sums[kept - 2]:.1f}%" if kept > 1 else ""
+    return f"After top-k, the likeliest {kept} add up to {100 * sums[kept - 1]:.1f}%{fewer}."
 
 
 def _kept_choices(distribution) -> tuple[str, ...]:
@@ -180,6 +291,54 @@ def _peaky_against(distribution) -> tuple[str, ...]:
     )
 
 
+def _nucleus(distribution) -> int:
+    """How many tokens top-p alone (no top-k) keeps of the distribution the cuts act on."""
+    alone = distribution_from_logits(
+        distribution.logits, distribution.tokens, temperature=distribution.temperature, top_p=distribution.top_p
+    )
+    return int(alone.kept[alone.stages[-1][0]].sum())
+
+
+def _fixed_k(distribution) -> tuple[int, float, np.ndarray] | None:
+    """(k, p, the probabilities the cuts act on, likeliest first) when both top-k and top-p are on, else None."""
+    if not distribution.top_k or distribution.top_p >= 1.0:
+        return None
+    scaled = np.sort(distribution.stage("temperature"))[::-1]
+    return distribution.top_k, distribution.top_p, scaled
+
+
+def _flat_told(distribution) -> tuple[str, ...]:
+    """On a flat distribution a fixed k cuts tokens that top-p keeps: how many, and how much probability."""
+    fixed = _fixed_k(distribution)
+    if fixed is None:
+        return ()
+    k, p, scaled = fixed
+    nucleus, cut = _nucleus(distribution), float(scaled[k:].sum())
+    if nucleus > k:
+        return (
+            f"Top-k = {k} cuts {100 * cut:.1f}% of the probability here: {nucleus - k:,} of the {nucleus:,} tokens "
+            f"top-p = {p:g} keeps lie past rank {k}.",
+        )
+    return (f"Here top-p = {p:g} keeps {nucleus:,} tokens, no more than top-k = {k}: the fixed k cuts none of them.",)
+
+
+def _peaky_told(distribution) -> tuple[str, ...]:
+    """On a peaky distribution a fixed k keeps tokens far less likely than the likeliest: how many, how unlikely."""
+    fixed = _fixed_k(distribution)
+    if fixed is None:
+        return ()
+    k, _, scaled = fixed
+    floor = scaled[0] * JUNK  # what min-p = JUNK would cut
+    junk = scaled[:k][scaled[:k] < floor]
+    if len(junk):
+        return (
+            f"Top-k = {k} keeps {len(junk)} tokens here under 1/{1 / JUNK:.0f} of the likeliest's "
+            f"{100 * float(scaled[0]):.1f}% (each under {100 * float(floor):.2f}%, {100 * float(junk.sum()):.1f}% "
+            "together).",
+        )
+    return (f"Here each of the {k} tokens top-k = {k} keeps has at least 1/{1 / JUNK:.0f} of the likeliest's share.",)
+
+
 def _sampling_against(trace) -> tuple[str, ...]:
     return (
         "Lecture: max_new_tokens 40 with top_k 50; then top_p 0.92 with top_k 0",
@@ -189,11 +348,14 @@ def _sampling_against(trace) -> tuple[str, ...]:
 
 
 def _cache_against(trace) -> tuple[str, ...]:
+    """The passes counted from the rows the slide draws (the decoder's query rows at the last step)."""
+    prompt, fed = trace.prompt_length, len(trace.attention["decoder"].query_tokens) - trace.prompt_length
     generated = len(trace.generated_tokens[0])
     return (
         "Primer: attention is computed incrementally, the previous keys and values cached",
-        f"Here: the prompt's {len(trace.prompt_ids)} tokens in one pass, then one pass of one token for each of the "
-        f"{generated - 1} new tokens after the first",
+        f"Here: the prompt's {prompt} tokens in one pass (the {prompt} rows above the line) chose the first of "
+        f"{generated} new tokens; then one pass of one token for each of the {fed} fed back (the {fed} rows below "
+        f"the line). The last new token is never fed back.",
     )
 
 
@@ -216,6 +378,8 @@ STRATEGIES = (
 )
 SAMPLE_16 = (("strategy", "sample"), ("temperature", 0.8), ("seed", 0), ("max_new_tokens", 16), ("top_n", 5))
 SAMPLE = (("strategy", "sample"), ("temperature", 0.8), ("top_k", 50), ("seed", 0), ("max_new_tokens", 32))
+TOP_K, TOP_P = 50, 0.9  # the fixed k the flat and peaky slides weigh against top-p
+JUNK = 0.01  # a token under this share of the likeliest's probability is junk (what min-p = 0.01 cuts)
 
 GENERATION = Deck(
     "generation",
@@ -233,14 +397,14 @@ GENERATION = Deck(
                 "Which token will greedy search take first after “Transformers are the”?",
                 _first_choices,
                 _first_chosen,
-                "Greedy search takes the first candidate, the one with the highest probability.",
+                _first_why,
                 shares=lambda trace: [prob for _, prob in _candidates(trace.steps[0])],
             ),
             chapter_model="gpt2-xl",
         ),
         Slide(
             "The chain rule",
-            GREEDY_TABLE,
+            views.decoding.ChainRule(DEFAULT_DECODER, CHAPTER_PROMPT, _greedy(8)),
             ("p(text) is the product of each token's probability.", "In logs: a sum, one term per step."),
             "p(y | x) = Π p(y_t | y_<t, x): one forward pass per generated token, and the sequence's "
             "log-probability sums the generated tokens' log-probabilities only (not the prompt's).",
@@ -249,22 +413,24 @@ GENERATION = Deck(
         ),
         Slide(
             "Why log-probabilities",
-            GREEDY_TABLE,
-            ("Products of probabilities shrink towards 0 fast.", "Sums of logs stay readable."),
+            views.decoding.Products(DEFAULT_DECODER, CHAPTER_PROMPT, _greedy(8)),
+            ("Left: the product of the probabilities so far.", "Right: the sum of their logs."),
             "Multiply a thousand probabilities of one half and you are near the smallest float64; add their logs "
             "and you get −709.78, a plain number.",
             (21,),
             against=_log_against,
+            after_reveal=_products_told,
         ),
         Slide(
             "Greedy search repeats itself",
             # 16 steps: two turns of the bundled decoder's loop, in cells wide enough to read on a projector.
             views.decoding.Greedy(DEFAULT_DECODER, PROMPT, _greedy(16)),
-            ("Look for a phrase that comes back.", "Once a loop starts, it only gets likelier."),
-            "Taking the likeliest token at each step is short-sighted: a phrase that has appeared becomes more "
-            "likely to appear again, and greedy search has no way out.",
+            ("Look for a phrase that comes back.", "The boxed token is the one taken."),
+            "Taking the likeliest token at each step is short-sighted: once a phrase has appeared, a model often "
+            "finds it likelier to appear again, and greedy search has no way out.",
             (19,),
             against=_loop_against,
+            after_reveal=_loop_told,
         ),
         Slide(
             "Beam search keeps several candidates",
@@ -277,42 +443,45 @@ GENERATION = Deck(
         Slide(
             "Greedy, beam, and a ban",
             views.decoding.Comparison(DEFAULT_DECODER, PROMPT, STRATEGIES, where=("32 steps",)),
-            ("Nearer 0 is likelier, not better.", "The n-gram ban costs likelihood, and stops the loops."),
-            "Beam search finds a likelier text than greedy search; banning repeated 2-grams removes the loops at "
-            "a cost in log-probability.",
+            ("Nearer 0 is likelier, not better.", "Three decodings of one prompt, 32 tokens each."),
+            "Beam search looks for a likelier text than greedy search; banning repeated 2-grams stops the loops, "
+            "usually at a cost in log-probability. The lines under the question give this model's numbers.",
             (20,),
             against=_comparison_against,
             question=Question(
                 "Which finds the likelier continuation: greedy search or beam search with 5 beams?",
                 lambda traces: ("greedy search", "beam search", "the same"),
                 _likelier,
-                "Beam search explores several paths, so it can find a text whose total log-probability is higher.",
+                _likelier_why,
             ),
             chapter_model="gpt2-xl",
+            after_reveal=_ban_told,
         ),
         Slide(
             "Temperature",
             views.sampling.Temperatures(DEFAULT_DECODER, PROMPT, temperature=2.0),
-            ("Divide the logits by T before the softmax.", "T < 1 sharpens, T > 1 flattens."),
+            ("Divide the logits by T before the softmax.", "The bars: the likeliest tokens at each T."),
             "Temperature rescales the logits: at low T the likeliest tokens take nearly everything; at high T "
             "unlikely tokens get drawn and the text falls apart.",
             (23,),
             against=_temperature_against,
             question=Question(
                 "At T = 2, what happens to the likeliest token's probability?",
-                lambda logits: ("it rises", "it falls"),
+                lambda logits: ("it rises", "it falls", "it stays"),
                 _temperature_answer,
-                "Dividing the logits by 2 halves the gaps between them, so the distribution flattens.",
+                _temperature_why,
             ),
+            after_reveal=_temperature_told,
         ),
         Slide(
             "Most tokens are very unlikely",
             views.sampling.Distribution(DEFAULT_DECODER, PROMPT, top_k=50, top_p=0.9),
             ("Left: how many tokens have each probability (log scale).", "Right: the cumulative probability."),
-            "A few thousand tokens hold nearly all the probability; the long tail of tiny probabilities adds up, "
-            "which is why pure sampling sometimes draws nonsense.",
+            "In a trained model a small share of the vocabulary holds nearly all the probability; the long tail of "
+            "tiny probabilities adds up, which is why pure sampling sometimes draws nonsense.",
             (24,),
             against=_histogram_against,
+            after_reveal=_held_told,
         ),
         Slide(
             "Top-k and top-p",
@@ -326,25 +495,28 @@ GENERATION = Deck(
                 "After top-k = 50, how many tokens will top-p = 0.9 keep?",
                 _kept_choices,
                 lambda distribution: str(_kept(distribution)),
-                "Top-p keeps the likeliest tokens until their probabilities add up to 0.9: few when one dominates.",
+                _top_p_why,
             ),
         ),
         Slide(
             "A flat distribution",
-            views.sampling.Distribution(DEFAULT_DECODER, FLAT),
-            ("Many tokens, each a little likely.", "A fixed k cuts good choices here."),
-            "When many continuations are plausible (any colour), the probability spreads thinly over many tokens.",
+            views.sampling.Distribution(DEFAULT_DECODER, FLAT, top_k=TOP_K, top_p=TOP_P),
+            (f"The upright line: top-k = {TOP_K}; the level line: top-p = {TOP_P:g}.", "Which cut keeps more here?"),
+            "When many continuations are plausible (any colour), the probability spreads thinly over many tokens, "
+            "and a fixed k can cut tokens as likely as those it keeps: the line under the figure says how much.",
             (26,),
             against=_flat_against,
+            after_reveal=_flat_told,
         ),
         Slide(
             "A peaky distribution",
-            views.sampling.Distribution(DEFAULT_DECODER, PEAKY),
-            ("One token takes a large share.", "A fixed k keeps junk here."),
-            "When few continuations fit (the lecture's light was on, or off), the probability piles onto them; "
-            "top-p keeps just those.",
+            views.sampling.Distribution(DEFAULT_DECODER, PEAKY, top_k=TOP_K, top_p=TOP_P),
+            (f"The upright line: top-k = {TOP_K}; the level line: top-p = {TOP_P:g}.", "Which cut keeps more here?"),
+            "When few continuations fit (the lecture's light was on, or off), the probability piles onto them, and a "
+            "fixed k keeps tokens far less likely beside them: the line under the figure counts them for this model.",
             (26,),
             against=_peaky_against,
+            after_reveal=_peaky_told,
         ),
         Slide(
             "Sampling, seeded",
@@ -375,7 +547,7 @@ GENERATION = Deck(
                 "Which of the three will give the likeliest continuation?",
                 lambda traces: tuple(traces),
                 _likeliest,
-                "Beam search searches for likelihood; sampling draws less likely tokens on purpose.",
+                _likeliest_why,
             ),
         ),
         Slide(

@@ -135,9 +135,8 @@ def decode(
     run = _Run(lm, prompt, settings, progress)
     recording = recorder.recording() if record_attention else nullcontext()
     with torch.inference_mode(), ablation.ablating(lm, settings.ablate), recording as calls:
+        # No pass for the last token: generate() never feeds it back, so its query row is never computed.
         result = run.beam_search() if strategy == "beam" else run.sample_or_greedy()
-        if record_attention:
-            run.feed_last_token(result)
     attention = _stitched_attention(lm, run, calls, result) if record_attention else None
     return run.trace(result, attention)
 
@@ -325,7 +324,6 @@ class _Result:
     tree: list[BeamNode] = dataclasses.field(default_factory=list)
     bans: list[NgramBan] = dataclasses.field(default_factory=list)
     pool_history: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
-    cache: object = None
 
 
 class _Run:
@@ -453,11 +451,6 @@ class _Run:
         if self.generator is not None:
             return torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1, generator=self.generator).squeeze(1)
         return torch.argmax(scores, dim=-1)
-
-    def feed_last_token(self, result: _Result) -> None:
-        """One more forward pass with the last generated token, so recorded attention covers every position."""
-        cache, extra, ids = result.cache
-        self._step(ids, cache, extra)
 
     # -- beam search ----------------------------------------------------------------------------------------------
 
@@ -680,7 +673,6 @@ def _sample_lanes(runs: list[_Run]) -> list[_Result]:
             logprobs=logprobs[lane].tolist(),
             steps=lane_steps,
             bans=lane_bans,
-            cache=(cache, extra, ids),
         )
         for run, lane, lane_steps, lane_bans in zip(runs, lanes, steps, bans, strict=True)
     ]

@@ -2,8 +2,10 @@
 
 With a KV cache, the prompt's pass gives a [prompt, prompt] block and each later pass one row
 [1, positions so far]. Stitched, they form the [position, position] causal matrix that one forward pass
-over the whole generated text would give (tests check it against ``explorer.capture``), with the
-queries, keys and mask needed to recompute it, so ``AttentionStack.verify()`` works as for any capture.
+over the tokens fed would give, with the queries, keys and mask needed to recompute it, so
+``AttentionStack.verify()`` works as for any capture. Only the passes that ran are stitched: the last
+generated token is never fed back (as in generate(), whose ``output_attentions`` the tests compare), so a
+decoding of n new tokens has the prompt's rows and n - 1 more.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ def stitch(lm, calls, sequence: list[int], prompt_ids: list[int], seq2seq: bool)
     for call in calls:
         stack = lm.stack_of_module.get(id(call.module), default)
         by_stack[stack].setdefault(id(call.module), []).append(call)
-    decoder_tokens = token_labels(lm.tokenizer, sequence)
+    fed = token_labels(lm.tokenizer, sequence)[: _fed(by_stack)]  # the decoder's tokens that ran: its queries
     prompt_tokens = token_labels(lm.tokenizer, prompt_ids)
     axes = {
-        STACK_DECODER: (decoder_tokens, decoder_tokens),
-        STACK_CROSS: (decoder_tokens, prompt_tokens),
+        STACK_DECODER: (fed, fed),
+        STACK_CROSS: (fed, prompt_tokens),
         STACK_ENCODER: (prompt_tokens, prompt_tokens),
     }
     stacks = {}
@@ -37,6 +39,12 @@ def stitch(lm, calls, sequence: list[int], prompt_ids: list[int], seq2seq: bool)
         layers = [_stitch_calls(module_calls, causal=name == STACK_DECODER) for module_calls in modules.values()]
         stacks[name] = _stack(layers, *axes[name])
     return stacks
+
+
+def _fed(by_stack: dict) -> int:
+    """How many decoder positions the recorded passes fed (their query rows, added up over one layer's calls)."""
+    calls = next(iter(by_stack[STACK_DECODER].values()), []) if STACK_DECODER in by_stack else []
+    return sum(call.weights.shape[-2] for call in calls)
 
 
 def _stitch_calls(calls: list, *, causal: bool):

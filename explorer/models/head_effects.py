@@ -43,9 +43,11 @@ def head_ablation_effects(
     baseline = _next_logprobs(lm, ids, [()])[0]
     target = _target(baseline, target_token)
     logprobs, top_ids = np.empty(len(heads), dtype=np.float32), np.empty(len(heads), dtype=np.int64)
+    batch_sizes = []  # what ran, for the page to say
     for start in range(0, len(heads), ROWS_PER_PASS):
         rows = [(head,) for head in heads[start : start + ROWS_PER_PASS]]
         found = _next_logprobs(lm, ids, rows)
+        batch_sizes.append(len(rows))
         logprobs[start : start + len(rows)] = found[:, target].numpy()
         top_ids[start : start + len(rows)] = found.argmax(dim=-1).numpy()
         if progress is not None:
@@ -63,6 +65,7 @@ def head_ablation_effects(
         top_ids=top_ids,
         top_tokens=tuple(token_labels(lm.tokenizer, row) for row in top_ids),
         dtype=dtype_name(lm.model),
+        batch_sizes=tuple(batch_sizes),
     )
 
 

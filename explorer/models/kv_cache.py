@@ -6,7 +6,10 @@ chose, with that cache; after every pass the cache's own tensors are read (their
 ``numel() * element_size()`` for the bytes at the model's dtype). Without it, every pass runs the whole prefix
 again, as ``generate(use_cache=False)`` does, fed the tokens the cached run chose, so that the two runs' logits
 can be compared pass by pass (they must be equal up to rounding: the cache stores exactly the keys and values the
-longer pass recomputes). Every pass is timed on the model's device (synchronised on an accelerator).
+longer pass recomputes). Every pass is timed on the model's device (synchronised on an accelerator): after one
+untimed run of each decoding (the warm-up: a first pass allocates and picks kernels), ``REPEATS`` runs of each,
+interleaved so that a shared machine's passing load falls on both alike; the pages show each pass's median. The
+prefill is the same pass both ways and is timed the same way both ways.
 
 Which caches a cache object holds depends on its class (a table): a decoder's ``DynamicCache`` has one per layer,
 an encoder-decoder's ``EncoderDecoderCache`` the decoder's self-attention cache and the cross-attention cache
@@ -36,25 +39,26 @@ CACHE_STACKS = {
     "DynamicCache": ((STACK_DECODER, ""),),
     "EncoderDecoderCache": ((STACK_DECODER, "self_attention_cache"), (STACK_CROSS, "cross_attention_cache")),
 }
-REPEATS = 3  # runs of each decoding, with and without the cache, whose fastest time per pass is kept
+REPEATS = 3  # timed runs of each decoding, with and without the cache, after the warm-up (a median of 3)
 # Waiting for an accelerator's queued work, by device type, so that a pass's time is the pass's own.
 SYNCHRONIZE: dict[str, Callable[[], None]] = {"cuda": torch.cuda.synchronize, "mps": lambda: torch.mps.synchronize()}
 
 
 def kv_cache(lm, prompt: str, *, steps: int = 8) -> KVCacheTrace:
     """Greedy search from ``prompt``: a prefill, then ``steps`` one-token steps with the model's KV cache, and the
-    same passes without it (see the module's docstring), each timed as its fastest of ``REPEATS`` runs.
+    same passes without it (see the module's docstring), each timed in ``REPEATS`` runs after a warm-up.
     ``InputError`` for an encoder, an empty prompt or ``steps`` outside 1 … ``MAX_NEW_TOKENS``."""
     _check(lm, prompt, steps)
     passes = PASSES[lm.kind](lm, prompt, steps)
     with torch.inference_mode():
-        passes.warm_up()
+        # The first run of each is the warm-up: its logits, choices and caches are read, its times dropped.
         cached = _cached_run(passes, steps)
         uncached = _uncached_run(passes, cached["chosen"])
-        # Each pass's time is its fastest of REPEATS runs: a shared machine's other work only ever adds time.
-        for _ in range(REPEATS - 1):
-            cached["seconds"] = np.minimum(cached["seconds"], _cached_run(passes, steps)["seconds"])
-            uncached["seconds"] = np.minimum(uncached["seconds"], _uncached_run(passes, cached["chosen"])["seconds"])
+        # Interleaved, with then without: a load that comes and goes falls on both decodings alike.
+        times = [
+            (_cached_run(passes, steps)["seconds"], _uncached_run(passes, cached["chosen"])["seconds"])
+            for _ in range(REPEATS)
+        ]
     chosen = np.array(cached["chosen"], dtype=np.int64)
     prefill = passes.prefill_ids[0].tolist()
     return KVCacheTrace(
@@ -69,8 +73,8 @@ def kv_cache(lm, prompt: str, *, steps: int = 8) -> KVCacheTrace:
         chosen_tokens=token_labels(lm.tokenizer, chosen.tolist()),
         cached_reads=np.array([len(prefill)] + [1] * steps, dtype=np.int64),
         uncached_reads=np.arange(steps + 1, dtype=np.int64) + len(prefill),
-        cached_seconds=np.array(cached["seconds"]),
-        uncached_seconds=np.array(uncached["seconds"]),
+        cached_times=np.array([with_cache for with_cache, _ in times]),
+        uncached_times=np.array([without for _, without in times]),
         logit_difference=np.array(
             [float((a - b).abs().max()) for a, b in zip(cached["logits"], uncached["logits"], strict=True)]
         ),
@@ -175,10 +179,6 @@ class _Passes:
         result = run(*args)
         self.synchronize()
         return result, time.perf_counter() - start
-
-    def warm_up(self) -> None:
-        """One untimed pass: the first pass of a process allocates and picks kernels, which no later pass does."""
-        self.whole([])
 
     def _logits(self, outputs) -> torch.Tensor:
         return outputs.logits[0, -1].float()

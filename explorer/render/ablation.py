@@ -130,7 +130,8 @@ def before_after_figure(
             margin={"l": 70, "r": 20, "t": look.title_band + 30, "b": 90},
             legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "font": {"size": look.tick_size}},
         )
-        update_axes(figure, "x", tickfont={"size": look.tick_size}, tickangle=-30)
+        # Categories: token labels such as "1" would otherwise put the bars on a number line.
+        update_axes(figure, "x", type="category", tickfont={"size": look.tick_size}, tickangle=-30)
         update_axes(
             figure,
             "y",

@@ -34,7 +34,7 @@ import numpy as np
 
 from explorer.data import AttentionCapture
 from explorer.render.export import HtmlFigure
-from explorer.render.style import FONT, INK, MUTED, SLIDE, FigureInfo, Look, escape
+from explorer.render.style import FONT, HEAD_COLOURS, INK, MUTED, SLIDE, FigureInfo, Look, escape
 
 # The views' JavaScript and the libraries it needs: (package, path inside it).
 BERTVIZ_JS = {"head": ("bertviz", "head_view.js"), "model": ("bertviz", "model_view.js")}
@@ -73,6 +73,9 @@ _PRELUDE = """
             attn: s.attn.map((heads) => heads.map((rows) => rows.slice(r0, r1).map((row) => row.slice(c0, c1))))};
   });
   window.__explorerBertvizParams = packed.params;
+  // BertViz colours heads (head view) and layers (model view) with d3's ten categorical colours: an eleventh head
+  // would take the first one's. As many distinct colours as there are heads and layers instead.
+  window.d3.schemeCategory10 = packed.colours;
   window.require = {config: function () {}};
   window.requirejs = function (deps, body) { body(window.jQuery, window.d3); };
 })();
@@ -241,7 +244,7 @@ def _document(view: str, capture, stacks, included, heads, params, zoom: float =
     packed = _payload(capture, stacks, included, heads, params)
     root = html.escape(params["root_div_id"])
     return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>BertViz {view} view</title>
+<html lang="en"><head><meta charset="utf-8"><title>BertViz {view} view</title>
 <style>body {{ margin: 0; padding: {PADDING}px; background: white; zoom: {zoom:g}; }}{_THICK if zoom > 1 else ""}
 </style></head>
 <body>
@@ -250,7 +253,22 @@ def _document(view: str, capture, stacks, included, heads, params, zoom: float =
   <div id="vis"></div>
 </div>
 {_scripts(view, packed)}
+{_FIT_WIDTH.replace("ZOOM", f"{zoom:g}") if view == "model" else ""}
 </body></html>"""
+
+
+# BertViz draws the model view 970 px wide whatever the window: narrower, the frame scrolled sideways. Scaled down
+# to the frame's width instead (never up: its thumbnails are drawn for 970 px).
+_FIT_WIDTH = f"""<script>
+(function () {{
+  function fit() {{
+    const room = document.documentElement.clientWidth / ZOOM - 2 * {PADDING};
+    document.getElementById("vis").style.zoom = Math.min(1, room / {MODEL_WIDTH});
+  }}
+  fit();
+  window.addEventListener("resize", fit);
+}})();
+</script>"""
 
 
 def _slide_document(view: str, capture, included, heads, params, zoom: float, info: FigureInfo, look: Look) -> str:
@@ -260,7 +278,7 @@ def _slide_document(view: str, capture, included, heads, params, zoom: float, in
     root = html.escape(params["root_div_id"])
     thick = " #vis line { stroke-width: 3px; }" if view == "head" and zoom > 1 else ""
     return f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{html.escape(info.title())}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{html.escape(info.title())}</title>
 <style>body {{ margin: 0; background: white; }}
 #slide {{ width: {look.width}px; height: {look.height}px; overflow: hidden; background: white; }}
 #slide-title {{ display: block; }}
@@ -321,8 +339,8 @@ def _menus(view: str, packed: dict) -> str:
         options = "".join(
             f'<option value="{i}">{html.escape(f["name"])}</option>' for i, f in enumerate(packed["filters"])
         )
-        select = f'Attention: <select id="filter">{options}</select>'
-    layer_select = 'Layer: <select id="layer"></select>' if view == "head" else ""
+        select = f'<label>Attention: <select id="filter">{options}</select></label>'
+    layer_select = '<label>Layer: <select id="layer"></select></label>' if view == "head" else ""
     return f"{layer_select} {select}"
 
 
@@ -360,7 +378,13 @@ def _payload(capture, stacks, included, heads, params) -> dict:
             filters.append({"name": FILTER_NAMES.get(name, name), "stack": index, "rows": [0, rows], "cols": [0, cols]})
         else:
             filters += _pair_filters(capture.segment_b_start if name == "encoder" else None, index, rows, cols)
-    return {"params": params, "stacks": blocks, "filters": filters}
+    count = max(capture.main.num_heads, capture.main.num_layers)
+    return {"params": params, "stacks": blocks, "filters": filters, "colours": head_colours(count)}
+
+
+def head_colours(count: int) -> list[str]:
+    """``count`` colours for BertViz's heads and layers, all different while ``HEAD_COLOURS`` lasts."""
+    return [HEAD_COLOURS[i % len(HEAD_COLOURS)] for i in range(count)]
 
 
 def _pair_filters(b_start, stack: int, rows: int, cols: int) -> list[dict]:

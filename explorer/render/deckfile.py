@@ -5,21 +5,29 @@ for the PPTX, the figure's spec for the HTML); it sends the pages as plain dicts
 module makes the file. It imports nothing of the ``explorer`` package: the worker runs ``renderer.py`` as a
 script (no torch), and finds this file beside it.
 
-Every page is laid out on a 1920×1080 canvas (CSS pixels), alike in the three formats: the slide's title on top,
-the view below it, fitted and centred at 16:9, and under the view what to look at, the answer (on an answer page)
-and the sources' numbers beside the model's. A question page holds the question and its choices, no view.
+Every page is laid out on a canvas 1920 CSS pixels wide (a ``Sheet``: 1080 high for a slide, as high as the paper's
+shape makes it for a handout), alike in the three formats: the slide's title on top, the view below it, and under
+the view what to look at, the answer (on an answer page) and the sources' numbers beside the model's. A question
+page holds the question and its choices, no view.
 
-- PDF: the pages as one HTML document, printed by the worker's Chrome (``renderer._print_pdf``), one 1920×1080
-  CSS-pixel page (1440×810 pt) per page. Each view is its SVG export as an image, which Chrome prints as vector
-  drawing (what the SVG export shows, exactly); titles and lines are text.
-- PPTX: python-pptx, a 13.33×7.5 in slide per page, the view a 3840×2160 picture, the title in the slide's title
-  placeholder, the speaker notes in the notes page.
+The view fills the width and the height the text leaves (``view_box``), and is drawn at exactly that box's size
+(``explorer.lecture.files`` asks the view for a figure of that size), so it is never scaled on the page: its labels
+keep the size they were laid out at, and never shrink below what a projector or paper needs.
+
+- PDF: the pages as one HTML document, printed by the worker's Chrome (``renderer._print_pdf``) on A4 or Letter,
+  landscape: the canvas scaled to the paper's width (``Sheet.zoom``), every text at least ``MIN_POINTS`` pt. Each
+  view is its SVG export as an image, which Chrome prints as vector drawing (what the SVG export shows, exactly);
+  titles and lines are text.
+- PPTX: python-pptx, a 13.33×7.5 in slide per page, the view a picture at twice its box's pixels (labels at the
+  projector size they were drawn at), the title in the slide's title placeholder, the slide number a PowerPoint
+  field, the speaker notes in the notes page.
 - HTML: one page, plotly.js and Vega inlined once, each view drawn interactively when its page is first shown.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import html
 import io
 import math
@@ -37,6 +45,40 @@ INK, MUTED, ACCENT = "#1f2430", "#5b6170", "#0072B2"  # explorer.render.style's 
 FONT = '"Source Sans", "Source Sans Pro", "Helvetica Neue", "DejaVu Sans", Arial, sans-serif'  # style.FONT
 CHOICES_PER_COLUMN = 6
 HINT = "Predict first: the answer is on the next page."
+PT_PER_PX = 0.75  # a CSS pixel is 1/96 in, a point 1/72 in
+MIN_POINTS = 9  # the smallest text on paper, figures' included
+
+
+@dataclass(frozen=True)
+class Sheet:
+    """What a page is laid out on: a canvas ``WIDTH`` CSS pixels wide and ``height`` high, printed on ``paper``
+    (width, height in points, landscape) scaled by ``zoom``."""
+
+    name: str
+    paper: tuple[float, float]
+
+    @property
+    def zoom(self) -> float:
+        return self.paper[0] / (WIDTH * PT_PER_PX)
+
+    @property
+    def height(self) -> int:
+        # Rounded down, and a pixel less: Chrome rounds the paper's size (A4 prints 0.3 pt lower), and a canvas a
+        # fraction taller than the page would spill a blank page after every page.
+        return math.floor(self.paper[1] / (PT_PER_PX * self.zoom)) - 1
+
+    def smallest_text(self) -> int:
+        """Canvas pixels of the smallest text that prints at ``MIN_POINTS`` pt or more."""
+        return math.ceil(MIN_POINTS / (PT_PER_PX * self.zoom) - 1e-9)
+
+
+MM = 72 / 25.4  # points per millimetre
+SHEETS = {
+    "slide": Sheet("slide", (WIDTH * PT_PER_PX, HEIGHT * PT_PER_PX)),  # 13.33×7.5 in: PowerPoint's 16:9
+    "a4": Sheet("a4", (297 * MM, 210 * MM)),
+    "letter": Sheet("letter", (11 * 72, 8.5 * 72)),
+}
+PAPERS = ("a4", "letter")
 
 
 @dataclass(frozen=True)
@@ -90,6 +132,33 @@ def text_lines(page: Page) -> list[Line]:
     return lines + [Line(text, SOURCE_SIZE, MUTED, kind="source") for text in page.sources]
 
 
+CHAR_WIDTH = 0.6  # a generous average glyph width in ems (as explorer.render.style): rows are not undercounted
+BOTTOM = 44  # the section's padding below the lines: the page number's band
+VIEW_GAP = 12  # between the view and the lines under it
+
+
+def rows(line: Line, width: float) -> int:
+    """How many rows ``line`` takes in a box ``width`` wide, estimated."""
+    return max(1, math.ceil(len(line.text) * CHAR_WIDTH * line.size / width))
+
+
+def text_height(page: Page) -> float:
+    """Canvas pixels the lines under the view take, estimated generously (they never spill off the page)."""
+    return sum(rows(line, WIDTH - 2 * MARGIN) * line.size * LINE_HEIGHT for line in text_lines(page))
+
+
+def view_box(page: Page, sheet: Sheet) -> tuple[int, int, int, int]:
+    """(x, y, width, height) of the page's view on ``sheet``'s canvas: the whole width between the margins and
+    the whole height between the title band and the lines under it (at least two fifths of the canvas)."""
+    room = sheet.height - BOTTOM - text_height(page) - VIEW_GAP - TITLE_BOTTOM
+    return (MARGIN, TITLE_BOTTOM, WIDTH - 2 * MARGIN, int(max(room, 0.4 * sheet.height)))
+
+
+def sheet_of(deck: dict) -> Sheet:
+    """The sheet a deck's pages are laid out on: its paper (a PDF), else a slide."""
+    return SHEETS[deck.get("paper") or "slide"]
+
+
 def assemble(fmt: str, deck: dict) -> bytes:
     """``deck`` ({"title", "pages": [Page fields]}) as a PPTX or HTML file (the PDF: ``printable``, then Chrome)."""
     return _ASSEMBLERS[fmt](deck["title"], pages_of(deck))
@@ -117,18 +186,25 @@ h1 {{ font-size: {TITLE_SIZE}px; line-height: 1.2; margin: 0; height: {TITLE_BOT
 .number {{ position: absolute; right: {MARGIN}px; bottom: 18px; font-size: {NUMBER_SIZE}px; color: {MUTED}; }}
 """
 
-# Printed: one CSS page per section, exactly the section's size.
-_PRINT_STYLE = f"@page {{ size: {WIDTH}px {HEIGHT}px; margin: 0; }} section {{ break-after: page; }}"
+
+def _print_style(sheet: Sheet) -> str:
+    """Printed: one paper page per section, the canvas zoomed to the paper's width."""
+    width, height = sheet.paper
+    return (
+        f"@page {{ size: {width:.2f}pt {height:.2f}pt; margin: 0; }} html {{ zoom: {sheet.zoom:.6f}; }}"
+        f" section {{ height: {sheet.height}px; break-after: page; }}"
+    )
 
 
 def printable(deck: dict) -> str:
-    """The deck as one HTML document of 1920×1080 pages, each view its SVG as an image (each SVG a document of
-    its own, so the ids of two figures' clip paths never meet), for Chrome to print."""
-    pages = pages_of(deck)
-    sections = "\n".join(_section(page, len(pages), _svg_image) for page in pages)
+    """The deck as one HTML document, a page per section on the deck's paper, each view its SVG as an image at
+    its own size (each SVG a document of its own, so the ids of two figures' clip paths never meet), for Chrome
+    to print."""
+    pages, sheet = pages_of(deck), sheet_of(deck)
+    sections = "\n".join(_section(page, len(pages), _svg_image, sheet) for page in pages)
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(deck['title'])}</title>"
-        f"<style>{_STYLE}{_PRINT_STYLE}</style></head><body>{sections}</body></html>"
+        f"<style>{_STYLE}{_print_style(sheet)}</style></head><body>{sections}</body></html>"
     )
 
 
@@ -137,8 +213,9 @@ def _svg_image(page: Page) -> str:
     return f"<img alt='' src='{source}'>"
 
 
-def _section(page: Page, total: int, figure) -> str:
-    """One page: ``figure(page)`` gives the view's markup."""
+def _section(page: Page, total: int, figure, sheet: Sheet | None = None) -> str:
+    """One page: ``figure(page)`` gives the view's markup, the view as high as ``view_box`` on ``sheet`` (the
+    figure drawn at that size), or on the deck page as high as the lines leave."""
     title = f"<h1>{html.escape(page.title)}</h1>"
     number = f"<div class='number'>{page.number} / {total}</div>"
     if page.is_question:
@@ -150,7 +227,9 @@ def _section(page: Page, total: int, figure) -> str:
             f"{number}</section>"
         )
     lines = "".join(f"<p class='{line.kind}'>{html.escape(line.text)}</p>" for line in text_lines(page))
-    return f"<section>{title}<div class='view'>{figure(page)}</div><div class='lines'>{lines}</div>{number}</section>"
+    size = "" if sheet is None else f" style='flex: none; height: {view_box(page, sheet)[3]}px'"
+    view = f"<div class='view'{size}>{figure(page)}</div>"
+    return f"<section>{title}{view}<div class='lines'>{lines}</div>{number}</section>"
 
 
 # The deck as one page to present from: the 1920×1080 pages stacked on a stage scaled to the window, the page on
@@ -267,21 +346,7 @@ def _html(title: str, pages: list[Page]) -> bytes:
 
 EMU_PER_PX = 12192000 // WIDTH  # a 13.333 in wide slide: 6350 EMU (half a point) per CSS pixel
 TITLE_ONLY = 5  # the default template's "Title Only" layout
-CHAR_WIDTH = 0.6  # a generous average glyph width in ems (as explorer.render.style): rows are not undercounted
-
-
-def rows(line: Line, width: float) -> int:
-    """How many rows ``line`` takes in a box ``width`` wide, estimated."""
-    return max(1, math.ceil(len(line.text) * CHAR_WIDTH * line.size / width))
-
-
-def view_box(text_height: float) -> tuple[float, float, float, float]:
-    """(x, y, width, height) of the view from the slide's top left: the largest 16:9 box between the title band
-    and the text under it, centred."""
-    top, bottom = TITLE_BOTTOM, HEIGHT - 44 - text_height - 12
-    height = min(bottom - top, (WIDTH - 2 * MARGIN) * HEIGHT / WIDTH)
-    width = height * WIDTH / HEIGHT
-    return ((WIDTH - width) / 2, top, width, height)
+SLIDE_NUMBER_FIELD = "{B6F15528-21DE-4FAA-801E-634DDDAF4B2B}"  # the GUID PowerPoint's own templates give it
 
 
 def _pptx(title: str, pages: list[Page]) -> bytes:
@@ -295,10 +360,7 @@ def _pptx(title: str, pages: list[Page]) -> bytes:
         slide = deck.slides.add_slide(deck.slide_layouts[TITLE_ONLY])
         _pptx_title(slide, page)
         (_pptx_question if page.is_question else _pptx_view)(slide, page)
-        number = Line(f"{page.number} / {len(pages)}", NUMBER_SIZE, MUTED)
-        _pptx_box(
-            slide, (WIDTH - MARGIN - 300, HEIGHT - 18 - NUMBER_SIZE * 1.3, 300, NUMBER_SIZE * 1.3), [number], right=True
-        )
+        _pptx_number(slide, page, len(pages))
         slide.notes_slide.notes_text_frame.text = page.notes
     out = io.BytesIO()
     deck.save(out)
@@ -329,11 +391,10 @@ def _pptx_title(slide, page: Page) -> None:
 
 
 def _pptx_view(slide, page: Page) -> None:
-    lines = text_lines(page)
-    text_height = sum(rows(line, WIDTH - 2 * MARGIN) * line.size * LINE_HEIGHT for line in lines)
-    x, y, width, height = view_box(text_height)
+    x, y, width, height = view_box(page, SHEETS["slide"])
     slide.shapes.add_picture(io.BytesIO(page.figure), _emu(x), _emu(y), _emu(width), _emu(height))
-    _pptx_box(slide, (MARGIN, y + height + 12, WIDTH - 2 * MARGIN, text_height), lines)
+    box = (MARGIN, y + height + VIEW_GAP, WIDTH - 2 * MARGIN, text_height(page))
+    _pptx_box(slide, box, text_lines(page))
 
 
 def _pptx_question(slide, page: Page) -> None:
@@ -352,7 +413,23 @@ def _pptx_question(slide, page: Page) -> None:
     )
 
 
-def _pptx_box(slide, box: tuple[float, float, float, float], lines: list[Line], *, right: bool = False) -> None:
+def _pptx_number(slide, page: Page, total: int) -> None:
+    """The page's number over the total ("3 / 22") at the bottom right, the 3 PowerPoint's slide-number field
+    (it follows the slide when slides are moved, added or hidden), the total as written."""
+    from pptx.oxml.ns import qn
+
+    box = (WIDTH - MARGIN - 300, HEIGHT - 18 - NUMBER_SIZE * 1.3, 300, NUMBER_SIZE * 1.3)
+    run = _pptx_box(slide, box, [Line(f" / {total}", NUMBER_SIZE, MUTED)], right=True)[0]
+    field = run._r.makeelement(qn("a:fld"), {"id": SLIDE_NUMBER_FIELD, "type": "slidenum"})
+    field.append(copy.deepcopy(run._r.get_or_add_rPr()))  # the run's size and colour
+    number = field.makeelement(qn("a:t"), {})
+    number.text = str(page.number)  # what a viewer that does not update fields shows
+    field.append(number)
+    run._r.addprevious(field)
+
+
+def _pptx_box(slide, box: tuple[float, float, float, float], lines: list[Line], *, right: bool = False) -> list:
+    """A text box at ``box`` (CSS pixels) holding one paragraph per line, wrapped by the viewer; its runs."""
     """A text box at ``box`` (CSS pixels) holding one paragraph per line, wrapped by the viewer."""
     from pptx.dml.color import RGBColor
     from pptx.enum.text import PP_ALIGN
@@ -361,6 +438,7 @@ def _pptx_box(slide, box: tuple[float, float, float, float], lines: list[Line], 
     frame = slide.shapes.add_textbox(*(_emu(v) for v in box)).text_frame
     frame.word_wrap = True
     frame.margin_left = frame.margin_right = frame.margin_top = frame.margin_bottom = 0
+    runs = []
     for i, line in enumerate(lines):
         paragraph = frame.paragraphs[0] if i == 0 else frame.add_paragraph()
         paragraph.alignment = PP_ALIGN.RIGHT if right else PP_ALIGN.LEFT
@@ -368,9 +446,11 @@ def _pptx_box(slide, box: tuple[float, float, float, float], lines: list[Line], 
         run.text = line.text
         run.font.size, run.font.bold = Pt(line.size / 2), line.bold  # a CSS pixel is half a point here
         run.font.color.rgb = RGBColor.from_string(line.color[1:])
+        runs.append(run)
+    return runs
 
 
 _ASSEMBLERS = {"pptx": _pptx, "html": _html}
 FORMATS = ("pdf", "pptx", "html")
 
-__all__ = ["FORMATS", "SIZE", "Page", "assemble", "page_fields", "printable"]
+__all__ = ["FORMATS", "PAPERS", "SHEETS", "SIZE", "Page", "Sheet", "assemble", "page_fields", "printable", "view_box"]

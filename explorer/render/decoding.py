@@ -7,16 +7,21 @@ prompt is user text.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.compute.decoding import tree_at, tree_positions
+from explorer.compute.decoding import mark_leading_space, step_logprobs, tree_at, tree_positions
 from explorer.data.decoding import FINISHED, PRUNED, RETURNED, RUNNING, BeamNode, DecodeTrace
 from explorer.render.layout import batched, relayout, subplots, update_axes
 from explorer.render.style import (
     CATEGORICAL,
+    CHAR_WIDTH,
     GRID,
     INK,
+    LINE_HEIGHT,
     MUTED,
     SCREEN,
     SEQUENTIAL,
@@ -38,18 +43,31 @@ STATUS_STYLE = {
 }
 
 
+CELL_GAP = 2  # px between two cells of the candidates grid
+COLORBAR_THICKNESS = 14
+MIN_CELL_CHARS = 4  # a cell with room for fewer characters ("t…") gets no label
+LABEL_GAP = 3  # px kept clear at each end of a label, so that two neighbours never read as one word
+
+
 def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCREEN, row: int = 0) -> go.Figure:
     """Each step's top candidates (columns: steps; rows: rank) coloured by probability, the chosen token
-    outlined, and the entropy of each step's distribution underneath."""
+    outlined, and the entropy of each step's distribution underneath. Cell labels fit their cells
+    (``cell_labels``): token and probability, else the token alone, else the token turned upright."""
     steps = trace.steps
     n = steps[0].candidate_ids.shape[1] if steps else 0
     probs = np.array([step.candidate_probs[row] for step in steps], dtype=np.float32).T  # [candidate, step]
-    tokens = [[escape(abbreviate(step.candidate_tokens[row][rank], 10)) for step in steps] for rank in range(n)]
+    names = [[step.candidate_tokens[row][rank] for step in steps] for rank in range(n)]
     top = float(probs.max()) if probs.size else 1.0  # small models are unsure: a 0-1 scale would be all pale
     figure = subplots(rows=2, cols=1, row_heights=[0.78, 0.22], shared_xaxes=True, vertical_spacing=0.06)
     x = [step.step + 1 for step in steps]
     y = list(range(1, n + 1))
-    cell_text = [[f"{tokens[r][c]}<br>{100 * probs[r, c]:.1f}%" for c in range(len(steps))] for r in range(n)]
+    cell_text = [
+        [f"{escape(abbreviate(names[r][c], 10))}<br>{100 * probs[r, c]:.1f}%" for c in range(len(steps))]
+        for r in range(n)
+    ]
+    colorbar_title = f"probability<br>darkest = {top:.2g}<br>(the highest shown)"
+    width, height = cell_size(figure, look, len(steps), n, colorbar_title)
+    labels = cell_labels(names, probs, width, height, look)
     figure.add_trace(
         go.Heatmap(
             z=probs,
@@ -58,15 +76,16 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             zmin=0,
             zmax=top,
             colorscale=SEQUENTIAL,
-            text=cell_text,
-            texttemplate="%{text}",
-            textfont={"size": look.cell_text_size},
-            xgap=2,
-            ygap=2,
-            hovertemplate="step %{x}, choice %{y}<br>%{text}<extra></extra>",
+            text=labels.texts if labels.upright else None,
+            texttemplate="%{text}" if labels.upright else "",
+            textfont={"size": labels.size},
+            customdata=cell_text,  # the whole token and its probability, on hover whatever the cell shows
+            xgap=CELL_GAP,
+            ygap=CELL_GAP,
+            hovertemplate="step %{x}, choice %{y}<br>%{customdata}<extra></extra>",
             colorbar={
-                "title": {"text": f"probability<br>darkest = {top:.2g}<br>(the highest shown)", "side": "top"},
-                "thickness": 14,
+                "title": {"text": colorbar_title, "side": "top"},
+                "thickness": COLORBAR_THICKNESS,
                 "len": 0.75,
                 "y": 1,
                 "yanchor": "top",
@@ -111,8 +130,9 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
         # A click selects a candidate (a page may branch there) rather than starting a zoom.
         relayout(
             figure,
-            margin={"l": 70, "r": 20, "t": look.title_band, "b": 50},
+            margin={"l": _left(look), "r": CANDIDATES_RIGHT, "t": look.title_band, "b": _bottom(look)},
             shapes=boxes,
+            annotations=_turned_labels(labels, probs, top, x) if labels.turned else [],
             clickmode="event+select",
             dragmode=False,
         )
@@ -123,7 +143,8 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             tickfont={"size": look.tick_size},
             row=1,
             col=1,
-            title="choice",
+            title={"text": "choice", "standoff": 6},  # set beside its ticks, never on them (automargin)
+            automargin=True,
             tickvals=y,
             ticktext=[f"#{r}" for r in y],
             showgrid=False,
@@ -133,18 +154,113 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
         update_axes(
             figure,
             "y",
-            title={"text": "entropy<br>(nats)", "font": {"size": look.font_size - 2}},
+            title={"text": "entropy<br>(nats)", "font": {"size": look.font_size - 2}, "standoff": 6},
+            automargin=True,
             tickfont={"size": look.smaller_ticks(2)},
             gridcolor=GRID,
             row=2,
             col=1,
             rangemode="tozero",
         )
-        update_axes(figure, "x", title="step", tickfont={"size": look.tick_size}, tickvals=x, row=2, col=1)
+        update_axes(
+            figure,
+            "x",
+            title={"text": "step", "standoff": 6},
+            automargin=True,
+            tickfont={"size": look.tick_size},
+            tickvals=x,
+            row=2,
+            col=1,
+        )
         if any(step.forced for step in steps):
             ticks = [f"{value}<br>forced" if step.forced else str(value) for value, step in zip(x, steps, strict=True)]
             update_axes(figure, "x", ticktext=ticks, row=2, col=1)
     return figure
+
+
+CANDIDATES_RIGHT = 20
+
+
+def _left(look: Look) -> int:
+    """Room left of the grid for the entropy's ticks ("1.5") and its two-line title, turned, beside them."""
+    return int(text_width("0.5", look.tick_size) + 2 * LINE_HEIGHT * look.font_size + 20)
+
+
+def _bottom(look: Look) -> int:
+    """Room under the steps' ticks (two lines where a step says "forced") for the "step" title."""
+    return int(2 * LINE_HEIGHT * look.tick_size + LINE_HEIGHT * look.font_size + 16)
+
+
+@dataclass(frozen=True)
+class CellLabels:
+    """What the candidates grid writes in its cells, fitted to them: ``texts`` [candidate][step] (HTML), at
+    ``size`` px; ``upright`` the heatmap's own text (horizontal), ``turned`` annotations turned 90° (a narrow,
+    tall cell), neither: no labels (the cells are too small for any)."""
+
+    texts: tuple[tuple[str, ...], ...]
+    size: int
+    upright: bool = False
+    turned: bool = False
+
+
+def cell_size(figure: go.Figure, look: Look, columns: int, rows: int, colorbar_title: str) -> tuple[float, float]:
+    """(width, height) in px of one cell of the grid's top panel, from the figure's own geometry: the look's size,
+    the margins, the colorbar's room beside the plot (its widest title line), and the panel's domain."""
+    colorbar = 10 + max(
+        COLORBAR_THICKNESS + 6 + text_width("0.00", look.smaller_ticks(2)),
+        max(text_width(line, look.font_size) for line in colorbar_title.split("<br>")),
+    )
+    plot_width = look.width - _left(look) - CANDIDATES_RIGHT - colorbar
+    plot_height = look.height - look.title_band - _bottom(look)
+    low, high = figure.layout.yaxis.domain or (0, 1)
+    width = plot_width / max(columns, 1) - CELL_GAP
+    return width, plot_height * (high - low) / max(rows, 1) - CELL_GAP
+
+
+def cell_labels(names, probs: np.ndarray, width: float, height: float, look: Look) -> CellLabels:
+    """The largest labels that fit a ``width`` × ``height`` px cell, from the look's cell text size down to
+    three quarters of it: the token and its probability on two lines, else the token alone, else the token
+    turned upright in a tall, narrow cell (tokens cut to fit, never shorter than ``MIN_CELL_CHARS``)."""
+    largest = look.cell_text_size
+    for size in range(largest, max(int(largest * 0.75), 9) - 1, -1):
+        line = LINE_HEIGHT * size
+        across = int((width - 2 * LABEL_GAP) // (CHAR_WIDTH * size))  # characters that fit across the cell
+        along = int((height - 2 * LABEL_GAP) // (CHAR_WIDTH * size))  # ... and along it, turned upright
+        if across >= max(MIN_CELL_CHARS, 6) and height >= 2 * line:
+            return CellLabels(_texts(names, across, probs), size, upright=True)
+        if across >= MIN_CELL_CHARS and height >= line:
+            return CellLabels(_texts(names, across), size, upright=True)
+        if along >= MIN_CELL_CHARS and width >= line:
+            return CellLabels(_texts(names, along), size, turned=True)
+    return CellLabels((), largest)
+
+
+def _texts(names, chars: int, probs: np.ndarray | None = None) -> tuple[tuple[str, ...], ...]:
+    def label(r: int, c: int) -> str:
+        name, limit = names[r][c], min(chars, 10)
+        # An ellipsis is an em wide, two characters of the estimate: a cut token gives up one more letter.
+        token = escape(name if len(name) <= limit else abbreviate(name, limit - 1))
+        return token if probs is None else f"{token}<br>{100 * probs[r, c]:.1f}%"
+
+    return tuple(tuple(label(r, c) for c in range(len(names[r]))) for r in range(len(names)))
+
+
+def _turned_labels(labels: CellLabels, probs: np.ndarray, top: float, x: list[int]) -> list[dict]:
+    """Each cell's token as an annotation turned 90° (Plotly cannot turn a heatmap's text), white on dark cells."""
+    return [
+        {
+            "x": x[c],
+            "y": r + 1,
+            "xref": "x",
+            "yref": "y",
+            "text": text,
+            "textangle": -90,
+            "showarrow": False,
+            "font": {"size": labels.size, "color": "white" if probs[r, c] >= 0.68 * top else INK},
+        }
+        for r, row in enumerate(labels.texts)
+        for c, text in enumerate(row)
+    ]
 
 
 def _click_targets(steps, x: list[int], n: int, row: int, cell_text) -> go.Scatter:
@@ -398,3 +514,138 @@ def _two_lines(label: str, size: int, room: float) -> str:
         return label
     cut = min(cuts, key=lambda i: abs(i - len(label) / 2))
     return f"{label[: cut + 1]}<br>{label[cut + 2 :]}"
+
+
+# -- the chain rule, and why logs -----------------------------------------------------------------------------
+
+
+def _token_ticks(trace: DecodeTrace, count: int) -> list[str]:
+    return [
+        f"{i + 1}<br>{escape(abbreviate(mark_leading_space(token), 8))}"
+        for i, token in enumerate(trace.generated_tokens[0][:count])
+    ]
+
+
+def chain_rule_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCREEN) -> go.Figure:
+    """Each generated token's log-probability given the tokens before it (bars) and their running sum (line):
+    the last point is the continuation's log-probability, log p(text) = Σ log p(token | tokens before)."""
+    logprobs = step_logprobs(trace)
+    x = list(range(1, len(logprobs) + 1))
+    room = (look.width - 90) / max(len(x), 1)  # px per step
+    numbers = [f"{value:.2f}" for value in logprobs]
+    written = max((text_width(n, look.cell_text_size) for n in numbers), default=0) <= room * 0.9
+    figure = go.Figure(
+        [
+            go.Bar(
+                x=x,
+                y=logprobs,
+                name="log p(token | tokens before)",
+                marker={"color": CATEGORICAL[4]},
+                text=numbers if written else None,
+                textposition="inside",
+                textfont={"size": look.cell_text_size, "color": INK},
+                hovertemplate="token %{x}: log p = %{y:.3f}<extra></extra>",
+            ),
+            go.Scatter(
+                x=x,
+                y=np.cumsum(logprobs),
+                name="running sum = log p(text so far)",
+                mode="lines+markers",
+                line={"color": CATEGORICAL[5], "width": 3},
+                marker={"size": 9},
+                hovertemplate="tokens 1 to %{x}: sum %{y:.3f}<extra></extra>",
+            ),
+        ]
+    )
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(
+            figure,
+            margin={
+                "l": int(text_width("−20", look.tick_size) + LINE_HEIGHT * look.font_size + 24),
+                "r": 20,
+                "t": look.title_band + int(look.font_size * 1.6),
+                "b": int(50 + look.tick_size * 2),
+            },
+            legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": look.font_size}},
+            bargap=0.3,
+        )
+        update_axes(
+            figure,
+            "x",
+            tickvals=x,
+            ticktext=_token_ticks(trace, len(x)),
+            tickangle=0
+            if max((text_width(t, look.tick_size) for t in _token_ticks(trace, len(x))), default=0) / 2 <= room
+            else -90,
+            tickfont={"size": look.tick_size},
+            title="generated token",
+            showgrid=False,
+        )
+        update_axes(
+            figure,
+            "y",
+            title={"text": "log-probability (natural log)", "standoff": 8},
+            automargin=True,  # the title beside the ticks, never on them
+            tickfont={"size": look.tick_size},
+            gridcolor=GRID,
+            zeroline=True,
+            zerolinecolor=MUTED,
+        )
+    return figure
+
+
+def products_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCREEN) -> go.Figure:
+    """The same tokens two ways, step by step: the product of their probabilities (left, falling towards 0) and
+    the sum of their log-probabilities (right, a plain number at every step)."""
+    logprobs = step_logprobs(trace)
+    x = list(range(1, len(logprobs) + 1))
+    figure = subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=("product of probabilities", "sum of log-probabilities"),
+    )
+    product, total = np.exp(np.cumsum(logprobs)), np.cumsum(logprobs)
+    pitch = (look.width - 120) * 0.44 / (len(x) + 0.4)  # px between two steps in one panel
+    for col, values, colour, what in ((1, product, CATEGORICAL[0], "product"), (2, total, CATEGORICAL[5], "sum")):
+        numbers = (
+            [f"{v:.2g}" if v >= 0.01 else f"{v:.0e}" for v in values] if col == 1 else [f"{v:.1f}" for v in values]
+        )
+        # Every label where they fit side by side, else every second or third: never one over another.
+        every = max(1, math.ceil((max(text_width(n, look.cell_text_size) for n in numbers) + 6) / pitch))
+        figure.add_trace(
+            go.Scatter(
+                x=x,
+                y=values,
+                mode="lines+markers+text",
+                line={"color": colour, "width": 3},
+                marker={"size": 9},
+                text=[n if i % every == 0 else "" for i, n in enumerate(numbers)],
+                textposition="top center",
+                textfont={"size": look.cell_text_size},
+                showlegend=False,
+                hovertemplate=f"tokens 1 to %{{x}}: {what} %{{y:.4g}}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+    with batched(figure):
+        finish(figure, info, look)
+        relayout(figure, margin={"l": 80, "r": 40, "t": look.title_band + look.font_size * 2, "b": 70})
+        for col in (1, 2):
+            update_axes(
+                figure,
+                "x",
+                title="tokens generated",
+                tickvals=x,
+                tickfont={"size": look.tick_size},
+                showgrid=False,
+                range=[0.5, len(x) + 0.9],
+                row=1,
+                col=col,
+            )
+        update_axes(figure, "y", range=[0, 1.08], tickfont={"size": look.tick_size}, gridcolor=GRID, row=1, col=1)
+        low = float(min(total.min(), 0.0)) if len(total) else -1.0
+        update_axes(figure, "y", range=[low * 1.12, 0], tickfont={"size": look.tick_size}, gridcolor=GRID, row=1, col=2)
+    return figure

@@ -1,7 +1,8 @@
 """Figures as files for slides: PNG (at 2x), SVG and standalone interactive HTML that works offline.
 
 Every export is drawn at slide size (1920×1080 by default), not at the shape of the browser window:
-the render function is called again with ``style.SLIDE``, so labels are laid out for the slide.
+the render function is called again with ``style.SLIDE``, so labels are laid out for the slide. A lecture deck's
+file draws each view at the size of its box on the page (``size``): the figure is never scaled afterwards.
 
 - Plotly: PNG and SVG come from Kaleido, which drives a local Chrome or Chromium (no internet; the
   plotly.js it uses ships with the plotly package). HTML inlines plotly.js (about 4.7 MB), so the file
@@ -125,15 +126,16 @@ def plotly_html(figure, *, title: str | None = None) -> str:
     return fitted(page)
 
 
-def altair_image(chart, fmt: str) -> bytes:
-    """PNG (at 2x) or SVG of an Altair chart, rendered by vl-convert (no browser, no network)."""
+def altair_image(chart, fmt: str, size: tuple[int, int] | None = None) -> bytes:
+    """PNG (at 2x) or SVG of an Altair chart on a ``size`` canvas (the slide's by default), rendered by vl-convert
+    (no browser, no network)."""
     try:
         import vl_convert  # noqa: F401 - only to say what is missing before starting a worker
     except ImportError as error:
         raise ExportUnavailable("Altair export needs `vl-convert-python`.") from error
     scale = PNG_SCALE if fmt == "png" else 1
     spec = chart.to_json(validate=False, indent=None)
-    return renderer.pool().render("vega-lite", spec, fmt, scale, size=(SLIDE.width, SLIDE.height))
+    return renderer.pool().render("vega-lite", spec, fmt, scale, size=size or (SLIDE.width, SLIDE.height))
 
 
 def altair_html(chart, *, title: str | None = None) -> str:
@@ -151,13 +153,14 @@ def _titled(page: str, title: str | None) -> str:
     return page
 
 
-def page_image(figure: HtmlFigure, fmt: str) -> bytes:
-    """PNG (at 2x) or SVG of a page figure, drawn by the renderer worker's Chrome at slide size."""
+def page_image(figure: HtmlFigure, fmt: str, size: tuple[int, int] | None = None) -> bytes:
+    """PNG (at 2x) or SVG of a page figure, drawn by the renderer worker's Chrome in a ``size`` window (the
+    slide's by default: the size the page was laid out at)."""
     problem = image_export_problem()
     if problem:
         raise ExportUnavailable(problem)
     scale = PNG_SCALE if fmt == "png" else 1
-    return renderer.pool().render("page", figure.html, fmt, scale, size=(SLIDE.width, SLIDE.height))
+    return renderer.pool().render("page", figure.html, fmt, scale, size=size or (SLIDE.width, SLIDE.height))
 
 
 def save(figure, info, fmt: str = "png", folder: str | Path = ".") -> Path:
@@ -167,17 +170,18 @@ def save(figure, info, fmt: str = "png", folder: str | Path = ".") -> Path:
     return path
 
 
-def export(figure, fmt: str, *, title: str | None = None) -> bytes:
+def export(figure, fmt: str, *, title: str | None = None, size: tuple[int, int] | None = None) -> bytes:
     """The figure (Plotly, Altair or an ``HtmlFigure``) in ``fmt`` ("png", "svg" or "html") as bytes ready to
-    download."""
+    download. ``size``: the CSS pixels an Altair chart's canvas or a page figure's window takes, where the figure
+    was drawn for a look of that size (a Plotly figure carries its own size)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; choose one of {FORMATS}")
     if isinstance(figure, HtmlFigure):
-        return fitted(_titled(figure.html, title)).encode() if fmt == "html" else page_image(figure, fmt)
+        return fitted(_titled(figure.html, title)).encode() if fmt == "html" else page_image(figure, fmt, size)
     if isinstance(figure, PlotlySpec):
         figure = figure.figure()
     is_plotly = hasattr(figure, "to_image")
     if fmt == "html":
         page = plotly_html(figure, title=title) if is_plotly else altair_html(figure, title=title)
         return page.encode()
-    return plotly_image(figure, fmt) if is_plotly else altair_image(figure, fmt)
+    return plotly_image(figure, fmt) if is_plotly else altair_image(figure, fmt, size)

@@ -33,6 +33,8 @@ from explorer.render.style import (
     FigureInfo,
     Look,
     TokenTicks,
+    cell_text_colour,
+    cell_text_colours,
     escape,
     finish,
     text_width,
@@ -147,7 +149,7 @@ def token_matrix(
         showscale=show_colorbar,
         hovertemplate=hovertemplate,
         hoverongaps=False,
-        **_cell_style(geometry.cell, look, value_format, value_chars),
+        **_readable(_cell_style(geometry.cell, look, value_format, value_chars), values, zmin, zmax, colorscale),
     )
     figure = go.Figure(trace)
     if masked_label is not None:
@@ -347,13 +349,23 @@ def _cell_style(cell: float, look: Look, value_format: str = ".2f", value_chars:
     return style
 
 
+def _readable(style: dict, values, zmin: float, zmax: float, colorscale) -> dict:
+    """``style`` with its printed values in black or white, whichever reads better on each cell (WCAG AA's
+    4.5:1 on every colour; Plotly's own choice fell to 3.6:1 on mid-blue cells). The colours travel as the
+    cells' ``text``, which the template writes into the value's style."""
+    if "texttemplate" not in style:
+        return style
+    colours = cell_text_colours(np.asarray(values, dtype=np.float64), zmin, zmax, colorscale)
+    return {**style, "text": colours, "texttemplate": f'<span style="color:%{{text}}">{style["texttemplate"]}</span>'}
+
+
 def _masked_cells(values: np.ndarray, rows, columns, label: str, cell: float, look: Look) -> go.Heatmap:
     """Grey cells, labelled (e.g. "−∞"), where ``values`` is NaN: what masking puts into the scores."""
     masked = np.where(np.isnan(values), 1.0, np.nan).astype(np.float32)
     style = _cell_style(cell, look)
     if "texttemplate" in style:  # a label in masked cells only (a texttemplate would print in every cell)
         style["text"] = np.where(np.isnan(values), label, "").tolist()
-        style["texttemplate"] = "%{text}"
+        style["texttemplate"] = f'<span style="color:{cell_text_colour(MASKED_GREY)}">%{{text}}</span>'
     return go.Heatmap(
         z=masked,
         x=columns,

@@ -3,9 +3,10 @@ and without it.
 
 ``cache_size_figure``: the bytes each cache holds after the prefill and every step (the decoder's self-attention
 cache grows by one token a step; an encoder-decoder's cross-attention cache is filled once), with, where the model
-groups its KV heads, what a key and a value per query head would take. ``pass_times_figure``: each pass's
-measured time with the cache (one token after the prefill) and without it (the whole prefix again), the
-positions each runs in the hover.
+groups its KV heads, what a key and a value per query head would take. ``pass_work_figure``: what each pass
+computes with the cache (one token after the prefill) and without it (the whole prefix again), counted: attention
+scores, the positions run in the hover. ``pass_times_figure``: each pass's measured time both ways, the median of
+the timed runs with a bar from the fastest to the slowest.
 
 Both take plain arrays (a ``KVCacheTrace``'s), so a page keeps only what it draws.
 """
@@ -65,39 +66,80 @@ def cache_size_figure(
     return figure
 
 
-def pass_times_figure(
-    cached_seconds: np.ndarray,
-    uncached_seconds: np.ndarray,
+def pass_work_figure(
+    cached_scores: np.ndarray,
+    uncached_scores: np.ndarray,
     cached_reads: np.ndarray,
     uncached_reads: np.ndarray,
     *,
     info: FigureInfo,
     look: Look = SCREEN,
 ) -> go.Figure:
-    """[pass] seconds and positions run of each pass, with the cache and without it (measured)."""
-    labels = pass_labels(len(cached_seconds) - 1)
+    """[pass] attention scores each pass computes and positions it runs, with the cache and without (counted)."""
+    labels = pass_labels(len(cached_scores) - 1)
     figure = go.Figure()
-    for index, (name, seconds, reads) in enumerate(
+    for index, (name, scores, reads) in enumerate(
         (
-            ("with the KV cache", cached_seconds, cached_reads),
-            ("without: the whole prefix again", uncached_seconds, uncached_reads),
+            ("with the KV cache", cached_scores, cached_reads),
+            ("without: the whole prefix again", uncached_scores, uncached_reads),
         )
     ):
         figure.add_trace(
-            go.Scatter(
+            go.Bar(
                 x=labels,
-                y=1000 * np.asarray(seconds, dtype=np.float64),
+                y=np.asarray(scores, dtype=np.float64),
                 customdata=np.asarray(reads),
                 name=name,
-                mode="lines+markers",
-                line={"color": CATEGORICAL[index], "width": 3},
-                marker={"size": 8},
-                hovertemplate="%{x}: %{y:.2f} ms, %{customdata} positions run<extra>%{fullData.name}</extra>",
+                marker={"color": CATEGORICAL[index]},
+                hovertemplate="%{x}: %{y:,.0f} attention scores, %{customdata} positions run<extra>%{fullData.name}"
+                "</extra>",
             )
         )
     with batched(figure):
         finish(figure, info, look)
-        _axes(figure, look, "time of the pass (ms)")
+        _axes(figure, look, "attention scores computed")
+        relayout(figure, barmode="group")
+    return figure
+
+
+def pass_times_figure(
+    cached: tuple[np.ndarray, np.ndarray, np.ndarray],
+    uncached: tuple[np.ndarray, np.ndarray, np.ndarray],
+    cached_reads: np.ndarray,
+    uncached_reads: np.ndarray,
+    *,
+    runs: int,
+    info: FigureInfo,
+    look: Look = SCREEN,
+) -> go.Figure:
+    """Each pass's measured time with the cache and without it: ``cached``/``uncached`` [pass] seconds (median,
+    fastest, slowest over ``runs`` timed runs), drawn as the median with a bar from the fastest to the slowest."""
+    labels = pass_labels(len(cached[0]) - 1)
+    figure = go.Figure()
+    for index, (name, (median, fastest, slowest), reads) in enumerate(
+        (
+            ("with the KV cache", cached, cached_reads),
+            ("without: the whole prefix again", uncached, uncached_reads),
+        )
+    ):
+        median, fastest, slowest = (1000 * np.asarray(ms, dtype=np.float64) for ms in (median, fastest, slowest))
+        figure.add_trace(
+            go.Scatter(
+                x=labels,
+                y=median,
+                customdata=np.stack([np.asarray(reads), fastest, slowest], axis=-1),
+                error_y={"type": "data", "array": slowest - median, "arrayminus": median - fastest, "thickness": 1},
+                name=name,
+                mode="lines+markers",
+                line={"color": CATEGORICAL[index], "width": 3},
+                marker={"size": 8},
+                hovertemplate="%{x}: median %{y:.2f} ms (runs %{customdata[1]:.2f}–%{customdata[2]:.2f}), "
+                "%{customdata[0]} positions run<extra>%{fullData.name}</extra>",
+            )
+        )
+    with batched(figure):
+        finish(figure, info, look)
+        _axes(figure, look, f"time of the pass (ms, median of {runs} runs)")
         update_axes(figure, "y", rangemode="tozero")
     return figure
 

@@ -166,6 +166,45 @@ def annotation_font(figure, font: dict):
     return figure
 
 
+def labels_clear(figure, gap: int = 8, smallest: int | None = None):
+    """Every axis's margin grown where its tick labels or title need more room than the figure gave them, so
+    that a title clears its axis's tick labels by ``gap`` pixels and no label is cut at the figure's edge
+    (Plotly's ``automargin``; a title placed without a ``standoff`` is squeezed into the margin, over the tick
+    labels). A figure whose labels fit keeps its layout. A vertical colour bar with its title on top (and no
+    trailing line break keeping them apart, as ``explorer.render.heatmap``'s) writes each tick label under its
+    tick: the top one clear of the title. ``smallest``: no text set smaller than that many pixels (subplot
+    titles, tick labels, legends, numbers on marks). Returns the figure."""
+    layout = _editable(figure)
+    names = [key for key in layout if re.fullmatch(r"[xy]axis\d*", key)] or ["xaxis", "yaxis"]
+    for name in names:
+        axis = layout.setdefault(name, {})
+        axis["automargin"] = True
+        if isinstance(axis.get("title"), dict) and axis["title"].get("text"):
+            axis["title"].setdefault("standoff", gap)
+        _at_least(axis.get("tickfont"), smallest)
+    for annotation in layout.get("annotations", []):
+        _at_least(annotation.get("font"), smallest)
+    _at_least(layout.get("legend", {}).get("font"), smallest)
+    _commit(figure, layout)
+    for trace in figure.data:
+        if smallest and "textfont" in trace and (trace.textfont.size or smallest) < smallest:
+            trace.textfont.size = smallest
+        bar = getattr(trace, "colorbar", None) if "colorbar" in trace else None
+        if bar is None:
+            continue
+        if smallest and (bar.tickfont.size or smallest) < smallest:
+            bar.tickfont.size = smallest
+        title = bar.title.text
+        if title and bar.orientation != "h" and bar.title.side in (None, "top") and not title.endswith("<br>"):
+            bar.ticklabelposition = "outside bottom"  # the top label under its tick, not half over the title
+    return figure
+
+
+def _at_least(font: dict | None, smallest: int | None) -> None:
+    if font and smallest and font.get("size", smallest) < smallest:
+        font["size"] = smallest
+
+
 def merge(target: dict, changes: dict) -> dict:
     """``changes`` merged into ``target`` in place, nested dicts recursively (Plotly's update rule)."""
     for key, value in changes.items():

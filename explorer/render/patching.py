@@ -14,7 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.render.layout import batched, relayout, update_axes
-from explorer.render.style import SCREEN, FigureInfo, Look, abbreviate, escape, finish
+from explorer.render.style import SCREEN, FigureInfo, Look, abbreviate, cell_text_colours, escape, finish
 
 DIVERGING = [[0.0, "#2166ac"], [0.25, "#92c5de"], [0.5, "#f7f7f7"], [0.75, "#f4a582"], [1.0, "#b2182b"]]
 MAX_CELLS_WITH_TEXT = 24  # columns (or rows) up to which each cell prints its value
@@ -59,7 +59,9 @@ def patching_map(
             colorscale=DIVERGING,
             customdata=hover,
             hovertemplate="%{customdata}<extra></extra>",
-            texttemplate="%{z:.2f}" if fits else None,
+            # Each value in black or white, whichever reads better on its cell (style.cell_text_colours).
+            text=cell_text_colours(np.asarray(values, dtype=np.float64), -limit, limit, DIVERGING) if fits else None,
+            texttemplate='<span style="color:%{text}">%{z:.2f}</span>' if fits else None,
             textfont={"size": look.cell_text_size},
             colorbar={
                 "title": {"text": "recovered", "side": "top"},

@@ -104,10 +104,17 @@ def curve_rows(probabilities: np.ndarray, tokens: tuple[str, ...]) -> list[dict]
     ]
 
 
-def distribution_panels(distribution: TokenDistribution, *, info: FigureInfo, look: Look = SCREEN) -> VegaLite:
+def distribution_panels(
+    distribution: TokenDistribution,
+    *,
+    info: FigureInfo,
+    look: Look = SCREEN,
+    band: tuple[float, float] | None = None,
+) -> VegaLite:
     """The chapter's two panels, linked, for the distribution after temperature (the one the cuts act on):
     the histogram splits tokens still possible from tokens top-k/top-p/min-p removed; the cumulative curve
-    shows the top-k rank and the top-p level.
+    shows the top-k rank and the top-p level. ``band`` (log₁₀ probabilities, low to high): the band selected
+    as the figure opens, as a drag across the histogram selects it (the keyboard's way to select one).
 
     The chart's structure is built with Altair once per look (``_panels_template``); a call only computes the
     rows it draws (a slider move: a few milliseconds instead of a tenth of a second)."""
@@ -128,6 +135,10 @@ def distribution_panels(distribution: TokenDistribution, *, info: FigureInfo, lo
     width, height = _panel_size(look)
     for panel in chart.spec["hconcat"]:
         panel.update(width=width, height=height)
+    if band is not None:
+        for param in chart.spec.get("params", []):
+            if param["name"] == "band":
+                param["value"] = {"x": [float(band[0]), float(band[1])]}
     return chart
 
 
@@ -147,7 +158,10 @@ def _top_p_label(probabilities: np.ndarray, top_p: float, look: Look) -> dict:
 
 
 def _panel_size(look: Look) -> tuple[int, int]:
-    return max(int((look.width - 2 * 100 - 40) / 2), 200), max(look.height - look.title_band - 120, 160)
+    # Under the figure's title: each panel's title, the legend's title and row, the ticks and the axis title, all
+    # growing with the text (at 1920×1080 a fixed 120 px left the chart 4 px taller than its window).
+    around = 120 + 3 * max(look.font_size - 14, 0)
+    return max(int((look.width - 2 * 100 - 40) / 2), 200), max(look.height - look.title_band - around, 160)
 
 
 @functools.lru_cache(maxsize=32)
@@ -235,12 +249,14 @@ def _cut_marks(look: Look) -> list:
     k_rule = alt.Chart(alt.NamedData("top_k")).encode(x="k:Q")
     p_rule = alt.Chart(alt.NamedData("top_p")).encode(y="p:Q")
     text = {"color": CATEGORICAL[5], "fontWeight": "bold", "fontSize": look.tick_size}
+    # The rules are hidden from screen readers (aria=False): their labels say what they mark ("top-k = 50"), and a
+    # cut that is off left an empty, unnamed rule mark (axe-core's svg-img-alt).
     return [
-        k_rule.mark_rule(color=GREEN, strokeWidth=2, strokeDash=[6, 3]),
+        k_rule.mark_rule(color=GREEN, strokeWidth=2, strokeDash=[6, 3], aria=False),
         k_rule.mark_text(align="left", color=GREEN, fontWeight="bold", fontSize=look.tick_size).encode(
             y="y:Q", text="label:N"
         ),
-        p_rule.mark_rule(color=CATEGORICAL[5], strokeWidth=2, strokeDash=[6, 3]),
+        p_rule.mark_rule(color=CATEGORICAL[5], strokeWidth=2, strokeDash=[6, 3], aria=False),
         p_rule.transform_filter("datum.place == 'above'")
         .mark_text(align="left", baseline="bottom", dy=-4, **text)
         .encode(x="x:Q", text="label:N"),
@@ -287,7 +303,8 @@ def temperature_figure(
         )
     finish(draft, info, look)
     relayout(draft, showlegend=False, margin={"l": 110, "r": 20, "t": look.title_band + 20, "b": 60})
-    update_axes(draft, "y", autorange="reversed", tickfont={"size": look.smaller_ticks(1)})
+    # Categories: token labels such as "1" or "2021" would otherwise put the bars on a number line.
+    update_axes(draft, "y", type="category", autorange="reversed", tickfont={"size": look.smaller_ticks(1)})
     # One scale for every panel, to the tallest bar: the temperatures compare at a glance.
     update_axes(
         draft,
@@ -351,7 +368,9 @@ def stages_figure(
         tickfont={"size": look.smaller_ticks(1)},
         automargin=True,  # the title clear of the ticks at every text size ("0.06" ran into it on a slide)
     )
-    update_axes(draft, "x", tickangle=-45 if count > 8 else 0, tickfont={"size": look.smaller_ticks(1)})
+    update_axes(
+        draft, "x", type="category", tickangle=-45 if count > 8 else 0, tickfont={"size": look.smaller_ticks(1)}
+    )
     return draft.spec()
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import itertools
 import math
 import re
 import unicodedata
@@ -47,6 +48,60 @@ SEQUENTIAL = [
 ]
 # Okabe & Ito (2008): distinguishable with every common colour-vision deficiency.
 CATEGORICAL = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+# Text written in a cell: black or white, whichever contrasts more with the cell. Either reaches WCAG AA's 4.5:1
+# on any colour (at worst 4.58:1, where both are equal); Plotly's own choice (#444 or white, by a brightness
+# threshold) left mid-blue cells at 3.6:1.
+CELL_TEXT_DARK, CELL_TEXT_LIGHT = "#000000", "#ffffff"
+
+
+def luminance(colour: str) -> float:
+    """WCAG 2.1's relative luminance of a ``#rrggbb`` colour."""
+    channels = [int(colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast_ratio(first: str, second: str) -> float:
+    """WCAG 2.1's contrast ratio of two colours, from 1 to 21."""
+    low, high = sorted((luminance(first), luminance(second)))
+    return (high + 0.05) / (low + 0.05)
+
+
+def cell_text_colour(fill: str) -> str:
+    """The colour of text written on ``fill``: black or white, whichever contrasts more."""
+    dark, light = contrast_ratio(fill, CELL_TEXT_DARK), contrast_ratio(fill, CELL_TEXT_LIGHT)
+    return CELL_TEXT_DARK if dark >= light else CELL_TEXT_LIGHT
+
+
+def scale_colour(colorscale, fraction: float) -> str:
+    """The colour of ``colorscale`` ([[position, "#rrggbb"], ...]) at ``fraction`` (0 to 1), interpolated in RGB
+    as Plotly draws it."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    for (left, low), (right, high) in itertools.pairwise(colorscale):
+        if fraction <= right:
+            t = 0.0 if right == left else (fraction - left) / (right - left)
+            rgb = [round((1 - t) * int(low[i : i + 2], 16) + t * int(high[i : i + 2], 16)) for i in (1, 3, 5)]
+            return "#" + "".join(f"{c:02x}" for c in rgb)
+    return colorscale[-1][1]
+
+
+def cell_text_colours(values, zmin: float, zmax: float, colorscale=None) -> list[list[str]]:
+    """For every cell of a heatmap of ``values`` [row, column] (NaN: no cell), its text's colour (see
+    ``cell_text_colour``) on the cell's colour of ``colorscale`` between ``zmin`` and ``zmax``."""
+    colorscale = colorscale or SEQUENTIAL
+    span = (zmax - zmin) or 1.0
+    return [
+        [cell_text_colour(scale_colour(colorscale, (v - zmin) / span)) if math.isfinite(v) else "" for v in row]
+        for row in values.tolist()
+    ]
+
+
+# BertViz's heads and layers: its own d3 category10 first (the colours its users know), then the dark shades of d3's
+# category20b/c, so that the 12 heads of a BERT-base or MiniLM layer, and up to 20, each have a colour of their own.
+HEAD_COLOURS = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363",
+]  # fmt: skip
 
 # Slides are 16:9; exports are drawn at 1920×1080 (PNG at twice that, for sharp projection).
 SLIDE_WIDTH, SLIDE_HEIGHT = 1920, 1080
@@ -245,6 +300,9 @@ def finish(figure, info: FigureInfo, look: Look):
         },
         hoverlabel={"bgcolor": "white", "font": {"family": FONT, "size": max(look.font_size - 1, 12)}},
         meta={"file_stem": info.file_stem()},
+        # Text is never read as a number when Plotly picks an axis type: tokens such as "1811" or "#1 3" on
+        # a linear axis moved cells and bars to wrong rows (issue 38).
+        autotypenumbers="strict",
     )
     return figure
 

@@ -237,6 +237,7 @@ def step_by_step_figure(
     figure.add_trace(_band(keys, labels, top, "key"), 1, 2)
     for column, name in enumerate(names, start=3):
         figure.add_trace(_score_column(stages[name][query_index], labels, name, look), 1, column)
+        update_axes(figure, "x", type="category", row=1, col=column)  # one named column
     weights = stages["weights"][query_index]
     column = 3 + len(names)
     figure.add_trace(_weight_bars(weights, labels), 1, column)
@@ -247,16 +248,10 @@ def step_by_step_figure(
     with batched(figure):
         finish(figure, info, look)
         relayout(figure, margin={"l": 20, "r": 20, "t": look.title_band + 24, "b": 30}, showlegend=False)
-        update_axes(
-            figure,
-            "y",
-            autorange="reversed",
-            type="category",
-            automargin=True,
-            tickfont={"size": look.smaller_ticks(1)},
-            row=1,
-            col=1,
-        )
+        # Every column's keys as categories, not only the first's: the others were typed as numbers when tokens
+        # looked like numbers ("1811", "3"), and their cells and bars moved to other keys (issue 38).
+        update_axes(figure, "y", autorange="reversed", type="category")
+        update_axes(figure, "y", automargin=True, tickfont={"size": look.smaller_ticks(1)}, row=1, col=1)
         annotation_font(figure, {"size": max(look.font_size - 2, 11), "color": INK})
         update_axes(figure, "x", showticklabels=False, showgrid=False, zeroline=False)
     return figure
@@ -319,7 +314,7 @@ def _score_column(scores: np.ndarray, labels, name: str, look: Look) -> go.Heatm
 def neuron_view_figure(
     query: np.ndarray,
     keys: np.ndarray,
-    scale: float,
+    scores: dict[str, np.ndarray],
     weights: np.ndarray,
     key_tokens,
     query_token: str,
@@ -327,44 +322,67 @@ def neuron_view_figure(
     info: FigureInfo,
     look: Look = SCREEN,
 ) -> go.Figure:
-    """BertViz's neuron view for any model: the query vector, each key vector, their element-wise product
-    (its sum is the dot product), the scaled dot product, and the softmax weight, one row per key."""
+    """BertViz's neuron view for any model: the query vector, each key vector, their element-wise product (its sum
+    is the dot product), each step from there to the scores the softmax reads, and the softmax weight, one row per
+    key. ``scores`` {stage: [key]}, this query's row of the stages ``NEURON_STAGES`` names, those the model has, in
+    that order (``dot`` always; ``scaled`` where the scale is not 1; ``bias`` the position bias itself and ``biased``
+    the sum where the model adds one; ``masked`` with −∞ where keys are masked); the last is the softmax's input."""
     labels = _labels(key_tokens)
     products = keys * query[None, :]
-    dots = products.sum(axis=1)
-    figure = subplots(rows=2, cols=4, column_widths=[4, 4, 1, 1.4], row_heights=[1, max(len(labels), 2)],
-                           shared_yaxes=False, horizontal_spacing=0.02, vertical_spacing=0.04,
-                           subplot_titles=["query q", "", "", "", "keys k", "q × k (element-wise)", "q·k × scale",
-                                           "softmax"])  # fmt: skip
+    names = [name for name in NEURON_STAGES if name in scores]
+    columns = 2 + len(names) + 1
+    titles = ["query q"] + [""] * (columns - 1)
+    titles += ["keys k", "q × k (element-wise)"] + [NEURON_STAGES[name] for name in names] + ["softmax"]
+    figure = subplots(
+        rows=2,
+        cols=columns,
+        column_widths=[4, 4] + [1] * len(names) + [1.4],
+        row_heights=[1, max(len(labels), 2)],
+        shared_yaxes=False,
+        horizontal_spacing=0.02,
+        vertical_spacing=0.04,
+        subplot_titles=titles,
+    )
     top = max(_symmetric(query), _symmetric(keys))
     figure.add_trace(_band(query[None, :], [f"q: {escape(abbreviate(query_token, 12))}"], top, "query"), 1, 1)
     figure.add_trace(_band(keys, labels, top, "key"), 2, 1)
     figure.add_trace(_band(products, labels, _symmetric(products), "q × k"), 2, 2)
-    scaled = dots * scale
-    figure.add_trace(_score_column(scaled, labels, "q·k × scale", look), 2, 3)
-    figure.add_trace(_weight_bars(weights, labels), 2, 4)
+    for column, name in enumerate(names, start=3):
+        figure.add_trace(_score_column(scores[name], labels, NEURON_STAGES[name], look), 2, column)
+        update_axes(figure, "x", type="category", row=2, col=column)  # one named column
+    figure.add_trace(_weight_bars(weights, labels), 2, columns)
     with batched(figure):
         finish(figure, info, look)
         relayout(figure, margin={"l": 20, "r": 30, "t": look.title_band + 20, "b": 20}, showlegend=False)
         update_axes(figure, "x", showticklabels=False, showgrid=False, zeroline=False)
-        update_axes(figure, "x", range=[0, 1.3], row=2, col=4)
-        for col in (1, 2, 3, 4):
+        update_axes(figure, "x", range=[0, 1.3], row=2, col=columns)
+        # Keys as categories in every column: tokens that look like numbers ("1811") must not become positions.
+        update_axes(figure, "y", type="category")
+        for col in range(1, columns + 1):
             update_axes(
                 figure,
                 "y",
                 autorange="reversed",
-                type="category",
                 showticklabels=col == 1,
                 automargin=True,
                 tickfont={"size": look.smaller_ticks(1)},
                 row=2,
                 col=col,
             )
-        update_axes(
-            figure, "y", type="category", automargin=True, tickfont={"size": look.smaller_ticks(1)}, row=1, col=1
-        )
-        for col in (2, 3, 4):
+        update_axes(figure, "y", automargin=True, tickfont={"size": look.smaller_ticks(1)}, row=1, col=1)
+        for col in range(2, columns + 1):
             update_axes(figure, "x", visible=False, row=1, col=col)
             update_axes(figure, "y", visible=False, row=1, col=col)
         annotation_font(figure, {"size": max(look.font_size - 2, 11), "color": INK})
     return figure
+
+
+# The neuron view's steps from q·k to the softmax's input, in the model's order, with their column titles.
+NEURON_STAGES = {
+    "dot": "q·k",
+    "scaled": "× scale",
+    "capped": "softcap",
+    "bias": "bias b",
+    "biased": "+ b",
+    "masked": "mask",
+}

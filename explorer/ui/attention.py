@@ -17,7 +17,7 @@ import streamlit as st
 
 import explorer
 from explorer import display_name
-from explorer.compute.statistics import head_statistics, without_tokens
+from explorer.compute.statistics import head_statistics, kept_mass, without_tokens
 from explorer.compute.tokens import unknown_share
 from explorer.ui.caches import results_cache
 from explorer.ui.results import run_model
@@ -144,10 +144,11 @@ def cached_head_statistics(view: CaptureView, special_positions: tuple[int, ...]
     def compute():
         rows = []
         for layer in range(view.stack.num_layers):
-            weights, kept = allowed_weights(view.stack, layer)[None], None
+            weights, kept, mass = allowed_weights(view.stack, layer)[None], None, None
             if hidden:
+                mass = kept_mass(weights, hidden)
                 weights, kept = without_tokens(weights, hidden)
-            measured = head_statistics(weights, special_positions, key_positions=kept)
+            measured = head_statistics(weights, special_positions, key_positions=kept, kept=mass)
             rows += [{**row, "layer": layer} for row in measured]
         return rows
 

@@ -11,6 +11,7 @@ import streamlit as st
 
 from explorer.compute.decoding import mark_leading_space, path_to
 from explorer.ui.clicks import clicked_point
+from explorer.ui.shell import controls
 from explorer.ui.text import literal, prompt_and_continuation
 from explorer.ui.widgets import set_value, token_ids_state
 
@@ -23,18 +24,64 @@ def forced_tokens() -> tuple[int, ...]:
 
 
 def branch_on_click(figure: str, trace) -> None:
-    """If a candidate or a node of ``figure`` (drawn from ``trace``) was clicked, branch there and rerun."""
+    """If a candidate or a node of ``figure`` (drawn from ``trace``) was clicked, branch there and rerun; and the
+    same without a mouse (``branch_picker_ui``)."""
+    branch_picker_ui(figure, trace)
     point = clicked_point(figure)
     if point is None:
         return
+    set_value(FORCE_KEY, _branch_at(trace, point))
+    st.rerun()
+
+
+def _branch_at(trace, point) -> tuple[int, ...]:
+    """The forced tokens of a branch at ``point`` of the figure: (step, token id) on the greedy grid, (step, node
+    id) in the beam tree."""
     if trace.settings.strategy == "beam":
         nodes = {node.id: node for node in trace.tree}
-        branch = tuple(nodes[i].token_id for i in path_to(nodes, int(point[1])))
-    else:  # the greedy grid: (step, token id)
-        step, token_id = int(point[0]), int(point[1])
-        branch = (*(int(s.chosen_ids[0]) for s in trace.steps[:step]), token_id)
-    set_value(FORCE_KEY, branch)
-    st.rerun()
+        return tuple(nodes[i].token_id for i in path_to(nodes, int(point[1])))
+    step, token_id = int(point[0]), int(point[1])
+    return (*(int(s.chosen_ids[0]) for s in trace.steps[:step]), token_id)
+
+
+def branch_points(trace) -> dict[str, tuple[int, int]]:
+    """What a click on the figure can branch at, by a name a keyboard's visitor picks it by: {label: point}."""
+    if trace.settings.strategy == "beam":
+        return {
+            f"step {node.step + 1}: “{mark_leading_space(node.token)}” (node {node.id})": (node.step, node.id)
+            for node in trace.tree
+            if node.id != 0 and not getattr(node, "forced", False)
+        }
+    return {
+        f"step {step.step + 1}: “{mark_leading_space(token)}” (the model's #{rank + 1})": (step.step, int(token_id))
+        for step in trace.steps[trace.num_forced :]
+        for rank, (token_id, token) in enumerate(zip(step.candidate_ids[0], step.candidate_tokens[0], strict=False))
+    }
+
+
+def branch_picker_ui(figure: str, trace) -> None:
+    """The keyboard's way to branch (a click on the figure needs a mouse): a list of the same candidates."""
+    points = branch_points(trace)
+    if not points:
+        return
+    with controls():
+        st.selectbox(
+            "Branch at a candidate",
+            list(points),
+            index=None,
+            placeholder="Choose a candidate to make the model say it",
+            key=f"{figure}-branch-picker",
+            on_change=_branch_picked,
+            args=(f"{figure}-branch-picker", trace, points),
+            help="The same as clicking the candidate on the figure.",
+        )
+
+
+def _branch_picked(key: str, trace, points: dict) -> None:
+    picked = st.session_state.get(key)
+    if picked in points:
+        set_value(FORCE_KEY, _branch_at(trace, points[picked]))
+    st.session_state[key] = None
 
 
 def breadcrumb_ui(branch) -> None:

@@ -48,7 +48,7 @@ from explorer.lecture.controls import Index, UptoStep, apply, controls_of, moved
 from explorer.render.poll import poll_html
 from explorer.settings import PASSPHRASE
 from explorer.ui import push
-from explorer.ui.lecture import CONTROL_PREFIX, around, go_to, show_slide, slide_number, slide_ui, verdict_ui
+from explorer.ui.lecture import around, control_key, go_to, show_slide, slide_number, slide_ui, verdict_ui
 from explorer.ui.shell import present_slides
 from explorer.ui.text import literal
 from explorer.ui.widgets import _NOTICES, add_notice, set_value
@@ -299,7 +299,8 @@ def join_controls(seat: Seat, slide: Slide, result) -> None:
             continue  # the slide's own value: its slider starts there anyway
         if isinstance(control, UptoStep) and value is None:
             value = control.count(slide.view, result) - 1
-        set_value(f"{CONTROL_PREFIX}{control.field}", value + control.first if isinstance(control, Index) else value)
+        shown_value = value + control.first if isinstance(control, Index) else value
+        set_value(control_key(seat.state.slide, control.field), shown_value)
 
 
 @st.fragment(key=TEACHER_FRAGMENT)

@@ -6,6 +6,7 @@ server: moving a view-only control (a step slider, temperature, top-p) never run
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 import explorer
@@ -104,3 +105,20 @@ def chapter_preset_button(label: str, *, prompt_key: str = "prompt", **state) ->
         values={prompt_key: CHAPTER_PROMPT, **state},
         fallback_values={prompt_key: default_prompt(explorer.DEFAULT_DECODER), **state},
     )
+
+
+def band_ui(distribution, *, key: str = "band") -> tuple[float, float] | None:
+    """The keyboard's way to do what a drag across the sampling panels' histogram does: a probability band
+    (log₁₀ p, low to high) whose tokens the curve highlights; None while it spans every token (nothing selected)."""
+    probabilities = distribution.stage("temperature")
+    lowest = int(np.floor(np.log10(probabilities[probabilities > 0].min())))
+    decades = list(range(lowest, 1))
+    low, high = st.select_slider(
+        "Highlight tokens with probability between",
+        options=decades,
+        value=(decades[0], decades[-1]),
+        format_func=lambda power: f"10^{power}" if power else "1",
+        key=key,
+        help="The same as dragging across the histogram: the curve marks the tokens in the band.",
+    )
+    return None if (low, high) == (decades[0], decades[-1]) else (float(low), float(high))

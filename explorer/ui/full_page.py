@@ -4,6 +4,8 @@ Leaving a lecture slide (Esc) opens this page with these values set (``widgets.s
 model loaded, so the full page shows what the slide showed, with all of the page's other controls around it.
 A table keyed by view class (a subclass not listed has its parent's entry); each entry reads the view's fields
 into the page's widget keys, in the units those widgets keep (steps counted from 1, as their sliders show).
+Each entry sets every widget that decides what its page draws, its defaults included: a value left from an
+earlier visit (a top-p of 0.9, another view of the page, a branch) would draw something else than the slide.
 """
 
 from __future__ import annotations
@@ -38,37 +40,92 @@ def _one_query(view) -> dict:
 
 
 def _toy(view) -> dict:
-    return {"text": view.text, "source": "toy", "causal": view.causal, "query": view.query}
+    return {
+        "text": view.text,
+        "source": "toy",
+        "causal": view.causal,
+        "query": view.query,
+        "toy_embeddings": view.embeddings,
+    }
+
+
+# The sampling page's settings when off (its sliders' defaults), and its first view.
+SAMPLING_OFF = {"top_k": 0, "top_p": 1.0, "min_p": 0.0}
 
 
 def _distribution(view) -> dict:
     cut_offs = {"top_k": view.top_k, "top_p": view.top_p, "min_p": view.min_p} if hasattr(view, "top_k") else {}
-    return {"prompt": view.prompt, "temperature": view.temperature, **cut_offs}
+    return {
+        "prompt": view.prompt,
+        "temperature": view.temperature,
+        **SAMPLING_OFF,
+        **cut_offs,
+        "view": "panels",
+        "draw": False,
+    }
 
 
 def _sampled(view) -> dict:
     settings = _settings(view)
-    chosen = {key: settings[key] for key in ("temperature", "top_k", "top_p", "min_p", "seed") if key in settings}
-    return {"prompt": view.prompt, **chosen, "draw": True, "sample_steps": settings["max_new_tokens"]}
+    chosen = {key: settings[key] for key in ("top_k", "top_p", "min_p") if key in settings}
+    return {
+        "prompt": view.prompt,
+        "temperature": settings.get("temperature", 1.0),
+        **SAMPLING_OFF,
+        **chosen,
+        "seed": settings.get("seed", 0),
+        "view": "panels",
+        "draw": True,
+        "sample_steps": settings["max_new_tokens"],
+    }
 
 
 def _beam_tree(view) -> dict:
     settings = _settings(view)
-    upto = {} if view.upto_step is None else {"upto": view.upto_step + 1}
+    return _beam_page(view.prompt, settings, upto=None if view.upto_step is None else view.upto_step + 1)
+
+
+def _beam_page(prompt: str, settings: dict, *, upto: int | None = None, ngram: int | None = None) -> dict:
+    early = settings.get("early_stopping", False)
     return {
-        "prompt": view.prompt,
+        "prompt": prompt,
         "beams": settings["num_beams"],
         "steps": settings["max_new_tokens"],
-        "ngram": settings.get("no_repeat_ngram_size", 0),
-        **upto,
+        "ngram": settings.get("no_repeat_ngram_size", 0) if ngram is None else ngram,
+        "lp": settings.get("length_penalty", 1.0),
+        "early": early if early == "never" else str(bool(early)),
+        "returned": settings.get("num_return_sequences", 1),
+        "upto": upto,  # None: the search's last step, as the page opens
+        "force": (),  # no branch: the search's own choices
     }
 
 
 def _comparison(view) -> dict:
-    # The compare page runs greedy, beam and sampling with shared steps and beams: the slide's, where it has them.
     settings = [dict(decoding) for _, decoding in view.decodings]
+    if _greedy_beam_and_ban(settings):  # the beam search page's own comparison: its tree is the unbanned search
+        ban = settings[2]["no_repeat_ngram_size"]
+        return _beam_page(view.prompt, settings[1], ngram=0 if ban == 2 else ban)  # the page bans 2 when it has 0
+    # The compare page runs greedy, beam and seeded sampling with shared steps and n-gram ban: the slide's.
     beams = next((s["num_beams"] for s in settings if s.get("strategy") == "beam"), 4)
-    return {"prompt": view.prompt, "steps": settings[0]["max_new_tokens"], "beams": beams}
+    sampling = next((s for s in settings if s.get("strategy") == "sample"), {})
+    return {
+        "prompt": view.prompt,
+        "steps": settings[0]["max_new_tokens"],
+        "beams": beams,
+        "ngram": settings[0].get("no_repeat_ngram_size", 0),
+        "temperature": sampling.get("temperature", 1.0),
+        "seed": sampling.get("seed", 0),
+    }
+
+
+def _greedy_beam_and_ban(settings: list[dict]) -> bool:
+    strategies = [s.get("strategy") for s in settings]
+    return (
+        strategies == ["greedy", "beam", "beam"]
+        and not settings[1].get("no_repeat_ngram_size")
+        and settings[2].get("no_repeat_ngram_size", 0) > 0
+        and {**settings[1], "no_repeat_ngram_size": 0} == {**settings[2], "no_repeat_ngram_size": 0}
+    )
 
 
 def _generation_attention(view) -> dict:
@@ -111,7 +168,7 @@ FULL_PAGES: dict[type, tuple[str, Callable[[object], dict]]] = {
     ),
     views.decoding.Sampled: ("pages/sampling.py", _sampled),
     views.decoding.BeamTree: ("pages/beam_search.py", _beam_tree),
-    views.decoding.Comparison: ("pages/compare_strategies.py", _comparison),
+    views.decoding.Comparison: ("pages/compare_strategies.py", _comparison),  # or beam search's: ``full_page``
     views.decoding.GenerationAttention: ("pages/generation_attention.py", _generation_attention),
     views.kv_cache.CacheSize: ("pages/greedy_search.py", lambda v: {"prompt": v.prompt, "steps": v.steps, "kv": True}),
     views.patching.Residual: ("pages/patching.py", _patching),
@@ -128,6 +185,8 @@ FULL_PAGES: dict[type, tuple[str, Callable[[object], dict]]] = {
 
 def full_page(view) -> tuple[str, dict]:
     """(the page's path, its widget values) showing ``view``."""
+    if isinstance(view, views.decoding.Comparison) and _greedy_beam_and_ban([dict(d) for _, d in view.decodings]):
+        return "pages/beam_search.py", _comparison(view)
     for cls in type(view).__mro__:
         if cls in FULL_PAGES:
             page, values = FULL_PAGES[cls]

@@ -1,5 +1,6 @@
 """The decoding pages' "KV cache" section: what the model's own cache holds after each pass of greedy search from
-the page's prompt, and each pass's time with the cache and without it, measured on the model now loaded.
+the page's prompt, what each pass computes with the cache and without it (counted), and each pass's time both
+ways, measured on the model now loaded (medians of repeated runs).
 
 The section is a lazy expander (``ui.expander_ui``, ``kv=true`` in the link while open): closed, it runs nothing.
 Open, it asks the gateway for one measurement to the Steps slider's maximum (``views.kv_cache.MEASURED_STEPS``),
@@ -13,7 +14,7 @@ import streamlit as st
 
 import explorer
 from explorer import views
-from explorer.compute.kv_cache import SHAPE_AXES, cache_rows, cost_rows, kib, speedup
+from explorer.compute.kv_cache import SHAPE_AXES, cache_rows, cost_rows, kib
 from explorer.data.kv_cache import KVCacheTrace
 from explorer.ui.results import run_view, show_view
 from explorer.ui.text import literal, literal_table
@@ -39,9 +40,13 @@ def kv_cache_section(model_name: str, prompt: str, steps: int, *, rows: int = 1)
         show_view(size, trace, key="kv-size")
         st.table(literal_table(pd.DataFrame(cache_rows(trace))), hide_index=True)
         st.caption(f"Shape: {SHAPE_AXES}, read from the model's own cache object after the last step.")
-        show_view(views.kv_cache.PassTimes(model_name, prompt, steps), trace, key="kv-times")
+        work = views.kv_cache.PassWork(model_name, prompt, steps)
+        show_view(work, trace, key="kv-work")
+        st.caption(work.caption(trace))
+        times = views.kv_cache.PassTimes(model_name, prompt, steps)
+        show_view(times, trace, key="kv-times")
         st.table(literal_table(pd.DataFrame(cost_rows(trace))), hide_index=True)
-        st.caption(_verified(trace))
+        st.caption(f"{times.caption(trace)} {_verified(trace)}")
 
 
 def _explain(trace: KVCacheTrace, rows: int) -> None:
@@ -80,9 +85,8 @@ def _explain(trace: KVCacheTrace, rows: int) -> None:
             f"{kib(rows * int(trace.total_bytes[-1]))} after these steps."
         )
     lines.append(
-        f"Without the cache each pass runs the whole prefix again: {int(trace.uncached_reads.sum())} positions "
-        f"instead of {int(trace.cached_reads.sum())}, {speedup(trace):.1f}× the time here (measured on "
-        f"{literal(explorer.display_name(trace.model_name))} now, each pass timed as its fastest of repeated runs)."
+        "Without the cache each pass runs the whole prefix again: the second chart counts what that computes, the "
+        f"third times it on {literal(explorer.display_name(trace.model_name))} now."
     )
     st.markdown(" ".join(lines))
 
@@ -98,5 +102,5 @@ def _verified(trace: KVCacheTrace) -> str:
     return (
         f"Verified: at every pass the logits with the cache and without it are {verdict} (largest difference "
         f"{largest:.1e}, tolerance {trace.tolerance:g} for {trace.dtype}). Bytes are the cache tensors' own "
-        "numel × element size. Times vary from run to run: the server is shared."
+        "numel × element size. Times are wall-clock: they vary from run to run and with other work on the machine."
     )

@@ -2,17 +2,25 @@
 the presenter's notes.
 
 The deck and slide live in the URL (``?deck=generation&slide=7``), with the answers given so far
-(``answers=1-0.6-1``, see ``explorer.lecture.tour``) and every control moved on the slide (``s_head=3``): a link
-restores the slide exactly, and a tour at home resumes from it. A slide's controls are keyed ``s_<field>`` so
-that they never share a value with a page's own widgets, and they are dropped when the slide changes: each slide
-starts from its own values.
+(``answers=1-0.6-1``, see ``explorer.lecture.tour``) and every control moved on the slide (``s7_head=3``): a link
+restores the slide exactly, and a tour at home resumes from it. A slide's controls are keyed ``s<slide>_<field>``
+(``control_key``) so that they never share a value with a page's own widgets or another slide's (a slider's value
+the browser still holds, a link's, a class's), and they are dropped when the slide changes: each slide starts
+from its own values.
+
+A presenter window (``presenter=1``, opened by ``presenter_window_ui``) and the projector's window run in one
+browser: the keys' script tells the projector's window the presenter window's slide over a ``BroadcastChannel``
+(``sync_state``), and the projector's window follows (``Press.follow``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
+import re
 import threading
+from pathlib import Path
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -21,13 +29,14 @@ from explorer import gateway, views
 from explorer.checks import whole_number
 from explorer.errors import InputError
 from explorer.lecture import DECKS, Deck, Slide, files, tour
-from explorer.lecture.controls import Index, Number, UptoStep, controls_of
+from explorer.lecture.controls import Index, Number, UptoStep, controls_of, moved
 from explorer.render.export import ExportUnavailable
 from explorer.render.layout import PlotlySpec
 from explorer.ui.figures import export_buttons, figure_look
 from explorer.ui.full_page import full_page
 from explorer.ui.models import request_model
 from explorer.ui.results import progress_bar, run_view, show_view
+from explorer.ui.shell import PRESENT_KEY
 from explorer.ui.text import literal
 from explorer.ui.widgets import (
     add_notice,
@@ -39,11 +48,14 @@ from explorer.ui.widgets import (
     set_value,
 )
 
-CONTROL_PREFIX = "s_"
+CONTROL_PREFIX = "s_"  # the keys before they were per slide: a link's are dropped
+_CONTROL_KEY = re.compile(r"s\d+_")  # s7_temperature: slide 7's temperature
 _AT = "_lecture_at"  # {deck name: slide number} this session
 _ANSWERS = "_lecture_answers"  # {deck name: {slide number: choice index, or tour.REVEALED}}
 _KEYS = "lecture-keys"  # the keys' component: its state is the last press, {slide or leave, seq}
 _SEQ = "_lecture_seq"  # the last press acted on
+_VERDICTS = "_lecture_verdicts"  # answers given this session: a new one takes the keyboard's focus to its verdict
+_LEFT = "_lecture_left"  # presentation mode as it was before Esc opened a full page, restored on the way back
 
 _KEYS_JS = """
 export default function(component) {
@@ -60,15 +72,26 @@ export default function(component) {
     state.listener = (event) => onKey(state, event);
     document.addEventListener("keydown", state.listener, true);
   }
+  // A click inside a frame (BertViz) takes the keyboard's focus there: its keys come to the same listener.
+  const frames = () => listenInFrames(state);
+  window.addEventListener("blur", frames);
+  frames();
+  if (state.verdict === undefined) state.verdict = data.verdict;  // answers of before this page loaded
+  if (data.verdict > state.verdict) { state.verdict = data.verdict; focusVerdict(); }
+  const channel = follow(state, data);
   return () => {
     // Left the page (or redrawn): the next drawing installs the listener again.
     document.removeEventListener("keydown", state.listener, true);
+    window.removeEventListener("blur", frames);
     state.listener = null;
+    if (channel) channel.close();
   };
 }
 
-// What a presenter's remote sends: PageDown/PageUp (most remotes), arrows, Space; Home/End; Esc leaves.
+// What a presenter's remote sends: PageDown/PageUp (most remotes), arrows, Space; Home/End; Esc leaves; "." or
+// "b" (the remote's blank-screen button) reveals the question's answer.
 const MOVES = {ArrowRight: 1, ArrowDown: 1, PageDown: 1, " ": 1, ArrowLeft: -1, ArrowUp: -1, PageUp: -1};
+const REVEAL = [".", "b", "B"];
 
 function typing(target) {
   // Keys typed into a text box, or moving a slider or a radio, are theirs, not the deck's.
@@ -76,13 +99,30 @@ function typing(target) {
     + '[role="slider"], [role="radiogroup"], [role="listbox"], [role="combobox"]'));
 }
 
+function pressing(event) {
+  // Space and Enter on a focused button or link press it (a choice answers, ← goes back): never the deck's.
+  return (event.key === " " || event.key === "Enter")
+    && Boolean(event.target.closest && event.target.closest('button, a[href], [role="button"], summary'));
+}
+
+function send(state, press) {
+  state.seq += 1;
+  state.answer("pressed", {...press, seq: state.seq});
+}
+
 function onKey(state, event) {
-  if (event.ctrlKey || event.altKey || event.metaKey || event.defaultPrevented || typing(event.target)) return;
+  if (event.ctrlKey || event.altKey || event.metaKey || event.defaultPrevented || typing(event.target)
+      || pressing(event)) return;
   if (event.key === "Escape") {
     if (document.querySelector('[data-testid="stPopoverBody"], [role="dialog"]')) return;  // closes those first
     event.preventDefault();
-    state.seq += 1;
-    state.answer("pressed", {leave: true, seq: state.seq});
+    sessionStorage.setItem("explorer-lecture-entry", String(history.length - 1));  // where Back must return
+    send(state, {leave: true});
+    return;
+  }
+  if (REVEAL.includes(event.key)) {
+    event.preventDefault();
+    send(state, {reveal: true, slide: state.target});
     return;
   }
   let target = null;
@@ -96,8 +136,47 @@ function onKey(state, event) {
   // Several presses before the page answers each count: the next press starts from this one's target. A state,
   // not a trigger: the server always gets the last press, however many runs the presses interrupted.
   state.target = target;
-  state.seq += 1;
-  state.answer("pressed", {slide: target, seq: state.seq});
+  send(state, {slide: target});
+}
+
+function listenInFrames(state) {
+  for (const frame of document.querySelectorAll("iframe")) {
+    if (!frame.__explorerLecture) {  // a frame drawn again (its page changed) is heard again once loaded
+      frame.__explorerLecture = true;
+      frame.addEventListener("load", () => listenInFrames(state));
+    }
+    let inner = null;
+    try { inner = frame.contentDocument; } catch (error) { continue; }  // another origin's: not ours to hear
+    if (!inner || inner.__explorerLecture === state.listener) continue;
+    inner.addEventListener("keydown", (event) => state.listener && state.listener(event), true);
+    inner.__explorerLecture = state.listener;
+  }
+}
+
+function focusVerdict() {
+  // After an answer the choices are gone: the keyboard's focus goes to the verdict that replaced them.
+  let tries = 0;
+  const look = () => {
+    const verdict = document.querySelector(".st-key-lecture-verdict");
+    if (verdict) {
+      verdict.setAttribute("tabindex", "-1");
+      verdict.focus({preventScroll: true});
+    } else if (++tries < 50) setTimeout(look, 100);
+  };
+  look();
+}
+
+function follow(state, data) {
+  // A presenter window (presenter=1) and the projector's window in one browser: the presenter's moves,
+  // reveals and controls reach the projector's window, which draws them (no server state between them).
+  if (!data.sync || typeof BroadcastChannel === "undefined") return null;
+  const channel = new BroadcastChannel("explorer-lecture-" + data.sync.deck);
+  if (data.presenter) channel.postMessage(data.sync);
+  else channel.onmessage = (message) => {
+    const sync = message.data || {};
+    if (JSON.stringify(sync) !== JSON.stringify(data.sync)) send(state, {follow: sync, slide: sync.slide});
+  };
+  return channel;
 }
 """
 _keys = st.components.v2.component("explorer_lecture_keys", js=_KEYS_JS, html="<span></span>")
@@ -154,6 +233,7 @@ def slide_css() -> None:
 
 def deck_ui() -> Deck:
     """The deck chosen in the sidebar, kept in the URL (always, so that the link says it is the lecture's)."""
+    came_back()
     with st.sidebar:
         name = choice_ui(
             "Lecture",
@@ -196,15 +276,26 @@ def show_slide(deck_name: str, number: int) -> None:
         st.session_state.setdefault(_AT, {})[deck_name] = number
 
 
+def control_key(number: int, field: str) -> str:
+    """The widget and link key of slide ``number``'s control of ``field`` (``s7_temperature``): its own, so
+    that no other slide's slider, link or class state can hand it a value."""
+    return f"s{number}_{field}"
+
+
+def _is_control_key(key) -> bool:
+    return bool(_CONTROL_KEY.match(str(key))) or str(key).startswith(CONTROL_PREFIX)
+
+
 def go_to(deck: Deck, number: int) -> int:
-    """Show slide ``number`` (kept within the deck) from its own values: the last slide's moved controls are
+    """Show slide ``number`` (kept within the deck) from its own values: every slide's moved controls are
     dropped. Returns the number."""
     number = min(max(number, 1), len(deck))
     st.session_state.setdefault(_AT, {})[deck.name] = number
     st.query_params["slide"] = str(number)
-    named = {f"{CONTROL_PREFIX}{control.field}" for slide in deck.slides for control in controls_of(slide.view)}
-    present = {key for key in (*st.session_state, *st.query_params) if str(key).startswith(CONTROL_PREFIX)}
-    forget(named | present)
+    named = {
+        control_key(at, control.field) for at, slide in enumerate(deck.slides, 1) for control in controls_of(slide.view)
+    }
+    forget(named | {key for key in (*st.session_state, *st.query_params) if _is_control_key(key)})
     return number
 
 
@@ -214,31 +305,123 @@ def around(deck: Deck, number: int) -> list:
 
 
 MAX_SEQ = 2**53  # the presses a page counts stay exact in JavaScript's numbers
+MAX_ANSWERS_TEXT = 1_000  # a followed window's answers: more than any deck's questions write
 
 
-def read_press(state) -> tuple[int, int | None, bool]:
-    """(seq, slide, leave) of the keys component's state, whatever a client sent: anything malformed reads as no
-    press (seq 0), a slide that is not a whole number as none. (Malformed or deeply nested JSON never gets here:
-    ``explorer.ui.messages``.)"""
+@dataclasses.dataclass(frozen=True)
+class Press:
+    """One press of the presenter's keys as a page sent it. ``seq`` counts a page's presses (0: none); ``slide``:
+    where it moves, or the slide whose answer it reveals; ``leave``: Esc; ``reveal``: "." or "b"; ``follow``: a
+    presenter window's slide (``sync_state``), for the projector's window of the same browser."""
+
+    seq: int = 0
+    slide: int | None = None
+    leave: bool = False
+    reveal: bool = False
+    follow: dict | None = None
+
+
+def read_press(state) -> Press:
+    """The keys component's last press, whatever a client sent: anything malformed reads as no press (seq 0), a
+    slide that is not a whole number as none, a followed state that is not one as none. (Malformed or deeply
+    nested JSON never gets here: ``explorer.ui.messages``.)"""
     press = (state or {}).get("pressed") if isinstance(state, dict) else getattr(state, "pressed", None)
     if not isinstance(press, dict) or type(press.get("seq")) is not int or not 0 < press["seq"] < MAX_SEQ:
-        return 0, None, False
+        return Press()
     slide = press.get("slide")
-    return press["seq"], slide if type(slide) is int else None, press.get("leave") is True
+    return Press(
+        press["seq"],
+        slide if type(slide) is int else None,
+        leave=press.get("leave") is True,
+        reveal=press.get("reveal") is True,
+        follow=_followed(press.get("follow")),
+    )
 
 
-def keys_ui(deck: Deck, number: int) -> tuple[int, bool]:
-    """The presenter's keys: returns (the slide to show, whether Esc asked for the full page)."""
-    seq, slide, leave = read_press(st.session_state.get(_KEYS))
-    if seq > st.session_state.get(_SEQ, 0):  # a press this session has not acted on yet
-        st.session_state[_SEQ] = seq
-        if slide is not None and not leave:
-            number = go_to(deck, slide)
-    else:
-        leave = False
-    data = {"slide": number, "count": len(deck), "seq": st.session_state.get(_SEQ, 0)}
+def _followed(sync) -> dict | None:
+    """A presenter window's ``sync_state`` as the projector's window got it, checked: None if it is not one."""
+    if not isinstance(sync, dict) or type(sync.get("slide")) is not int or not isinstance(sync.get("deck"), str):
+        return None
+    answers_text, controls = sync.get("answers", ""), sync.get("controls", {})
+    if not isinstance(answers_text, str) or len(answers_text) > MAX_ANSWERS_TEXT or not isinstance(controls, dict):
+        return None
+    numbers = {
+        field: value
+        for field, value in controls.items()
+        if isinstance(field, str) and type(value) in (int, float) and math.isfinite(value)
+    }
+    return {"deck": sync["deck"], "slide": sync["slide"], "answers": answers_text, "controls": numbers}
+
+
+def keys_ui(deck: Deck, number: int, seat=None) -> tuple[int, Press]:
+    """The presenter's keys: acts on a press this session has not acted on yet (a move, a reveal, a presenter
+    window's state to follow) and returns (the slide to show, that press; ``Press()`` when none). Their
+    listener is drawn by ``draw_keys``, once the slide's controls are known."""
+    press = read_press(st.session_state.get(_KEYS))
+    if press.seq <= st.session_state.get(_SEQ, 0):
+        return number, Press()
+    st.session_state[_SEQ] = press.seq
+    if press.follow is not None:
+        number = _follow(deck, number, press.follow)
+    elif press.reveal:
+        if press.slide == number:  # not a slide the presenter has left since
+            _reveal(deck, number, seat)
+    elif press.slide is not None and not press.leave:
+        number = go_to(deck, press.slide)
+    return number, press
+
+
+def _reveal(deck: Deck, number: int, seat) -> None:
+    """ "." or "b" on a question's slide: its answer shown (to the class, from a teacher's window)."""
+    from explorer.ui import classroom  # imported here: classroom imports this module
+
+    if deck.slide(number).question is None:
+        return
+    if seat is None and number not in answers(deck):
+        _answer(deck, number, tour.REVEALED)
+    elif seat is not None and seat.role == "teacher":
+        classroom._reveal(seat, number)  # what its "Show the answer to the class" does
+
+
+def _follow(deck: Deck, number: int, sync: dict) -> int:
+    """The projector's window to the presenter window's slide, answers and controls (its own deck's only)."""
+    if sync["deck"] != deck.name:
+        return number
+    number = go_to(deck, sync["slide"])
+    given, _ = tour.read_answers(sync["answers"], deck)
+    st.session_state.setdefault(_ANSWERS, {})[deck.name] = given
+    _write_answers(given)
+    for control in controls_of(deck.slide(number).view):
+        value = sync["controls"].get(control.field)
+        if isinstance(control, Index) and type(value) is int and value >= 0:
+            set_value(control_key(number, control.field), value + control.first)
+        elif isinstance(control, Number) and value is not None:
+            set_value(control_key(number, control.field), value)
+    return number
+
+
+def sync_state(deck: Deck, number: int, slide: Slide, view) -> dict:
+    """What a presenter window tells the projector's window: the deck, slide, answers and moved controls."""
+    given = answers(deck)
+    return {
+        "deck": deck.name,
+        "slide": number,
+        "answers": tour.write_answers(given) if given else "",
+        "controls": {field: value for field, value in moved(view, slide.view).items() if value is not None},
+    }
+
+
+def draw_keys(deck: Deck, number: int, sync: dict | None = None) -> None:
+    """The keys' listener (drawn once per run, after the slide's controls: ``sync`` carries them)."""
+    data = {
+        "slide": number,
+        "count": len(deck),
+        "seq": st.session_state.get(_SEQ, 0),
+        "verdict": st.session_state.get(_VERDICTS, 0),
+        "presenter": st.query_params.get("presenter") == "1",
+        "sync": sync,
+    }
     _keys(key=_KEYS, data=data, default={"pressed": None}, on_pressed_change=lambda: None, height=0)
-    return number, leave
 
 
 def title_row_ui(deck: Deck, number: int, slide: Slide, seat):
@@ -293,12 +476,12 @@ def _arrows_ui(deck: Deck, number: int) -> None:
 # -- a slide's controls ---------------------------------------------------------------------------------------
 
 
-def controls_ui(view, result):
-    """The slide's live controls (the presenter moves the head, the temperature, the step); returns the view
-    with their values."""
+def controls_ui(view, result, number: int):
+    """Slide ``number``'s live controls (the presenter moves the head, the temperature, the step), keyed by
+    ``control_key``; returns the view with their values."""
     changed = {}
     for control in controls_of(view):
-        key = f"{CONTROL_PREFIX}{control.field}"
+        key = control_key(number, control.field)
         if isinstance(control, Number):
             value = number_slider_ui(
                 control.label, control.low, control.high, control.value(view, result), key=key, step=control.step
@@ -343,6 +526,7 @@ def _answer(deck: Deck, number: int, choice: int) -> None:
     given = st.session_state.setdefault(_ANSWERS, {}).setdefault(deck.name, {})
     given[number] = choice
     _write_answers(given)
+    st.session_state[_VERDICTS] = st.session_state.get(_VERDICTS, 0) + 1
 
 
 def question_ui(deck: Deck, number: int, slide: Slide, result) -> bool:
@@ -366,7 +550,7 @@ def verdict_ui(question, choices: tuple[str, ...], given: int | None, result) ->
     """The answer beside the viewer's own (``given``: a choice's index; ``tour.REVEALED`` or None for none), and
     why, in one line."""
     with st.container(key="lecture-verdict"):
-        st.markdown(_verdict(choices, given, question.answer(result)) + f" {literal(question.why)}")
+        st.markdown(_verdict(choices, given, question.answer(result)) + f" {literal(question.explanation(result))}")
 
 
 def _verdict(choices: tuple[str, ...], given: int | None, truth: str) -> str:
@@ -421,6 +605,8 @@ def slide_ui(deck: Deck, number: int, seat, *, escaped: bool = False) -> None:
         except InputError as error:
             notices_ui()
             st.info(literal(error))
+            if not following:
+                draw_keys(deck, number)  # the keys still move on from a slide that cannot be drawn
             st.stop()
         if following:
             view, leave = classroom.controls_for(seat, slide, result), False
@@ -428,7 +614,7 @@ def slide_ui(deck: Deck, number: int, seat, *, escaped: bool = False) -> None:
             if teaching:  # a window that joins the class where it is: the class's controls on its sliders
                 classroom.join_controls(seat, slide, result)
             with controls:
-                view = controls_ui(slide.view, result)
+                view = controls_ui(slide.view, result, number)
                 leave = st.button(
                     "Open on its full page",
                     icon=":material/open_in_full:",
@@ -436,6 +622,7 @@ def slide_ui(deck: Deck, number: int, seat, *, escaped: bool = False) -> None:
                     help=classroom.WAITS_FOR_REVEAL if waiting else "Esc",
                     disabled=waiting,  # its full page would show the answer
                 )
+                presenter_window_ui(deck, seat)
         if teaching:  # the class moves now, while this page draws: its students' pages draw at the same time
             classroom.publish(seat, deck, number, slide, view)
         answers(deck)  # the link's answers read (with a notice for what does not fit) before the notices show
@@ -453,6 +640,8 @@ def slide_ui(deck: Deck, number: int, seat, *, escaped: bool = False) -> None:
         slide_text_ui(slide, shown_result, answered=answered)
         if answered:
             show_slide_view(view, shown_result, exports=controls, beside=poll)
+        if not following:  # a class's follower moves with its teacher, not with keys
+            draw_keys(deck, number, sync_state(deck, number, slide, view) if seat is None else None)
 
     if side is not None:
         with side:
@@ -463,7 +652,8 @@ def slide_text_ui(slide: Slide, result, *, answered: bool) -> None:
     """What to look at, then the sources' numbers beside the model's (once the question, if any, is answered:
     they would give the answer away), in the projector's text size."""
     with st.container(key="lecture-look"):
-        st.markdown(" ".join(literal(line) for line in slide.look))
+        shown = (*slide.look, *(slide.revealed(result) if answered else ()))  # after the answer: they give it
+        st.markdown(" ".join(literal(line) for line in shown))
     compared = [*(slide.compared(result) if answered else ()), *filter(None, [slide.ran_instead()])]
     if compared:
         with st.container(key="lecture-sources"):
@@ -558,16 +748,117 @@ def _make(deck: Deck, fmt: str) -> bytes | None:
 # -- leaving for the full page --------------------------------------------------------------------------------
 
 
+_BACK_JS = """
+export default function(component) {
+  // Esc on the full page a slide opened, or the browser's Back, goes back to the slide's own entry in the
+  // history: the full page's runs each add entries of their own (its widgets write the address), which one
+  // Back would only step through.
+  const entry = Number(sessionStorage.getItem("explorer-lecture-entry"));
+  const page = location.pathname;
+  const toSlide = (from) => {
+    const steps = entry - from;
+    if (Number.isInteger(entry) && steps < 0) history.go(steps); else history.back();
+  };
+  const onKey = (event) => {
+    if (event.key !== "Escape" || event.defaultPrevented || event.ctrlKey || event.altKey || event.metaKey) return;
+    if (document.querySelector('[data-testid="stPopoverBody"], [role="dialog"]')) return;  // closes those first
+    event.preventDefault();
+    toSlide(history.length - 1);
+  };
+  const onBack = (event) => {
+    if (location.pathname !== page) return;  // the slide's entry: the app draws it
+    // An entry of the full page's own: the app must not draw it (its run would outlast the slide's).
+    event.stopImmediatePropagation();
+    toSlide(history.length - 2);  // one step back from the newest so far
+  };
+  document.addEventListener("keydown", onKey, true);
+  window.addEventListener("popstate", onBack, true);  // before the app's own listener
+  return () => {
+    document.removeEventListener("keydown", onKey, true);
+    window.removeEventListener("popstate", onBack, true);
+  };
+}
+"""
+_back = st.components.v2.component("explorer_lecture_back", js=_BACK_JS, html="<span></span>")
+
+
 def leave_for_full_page(view) -> None:
-    """Open the page this view comes from, showing what the slide showed (its model, text and settings)."""
+    """Open the page this view comes from in presentation mode, showing what the slide showed (its model, text
+    and settings). The browser's Back, or Esc there (``back_to_slide_ui``), returns to the slide."""
     page, values = full_page(view)
     request_model(view.model)
     for key, value in values.items():
         set_value(key, value)
+    st.session_state[_LEFT] = {
+        "page": Path(page).stem,
+        "present": bool(st.session_state.get(PRESENT_KEY)),
+        "query": st.query_params.to_dict(),  # the slide's link (its answers, presenter=1), for the way back
+    }
+    set_value(PRESENT_KEY, True)
     st.switch_page(page)
 
 
+def back_to_slide_ui(page_path: str) -> None:
+    """On the full page a slide opened (``page_path``: its url path), Esc goes back to the slide."""
+    left = st.session_state.get(_LEFT)
+    if left is not None and left["page"] == page_path:
+        _back(key="lecture-back", data={}, height=0)
+
+
+def came_back() -> None:
+    """Back on the lecture from a slide's full page: the slide's link and presentation mode as they were before
+    (the address may hold the full page's values: the history entry the browser went back to)."""
+    left = st.session_state.pop(_LEFT, None)
+    if left is not None:
+        set_value(PRESENT_KEY, left["present"])
+        st.query_params.from_dict(left["query"])
+
+
 # -- the presenter's side -------------------------------------------------------------------------------------
+
+_PRESENTER_JS = """
+export default function(component) {
+  // A second window beside the projector's, on the same slide with presenter=1: its moves, reveals and
+  // controls reach this window through the keys' BroadcastChannel (``follow`` in the keys' script).
+  const { parentElement, data } = component;
+  parentElement.querySelector("button").onclick = () => {
+    const url = new URL(window.location.href);
+    url.searchParams.set("presenter", "1");
+    window.open(url.toString(), "explorer-presenter-" + data.deck, "popup,width=1280,height=800");
+  };
+}
+"""
+_presenter_window = st.components.v2.component(
+    "explorer_lecture_presenter",
+    js=_PRESENTER_JS,
+    html='<button type="button" style="font: inherit; padding: 0.3em 0.8em; border-radius: 0.5rem; '
+    'border: 1px solid rgba(49, 51, 63, 0.3); background: white; color: inherit; cursor: pointer">'
+    "Open the presenter view</button>",
+)
+
+# A student's slide alone: the app's menu, the model picker and the deck chooser are the teacher's business.
+STUDENT_CSS = """
+<style>
+[data-testid="stSidebar"], [data-testid="stExpandSidebarButton"], [data-testid="stSidebarCollapseButton"] {
+  display: none !important;
+}
+</style>
+"""
+
+
+def presenter_window_ui(deck: Deck, seat) -> None:
+    """In the projector's window (never a student's, never the presenter's own): the button that opens the
+    presenter view (notes, the next slide, a timer) as a second window, which this window then follows."""
+    if st.query_params.get("presenter") == "1" or (seat is not None and seat.role != "teacher"):
+        return
+    _presenter_window(key="lecture-presenter", data={"deck": deck.name}, height=40)
+    st.caption("Notes, the next slide and a timer on your own screen: this window shows the slide alone.")
+
+
+def student_css(seat) -> None:
+    """A student's link shows the slide without the app's menu and model picker."""
+    if seat is not None and seat.role != "teacher":
+        st.html(STUDENT_CSS)
 
 
 def presenter_ui(deck: Deck, number: int, slide: Slide) -> None:

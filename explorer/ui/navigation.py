@@ -13,14 +13,16 @@ ever sees the app's loading line (``explorer.ui.loading``), then this menu.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from explorer import settings
-from explorer.ui import loading
-from explorer.ui.shell import app_shell
+from explorer.ui import aria, loading
+from explorer.ui.aria import aria_ui
+from explorer.ui.shell import PAGE_CONFIG, app_shell
 from explorer.ui.text import literal
 
 # (section, file, title, icon) in menu order; the first is the default page. A listed page whose file does
@@ -82,7 +84,11 @@ def run_app() -> None:
     app_shell()  # first: its page config (the app's icon) must come before st.navigation sets the page's
     sections = navigation_pages(app_root())
     page = st.navigation(sections, position="hidden")  # routing only: the menu is menu_ui's
-    menu_ui(sections, menu)
+    st.set_page_config(page_title=page_title(page.title))
+    menu_ui(sections, menu, current=page.title)
+    from explorer.ui.lecture import back_to_slide_ui  # the lecture's parts import this module's neighbours
+
+    back_to_slide_ui(page.url_path)  # a slide's full page: Esc goes back to the slide
     loading.clear()
     page.run()
 
@@ -96,10 +102,40 @@ def settings_ui(problems: list[str]) -> None:
     )
 
 
-def menu_ui(sections: dict[str, list], slot) -> None:
-    """The sidebar menu in ``slot``: each section's pages as links (the page shown is highlighted)."""
+def page_title(title: str) -> str:
+    """The browser tab's title (and what a screen reader announces first): the page's own, then the app's."""
+    return f"{title} · {PAGE_CONFIG['page_title']}"
+
+
+def menu_ui(sections: dict[str, list], slot, *, current: str | None = None) -> None:
+    """The sidebar menu in ``slot``: each section's heading, then its pages as a list of links (the page shown is
+    highlighted). ``menu_rules`` gives them what a screen reader needs and ``st.page_link`` does not draw."""
     with slot:
-        for section, pages in sections.items():
-            st.markdown(f":gray[{section}]")  # a heading, not a caption: captions are the sidebar's notes
-            for page in pages:
-                st.page_link(page)
+        for index, (section, pages) in enumerate(sections.items()):
+            # A heading, not a caption (captions are the sidebar's notes), in the sidebar's small grey.
+            st.html(f'<h2 class="menu-section">{html.escape(section)}</h2>{_HEADING_CSS if index == 0 else ""}')
+            with st.container(key=f"{MENU_KEY}-list-{index}"):
+                for page in pages:
+                    st.page_link(page)
+        aria_ui([*aria.RULES, *menu_rules(current)], key=f"{MENU_KEY}-aria")
+
+
+_HEADING_CSS = (
+    "<style>h2.menu-section { font-size: 0.875rem; font-weight: 400; color: #4b5060; padding: 0.5rem 0 0 0;"
+    " margin: 0; }</style>"
+)
+
+
+def menu_rules(current: str | None) -> list[dict]:
+    """The menu as a navigation landmark whose sections are lists, with the shown page's link marked."""
+    lists = f"[class*='st-key-{MENU_KEY}-list-']"
+    return [
+        {"selector": f".st-key-{MENU_KEY}", "attributes": {"role": "navigation", "aria-label": "Pages"}},
+        {"selector": lists, "attributes": {"role": "list"}},
+        {"selector": f"{lists} > *", "attributes": {"role": "listitem"}},
+        {
+            "selector": f".st-key-{MENU_KEY} a[data-testid='stPageLink-NavLink']",
+            "attributes": {"aria-current": "page"},
+            "label": current or "",
+        },
+    ]

@@ -24,15 +24,35 @@ def stage_table(stages: dict, key_tokens, query: int) -> dict:
     return table
 
 
+def toy_caption(toy, stages: dict, vectors: np.ndarray) -> str:
+    """Which vectors X holds, and what their weights do here: how many queries attend most to themselves."""
+    count, hidden = vectors.shape
+    held = (
+        f"the {count} tokens' embeddings (the model's input embedding rows, {hidden} numbers each, no positions)"
+        if toy.embeddings == "model"
+        else f"{count} random vectors of {hidden} numbers (seed {toy.seed}, entries of size about 1), the chapter's "
+        "setting"
+    )
+    lengths = np.linalg.norm(vectors, axis=1)
+    itself = int((np.argmax(stages["weights"], axis=1) == np.arange(count)).sum())
+    return (
+        f"X holds {held}: each serves as its own query, key and value, with no learnt projections. Here "
+        f"{itself} of the {count} queries put their largest weight on themselves, and the largest weight of a row is "
+        f"{float(stages['weights'].max(axis=1).min()):.2f} to {float(stages['weights'].max(axis=1).max()):.2f} "
+        f"(vector lengths {float(lengths.min()):.2f} to {float(lengths.max()):.2f})."
+    )
+
+
 STAGE_COLUMNS = {"dot": "q·k", "scaled": "× scale", "capped": "softcapped", "biased": "+ bias", "masked": "masked"}
 
 
-def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
-    """The chapter's attention with no learnt weights, on this text's token embeddings, checked against torch."""
+def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool, embeddings: str = "model") -> None:
+    """The chapter's attention with no learnt weights, on this text's token embeddings or (``embeddings``
+    "random") the chapter's seeded random vectors, checked against torch."""
     token_ids = tuple(int(i) for i in view.capture.token_ids)
-    toy = views.attention.Toy(lm.name, view.shown_text, token_ids, tuple(tokens), query, causal)
+    toy = views.attention.Toy(lm.name, view.shown_text, token_ids, tuple(tokens), query, causal, embeddings=embeddings)
     found = run_view(toy)
-    vectors = found.token
+    vectors = toy.vectors(found)
     stages = toy.stages(found)
     hidden = vectors.shape[-1]
     st.latex(
@@ -41,14 +61,7 @@ def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool) -> None:
         + r"\right) X"
     )
     st.caption(
-        f"X holds the {len(tokens)} tokens' embeddings (the model's input embedding rows, {hidden} numbers each, no "
-        "positions): each serves as its own query, key and value, with no learnt projections, so a token's highest "
-        "score is usually with itself and with tokens of similar embeddings. How sharp the weights are depends on the "
-        "embeddings' length: the chapter's freshly initialised table (entries of typical size 1, length √d) makes "
-        "each token attend almost only to itself; embeddings of length about 1, as in the bundled models, give "
-        f"nearly even weights (here, lengths {float(np.linalg.norm(vectors, axis=1).min()):.2f} to "
-        f"{float(np.linalg.norm(vectors, axis=1).max()):.2f})."
-        + (" The causal mask hides the tokens after each query." if causal else "")
+        toy_caption(toy, stages, vectors) + (" The causal mask hides the tokens after each query." if causal else "")
     )
     with stage():
         show_view(toy, found, key="toy")

@@ -84,6 +84,20 @@ class BeforeAfter(Map):
         )
 
 
+def method_caption(effects: HeadAblationEffects) -> str:
+    """How the map was measured, from the run itself: how many batched passes, and that nothing checked them while
+    the page ran (the tests compare the same code with a copy of the model whose output projection ignores the
+    head)."""
+    heads, passes = effects.logprobs.size, len(effects.batch_sizes)
+    rows = max(effects.batch_sizes, default=0)
+    batches = f"{passes} batched forward passes of up to {rows} rows" if passes > 1 else f"one batch of {rows} rows"
+    ran = f"The {heads} heads were ablated one per row, in {batches}, after one plain pass."
+    return (
+        f"{ran} Not checked while the page runs: the test suite checks this code against a copy of the model whose "
+        "output projection ignores the head, on small models of each architecture."
+    )
+
+
 def summary(effects: HeadAblationEffects) -> str:
     layer, head = np.unravel_index(int(np.argmin(effects.changes)), effects.changes.shape)
     return (

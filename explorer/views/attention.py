@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer import gateway
-from explorer.compute.attention import score_stages, toy_stages
-from explorer.compute.statistics import rollout, without_tokens
+from explorer.compute.attention import query_stages, score_stages, toy_stages
+from explorer.compute.statistics import GREYED_COLUMN, NEGLIGIBLE_MASS, kept_mass, rollout, without_tokens
 from explorer.data import AttentionCapture
 from explorer.render.bertviz import (
     frame_height,
@@ -31,6 +31,7 @@ from explorer.render.heatmap import (
     verification_caption,
     weights_heatmap,
 )
+from explorer.render.statistics import renormalised_matrix
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import neuron_view_figure, step_by_step_figure
 from explorer.views import Builder, builder
@@ -218,7 +219,53 @@ class StatisticsHead(OnCapture):
     def figure(self, capture: AttentionCapture) -> Builder:
         stack = capture.stacks[self.stack]
         shown, keys = shown_head(stack, self.layer, self.head, self.hidden)
-        return builder(token_matrix, shown, stack.query_tokens, keys, info=self.info())
+        if not self.hidden:
+            return builder(token_matrix, shown, stack.query_tokens, keys, info=self.info())
+        kept = self.kept(capture)
+        return builder(renormalised_matrix, shown, kept, NEGLIGIBLE_MASS, stack.query_tokens, keys, info=self.info())
+
+    def kept(self, capture: AttentionCapture) -> np.ndarray:
+        """[query] the share of each row's weight left on the keys still shown (all of it when nothing is hidden)."""
+        return kept_mass(allowed_weights(capture.stacks[self.stack], self.layer, self.head), self.hidden)
+
+    def caption(self, capture: AttentionCapture) -> str:
+        """Which rows are greyed and why, from this head's numbers ("" when nothing is hidden)."""
+        return greyed_rows_caption(self.kept(capture), NEGLIGIBLE_MASS) if self.hidden else ""
+
+
+def greyed_rows_caption(kept: np.ndarray, threshold: float) -> str:
+    """The sentence beside a renormalised head: how many rows keep less than ``threshold`` of their weight (and
+    are greyed), or that none does; ``kept`` [query] as ``StatisticsHead.kept``."""
+    limit, least = f"{100 * threshold:g}%", f"{100 * float(kept.min()):.2g}%"
+    greyed = int((kept < threshold).sum())
+    if not greyed:
+        return (
+            f"Every row keeps at least {limit} of its weight once the special tokens are hidden (the least "
+            f"{least}), so every row is drawn renormalised."
+        )
+    rows = f"{greyed} of {len(kept)} rows keep" if greyed > 1 else f"1 of {len(kept)} rows keeps"
+    return (
+        f"{rows} less than {limit} of {'their' if greyed > 1 else 'its'} weight once the special tokens are hidden "
+        f"(the least {least}); renormalised from so little, {'they are' if greyed > 1 else 'it is'} greyed, "
+        "not drawn as weights."
+    )
+
+
+def greyed_table_caption(statistics: list[dict], queries: int) -> str:
+    """The sentence under the statistics table with special tokens hidden: how many rows of all heads were
+    renormalised from less than ``NEGLIGIBLE_MASS`` of their weight (``statistics``: ``head_statistics`` rows
+    with their ``GREYED_COLUMN``; ``queries``: rows per head)."""
+    greyed = sum(int(row[GREYED_COLUMN]) for row in statistics)
+    total, limit = queries * len(statistics), f"{100 * NEGLIGIBLE_MASS:g}%"
+    if not greyed:
+        return f"No row of any head keeps less than {limit} of its weight once the special tokens are hidden."
+    heads = sum(1 for row in statistics if row[GREYED_COLUMN])
+    some = f"{heads} heads have some" if heads > 1 else "1 head has some"
+    return (
+        f"{greyed} of the {total} rows of all {len(statistics)} heads keep less than {limit} of their weight once "
+        f'the special tokens are hidden ({some}; the column "{GREYED_COLUMN}" counts them): '
+        "their figure greys them, the statistics above still average them renormalised."
+    )
 
 
 @dataclass(frozen=True)
@@ -319,14 +366,49 @@ class Neuron(OneQuery):
 
     title = "Neuron view"
 
+    def stages(self, capture: AttentionCapture) -> dict[str, np.ndarray]:
+        """This query's row of each step the figure draws (``query_stages``), ending with ``weights``."""
+        return query_stages(capture.stacks[self.stack], self.layer, self.head, self.query)
+
     def figure(self, capture: AttentionCapture) -> Builder:
         stack, layer, head, query = capture.stacks[self.stack], self.layer, self.head, self.query
         query_vector, key_vectors = stack.queries[layer, head, query].copy(), stack.keys[layer, head].copy()
-        row, scale = stack.attentions[layer, head, query].copy(), float(stack.scale[layer])
-        token = stack.query_tokens[query]
+        scores = {name: row for name, row in self.stages(capture).items() if name != "weights"}
+        row, token = stack.attentions[layer, head, query].copy(), stack.query_tokens[query]
         return builder(
-            neuron_view_figure, query_vector, key_vectors, scale, row, stack.key_tokens, token, info=self.info()
+            neuron_view_figure, query_vector, key_vectors, scores, row, stack.key_tokens, token, info=self.info()
         )
+
+    def caption(self, capture: AttentionCapture) -> str:
+        """What the score columns are for this model and query, and the softmax of the last one checked against
+        the model's own weights (the bars)."""
+        stack, stages = capture.stacks[self.stack], self.stages(capture)
+        own = stack.attentions[self.layer, self.head, self.query]
+        checked = agreement_caption(
+            "softmax of the last score column vs the model's own weights", float(np.abs(stages["weights"] - own).max())
+        )
+        return f"{neuron_caption(stages, float(stack.scale[self.layer]))} {checked}"
+
+
+def neuron_caption(stages: dict[str, np.ndarray], scale: float) -> str:
+    """The neuron view's steps in words, from the stages it draws (``query_stages``) and the layer's scale."""
+    said = ["The bands are the vectors the model's own attention used (after rotary embeddings and q/k norms where "
+            "it has them); the bars are its own weights."]  # fmt: skip
+    if "scaled" in stages:
+        said.append(f"q·k is multiplied by the scale {scale:.6g}.")
+    else:
+        said.append("This model does not scale q·k (scale 1, as in T5).")
+    if "capped" in stages:
+        said.append("The scores are softcapped (Gemma 2).")
+    if "bias" in stages:
+        said.append("Its relative position bias b (learnt per head, one number per bucket of query–key distances) "
+                    "is added.")  # fmt: skip
+    masked = int(np.isneginf(stages["masked"]).sum()) if "masked" in stages else 0
+    if masked:
+        said.append(f"{masked} masked key{'s get' if masked > 1 else ' gets'} −∞, so weight 0.")
+    elif "masked" in stages:
+        said.append("This query sees every key; other queries of this layer have masked keys (−∞).")
+    return " ".join(said)
 
 
 @dataclass(frozen=True)
@@ -402,20 +484,35 @@ class Toy:
     query: int = 0
     causal: bool = False
     show: str = "steps"
+    # "model": the model's own embedding rows; "random": the chapter's setting, seeded standard-normal vectors of
+    # the model's width (entries of size 1, length about √d), so that each token's score with itself dominates
+    embeddings: str = "model"
+    seed: int = 0
 
     def result(self, progress=None):
         """The tokens' embeddings (``Embeddings``: the model's input embedding rows)."""
         return gateway.run("embeddings", self.model, self.token_ids, progress=progress)
 
+    def vectors(self, found) -> np.ndarray:
+        """[token, hidden] what serves as queries, keys and values: the model's rows or the seeded random ones."""
+        if self.embeddings == "model":
+            return found.token
+        return np.random.default_rng(self.seed).standard_normal(found.token.shape).astype(np.float32)
+
+    def setting(self) -> str:
+        """Which embeddings are shown, in words."""
+        return "the model's embeddings" if self.embeddings == "model" else f"random embeddings, seed {self.seed}"
+
     def stages(self, found) -> dict:
-        return toy_stages(found.token, causal=self.causal)
+        return toy_stages(self.vectors(found), causal=self.causal)
 
     def info(self, found=None) -> FigureInfo:
         title, where = TOY_FIGURES[self.show]
-        return FigureInfo(title, model=self.model, text=self.text, where=where or (f"query #{self.query}",))
+        where = where or (f"query #{self.query}",)
+        return FigureInfo(title, model=self.model, text=self.text, where=(*where, self.setting()))
 
     def figure(self, found) -> Builder:
-        vectors, tokens, info = found.token, list(self.tokens), self.info()
+        vectors, tokens, info = self.vectors(found), list(self.tokens), self.info()
         if self.show == "mask":
             mask = np.tril(np.ones((len(tokens), len(tokens)), dtype=bool))
             return builder(mask_heatmap, mask, tokens, tokens, info=info)

@@ -4,6 +4,8 @@ score (HTML) and the scores as bars, with integrated gradients' completeness as 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from explorer import gateway
@@ -23,7 +25,7 @@ DEFAULT_STEPS = 64
 MIN_STEPS, MAX_STEPS = 8, 512
 COMPLETE = 0.01  # a completeness error within this share of the change explained reads as verified
 SCORE_TITLES = {  # short: the y axis of a chart a projector leaves 500 px for
-    INTEGRATED_GRADIENTS: "share of Δ log p",
+    INTEGRATED_GRADIENTS: "contribution to Δ log p",  # the bars are contributions; together they make Δ log p
     "gradient_x_input": "gradient × input",
     "occlusion": "drop in log p",
 }
@@ -84,7 +86,9 @@ class Scores:
         if attribution.delta is None:
             return (
                 f"Check: {line}; its scores equal a reference written with torch's autograd and explicit re-runs "
-                "within 1e-5 in the tests. Integrated gradients' scores add up to the change they explain."
+                f"within 1e-5 in the tests. Here they sum to {float(attribution.scores.sum()):.4f}, while log "
+                f"p(text) − log p(baseline) = {attribution.change:.4f}: only integrated gradients' scores are "
+                "built to add up to that change."
             )
         if abs(attribution.delta) <= COMPLETE * abs(attribution.change):
             return f"Verified: {line}, within {COMPLETE:.0%}."
@@ -99,6 +103,26 @@ def strongest(attribution: Attribution, *, skip_last: bool = True) -> int:
     the prediction usually leads; the question is which earlier word matters)."""
     scores = attribution.scores[:-1] if skip_last and len(attribution.scores) > 1 else attribution.scores
     return int(scores.argmax())
+
+
+def strongest_caption(attribution: Attribution, *, skip_last: bool, label: Callable[[str], str] = repr) -> str:
+    """The target's log-probability at the text and the baseline, and which token scores the most: with
+    ``skip_last`` (a decoder's last token, right before the prediction), whether that token leads and which
+    earlier one does. ``label`` writes a token (the page's escapes it)."""
+    target, logprob = label(attribution.target_token), attribution.logprob
+    said = (
+        f"Target {target}: log p = {logprob:.3f} (p = {math.exp(logprob):.1%}) at the text, "
+        f"{attribution.baseline_logprob:.3f} at the all-zero baseline."
+    )
+    last = len(attribution.tokens) - 1
+    top, first = strongest(attribution, skip_last=skip_last), strongest(attribution, skip_last=False)
+    name = f"{label(attribution.tokens[top])} (#{top}, {float(attribution.scores[top]):+.3f})"
+    if not skip_last or last == 0:
+        return f"{said} {name} scores the most."
+    final = f"the last token, {label(attribution.tokens[last])} ({float(attribution.scores[last]):+.3f})"
+    if first == last:
+        return f"{said} {final[0].upper()}{final[1:]}, scores the most; before it, {name} does."
+    return f"{said} {name} scores the most, more than {final}."
 
 
 def summary(attribution: Attribution) -> str:

@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 
 from explorer import gateway
 from explorer.data import DecodeTrace
-from explorer.render.decoding import beam_tree_figure, candidates_figure, logprob_figure
+from explorer.render.decoding import (
+    beam_tree_figure,
+    candidates_figure,
+    chain_rule_figure,
+    logprob_figure,
+    products_figure,
+)
 from explorer.render.heatmap import colorbar_title, masked_weights, token_matrix, verification_caption
 from explorer.render.style import FigureInfo, snippet
 from explorer.views import Builder, builder
@@ -53,6 +59,27 @@ class Sampled(Greedy):
     def info(self, trace: DecodeTrace) -> FigureInfo:
         where = (f"seed {trace.settings.seed}", f"{trace.num_steps} steps")
         return FigureInfo(self.title, model=self.model, text=self.prompt, where=where)
+
+
+@dataclass(frozen=True)
+class ChainRule(Greedy):
+    """A greedy decoding's chain rule: each token's log-probability given the tokens before it, and their running
+    sum, the continuation's log-probability (its page is greedy search's)."""
+
+    title = "The chain rule, in logs"
+
+    def figure(self, trace: DecodeTrace) -> Builder:
+        return builder(chain_rule_figure, trace, info=self.info(trace))
+
+
+@dataclass(frozen=True)
+class Products(Greedy):
+    """The same decoding's probabilities multiplied, beside their logs added, token by token."""
+
+    title = "Product of probabilities, sum of logs"
+
+    def figure(self, trace: DecodeTrace) -> Builder:
+        return builder(products_figure, trace, info=self.info(trace))
 
 
 @dataclass(frozen=True)
@@ -118,8 +145,9 @@ class Comparison:
 
 @dataclass(frozen=True)
 class GenerationAttention:
-    """One head's weights over the prompt and the tokens generated up to ``step`` (0: the first), from the
-    attention the decoding recorded (``record_attention``)."""
+    """One head's weights in the passes that chose the generated tokens up to ``step`` (0: the first), from the
+    attention the decoding recorded (``record_attention``): the prompt's rows (its pass chose the first token),
+    then one row per token fed back. The last generated token is never fed back, so it has no row."""
 
     model: str
     prompt: str
@@ -138,9 +166,14 @@ class GenerationAttention:
         where = (f"layer {self.layer}", f"head {self.head}", f"step {self.step + 1} of {generated}")
         return FigureInfo("Attention while generating", model=self.model, text=self.prompt, where=where)
 
+    def rows(self, trace: DecodeTrace) -> int:
+        """The query rows drawn: the prompt's, then one per pass after it, up to the pass that chose token
+        ``step`` (the passes that ran: the stack has no row for the last token)."""
+        return min(trace.prompt_length + self.step, len(trace.attention[self.stack].query_tokens))
+
     def figure(self, trace: DecodeTrace) -> Builder:
         stack = trace.attention[self.stack]
-        rows = trace.prompt_length + self.step + 1
+        rows = self.rows(trace)
         columns = rows if self.stack == "decoder" else len(stack.key_tokens)
         return builder(
             token_matrix,
@@ -148,7 +181,7 @@ class GenerationAttention:
             stack.query_tokens[:rows],
             stack.key_tokens[:columns],
             info=self.info(trace),
-            row_title="query (prompt, then each generated token)",
+            row_title="query (the prompt, then each token fed back)",
             colorbar_title=colorbar_title(1.0, stretched=False),
             boundaries=(trace.prompt_length,) if self.stack == "decoder" else (),
         )

@@ -24,6 +24,7 @@ class Distribution:
     top_k: int = 0
     top_p: float = 1.0
     min_p: float = 0.0
+    band: tuple[float, float] | None = None  # the panels' highlighted band, log₁₀ p (a drag's, from the keyboard)
 
     @property
     def settings_text(self) -> str:
@@ -58,7 +59,7 @@ class Distribution:
         return FigureInfo("Next-token distribution", model=self.model, text=self.prompt, where=(self.settings_text,))
 
     def figure(self, result: TokenDistribution) -> Builder:
-        return builder(distribution_panels, result, info=self.info())
+        return builder(distribution_panels, result, info=self.info(), band=self.band)
 
     def caption(self, result: TokenDistribution) -> str:
         kept = int(result.kept[result.stages[-1][0]].sum())

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from explorer import gateway
 from explorer.compute.positions import find_token, layerwise_cosine, rotary_angles, sinusoidal_encoding
+from explorer.render.lens import layer_names
 from explorer.render.style import FigureInfo
 from explorer.render.vectors import cosine_figure, sinusoidal_figure, vectors_heatmap
 from explorer.views import Builder, builder
@@ -103,12 +106,20 @@ class Context:
         a = gateway.run("capture", self.model, self.sentence_a, progress=progress)
         return a, gateway.run("capture", self.model, self.sentence_b, progress=progress)
 
-    def similarity(self, captures):
+    def positions(self, captures) -> tuple[int | None, int | None]:
+        """Where the word is in sentence 1 and in sentence 2 (None where it is not a single token)."""
         a, b = captures
-        pa, pb = find_token(a.tokens, self.word), find_token(b.tokens, self.word)
+        return find_token(a.tokens, self.word), find_token(b.tokens, self.word)
+
+    def similarity(self, captures):
+        (a, b), (pa, pb) = captures, self.positions(captures)
         if pa is None or pb is None or a.hidden_states is None:
             return None
         return layerwise_cosine(a.hidden_states, pa, b.hidden_states, pb)
+
+    def caption(self, captures) -> str:
+        """What the curve shows, from its own cosines (numbers and fixed words: the page adds the word)."""
+        return context_caption(self.similarity(captures), *self.positions(captures))
 
     def info(self, captures=None) -> FigureInfo:
         text = f"{self.sentence_a} / {self.sentence_b}"
@@ -117,3 +128,27 @@ class Context:
     def figure(self, captures) -> Builder:
         series = {f"“{self.word}” in sentence 1 vs sentence 2": self.similarity(captures)}
         return builder(cosine_figure, series, info=self.info())
+
+
+STEADY = 0.01  # a cosine that moves less than this from the embeddings to the last layer "stays about the same"
+
+
+def context_caption(similarity, position_a: int, position_b: int) -> str:
+    """The cosines [reading] of one token's vector in two sentences, in words: where the curve starts, whether it
+    rises, falls or stays from the embeddings to the last layer, and its lowest reading in between."""
+    first, last = float(similarity[0]), float(similarity[-1])
+    start = f"{first:.3f} after the embeddings"
+    if first < 1 - 1e-4 and position_a != position_b:
+        start += f" (the same token at positions {position_a} and {position_b}: their position vectors differ)"
+    change = last - first
+    if abs(change) < STEADY:
+        trend = f"it stays about the same ({change:+.3f})"
+    elif change > 0:
+        trend = f"it rises by {change:.3f}: the two vectors end more alike than they start"
+    else:
+        trend = f"it falls by {-change:.3f}: context pulls the two vectors apart"
+    said = f"{start}, {last:.3f} after the last layer: {trend}."
+    lowest = int(np.argmin(similarity))
+    if float(similarity[lowest]) < min(first, last) - STEADY:
+        said += f" Lowest after {layer_names(len(similarity) - 1)[lowest]} ({float(similarity[lowest]):.3f})."
+    return said
