@@ -3,7 +3,7 @@
     explorer serve [--hosted] [Streamlit options...]   the app, as ``streamlit run app.py`` from a checkout
     explorer prefetch ID [ID ...]                      fill the Hugging Face cache for a server that must not wait
     explorer health                                    the server's settings and its class store, checked
-    explorer deck export --deck NAME --format pdf|pptx|html [--output PATH]
+    explorer deck export --deck NAME --format pdf|pptx|html [--paper a4|letter] [--output PATH]
                                                        a lecture deck as one file to hand out
 
 ``serve`` runs the app's own files as installed with the package (``explorer/app``: app.py, pages/ and the app's
@@ -29,6 +29,7 @@ from pathlib import Path
 from explorer import settings
 from explorer.checks import printable
 from explorer.render.deckfile import FORMATS as DECK_FORMATS
+from explorer.render.deckfile import PAPERS as DECK_PAPERS
 
 APP_DIR = Path(__file__).resolve().parent / "app"
 # The Dockerfile's environment for a class server (tests/test_cli.py holds the two equal): hosted mode, its
@@ -121,6 +122,12 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--deck", required=True, type=_deck_name, metavar="NAME", help="the deck, e.g. generation")
     export.add_argument("--format", required=True, choices=DECK_FORMATS, help="the file's format")
     export.add_argument(
+        "--paper",
+        default="a4",
+        choices=DECK_PAPERS,
+        help="the PDF's paper, landscape (default: a4; PPTX and HTML: 16:9)",
+    )
+    export.add_argument(
         "--output",
         type=Path,
         metavar="PATH",
@@ -139,7 +146,7 @@ def _deck_name(name: str) -> str:
     return name
 
 
-def export_deck_file(name: str, fmt: str, output: Path | None) -> int:
+def export_deck_file(name: str, fmt: str, output: Path | None, paper: str = "a4") -> int:
     """Write the deck's file, saying slide by slide how far it is (on stderr); its path on stdout."""
     from explorer.lecture import DECKS
     from explorer.lecture.files import deck_file_name, deck_models, export_deck
@@ -152,7 +159,9 @@ def export_deck_file(name: str, fmt: str, output: Path | None) -> int:
     except Unwritable as error:
         return _fail(error, status=2)
     try:
-        data = export_deck(deck, fmt, progress=lambda done, total: print(f"slide {done} of {total}", file=sys.stderr))
+        data = export_deck(
+            deck, fmt, paper=paper, progress=lambda done, total: print(f"slide {done} of {total}", file=sys.stderr)
+        )
     except (renderer.RenderFailed, ExportUnavailable) as error:
         return _fail(error)
     finally:
@@ -227,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return 1 if prefetch(args.models) else 0
     if args.command == "deck":
-        return export_deck_file(args.deck, args.format, args.output)
+        return export_deck_file(args.deck, args.format, args.output, args.paper)
     if args.command == "health":
         return health()
     parser.print_help()

@@ -40,7 +40,15 @@ with ui.controls():
     )
     toy = source == "toy"
     if toy:
-        toy_tokens = view.capture.tokens
+        words_only = ui.toggle_ui(
+            "Words only",
+            key="toy_words",
+            help="Leave out the special tokens ([CLS], [SEP]...), as the chapter's toy does: it runs on the words.",
+        )
+        special = set(lm.tokenizer.all_special_ids) if words_only else set()
+        kept = [i for i, token_id in enumerate(view.capture.token_ids) if int(token_id) not in special]
+        toy_ids = tuple(int(view.capture.token_ids[i]) for i in kept)
+        toy_tokens = [view.capture.tokens[i] for i in kept]
         causal = ui.toggle_ui(
             "Causal mask", key="causal", help="Each token attends only to itself and the tokens before it."
         )
@@ -71,29 +79,24 @@ with ui.controls():
 ui.notices_ui()
 
 if toy:
-    steps.show_chapter_toy(lm, view, toy_tokens, query, causal=causal, embeddings=toy_embeddings)
+    steps.show_chapter_toy(
+        lm,
+        view,
+        toy_tokens,
+        query,
+        causal=causal,
+        embeddings=toy_embeddings,
+        token_ids=toy_ids,
+        specials=not words_only,
+    )
     st.stop()
 
 stages = score_stages(stack, layer, head)
-scale = float(stack.scale[layer])
 head_dim = stack.queries.shape[-1]
-st.latex(
-    r"\mathrm{Attention}(q, K, V) = \mathrm{softmax}\!\left(q K^\top \cdot "
-    + (r"\tfrac{1}{\sqrt{%d}}" % head_dim if abs(scale - head_dim**-0.5) < 1e-6 else f"{scale:g}")  # noqa: UP031
-    + (r" + b" if "biased" in stages else "")
-    + r" + m\right) V"
-)
-token = stack.query_tokens[query]
-st.caption(
-    f"Query #{query} “{ui.literal(token)}”, layer {layer}, head {head}: q and each k have {head_dim} numbers; "
-    f"scale = {scale:.6g}"
-    + (" (T5 does not scale)" if scale == 1.0 else f" = 1/√{head_dim}" if abs(scale - head_dim**-0.5) < 1e-6 else "")
-    + ("; T5's relative position bias is added" if "biased" in stages else "")
-    + ("; softcapping first (Gemma 2)" if "capped" in stages else "")
-    + f". Query head {head} reads key/value head {int(stack.kv_head_of_query[head])}."
-)
 inputs = (lm.name, view.text, view.text_pair, view.target, view.stack_name)
 step_view = views.attention.StepByStep(*inputs, layer, head, query)
+st.latex(step_view.formula(view.capture))
+st.caption(step_view.setting(view.capture, label=ui.literal))
 with ui.stage():
     ui.show_view(step_view, view.capture, key="steps")
 

@@ -10,6 +10,7 @@ from explorer.ui import branching, clicks, decoding
 from explorer.ui.kv_cache import kv_cache_section
 
 GRID = "greedy-grid"  # the candidates grid: a click there branches
+CHAIN = "chain"  # the chain rule's section: its key and link parameter
 
 ui.page_shell()
 ui.page_header(
@@ -113,5 +114,12 @@ entropy_column.metric(
     f"{sum(float(s.entropy[0]) for s in trace.steps) / max(trace.num_steps, 1):.2f} nats",
 )
 st.caption("Tokens: " + " · ".join(ui.literal(mark_leading_space(t)) for t in trace.generated_tokens[0]))
+# The lecture's figures of this decoding (generation, slides 2 and 3): lazy, so the page costs nothing more until
+# it is opened (Esc on one of those slides opens it: ``explorer.ui.full_page``).
+chain = ui.expander_ui("The chain rule: log-probabilities added", key=CHAIN, icon=":material/functions:")
+if chain.open:
+    with chain:
+        for view in (views.decoding.ChainRule(lm.name, prompt), views.decoding.Products(lm.name, prompt)):
+            ui.show_view(view, trace, key=f"chain-{type(view).__name__}")
 # The model's own cache, pass by pass, for the model's own choices (a branch's forced tokens aside).
 kv_cache_section(lm.name, prompt, steps)

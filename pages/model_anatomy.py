@@ -12,6 +12,7 @@ from explorer.compute.anatomy import (
     stack_layer_against_textbook,
     textbook_formula,
 )
+from explorer.lecture.anatomy import SPEC_MODELS
 
 # (has output embeddings, tied) -> what to say about the embedding tables
 EMBEDDINGS = {
@@ -19,6 +20,8 @@ EMBEDDINGS = {
     (True, True): "input and output embeddings shared (tied)",
     (True, False): "input and output embeddings separate",
 }
+
+LECTURE_FIGURES = "lecture_figures"  # the section of the lecture's figures: its key and link parameter
 
 COUNT = st.column_config.NumberColumn(format="localized")  # thousands separators
 
@@ -136,6 +139,17 @@ if anatomy.width and anatomy.ffn_size:
         f"{memory_mb(anatomy.total_parameters, 8):,.1f} MiB",
         help=f"{anatomy.total_parameters:,} parameters × 1 byte (quantized).",
     )
+
+# The lecture's figures of these numbers (anatomy, slides 12 to 14): lazy, so the page costs nothing more until it
+# is opened (Esc on one of those slides opens it: ``explorer.ui.full_page``).
+figures = ui.expander_ui("The lecture's figures of these sizes", key=LECTURE_FIGURES, icon=":material/slideshow:")
+if figures.open:
+    with figures:
+        drawn = [views.anatomy.Sizes(lm.name, others=SPEC_MODELS)]
+        if anatomy.width and anatomy.ffn_size:  # the widths and the formula need both
+            drawn = [views.anatomy.FeedForward(lm.name), views.anatomy.LectureCount(lm.name), *drawn]
+        for view in drawn:
+            ui.show_view(view, anatomy, key=f"lecture-{type(view).__name__}")
 
 st.subheader("Module tree")
 tree = pd.DataFrame(

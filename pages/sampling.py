@@ -64,7 +64,8 @@ def sampling_page() -> None:
             ui.show_view(dataclasses.replace(view, band=band), distribution, key="panels")
         st.caption(
             "Left: how many tokens have each probability, after temperature (grey: removed by top-k, top-p or "
-            "min-p). Drag across it to highlight those tokens on the right. Right: the probability covered by the "
+            "min-p). Drag across it, or pick a band with the “Highlight tokens with probability between” slider, "
+            "to highlight those tokens on the right. Right: the probability covered by the "
             "likeliest tokens; the dashed lines are the top-k rank and the top-p level."
         )
     elif shown == "temperatures":
@@ -115,12 +116,30 @@ def sampling_page() -> None:
             "Rank 1 is the likeliest token; sampling often draws lower ranks, which is what makes its text varied. "
             f"Log-probability of the whole continuation under the model: {float(trace.sequence_logprobs[0]):.2f}."
         )
+        chosen = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p, "seed": seed}
+        steps_figure_ui(lm.name, prompt, chosen, sample_steps)
 
 
 # One view drawn at a time: a slider move redraws the view shown, not all three (a class of forty moves these
 # sliders at once, and each hidden figure cost every move about a fifth of its time). Short labels: on a projector
 # they share the header row with the title.
 VIEWS = {"panels": "Two panels", "temperatures": "Temperatures", "stages": "Stages"}
+
+
+STEPS_FIGURE = "steps_figure"  # the section of the lecture's figure of the draw: its key and link parameter
+
+
+def steps_figure_ui(model_name: str, prompt: str, chosen: dict, steps: int) -> None:
+    """The draw's steps as the lecture draws them ("Sampling, seeded"): each step's five likeliest candidates, the
+    drawn one outlined. Lazy, so a draw costs nothing more until it is opened (Esc on that slide opens it)."""
+    section = ui.expander_ui("Each step's candidates, as the lecture draws them", key=STEPS_FIGURE)
+    if not section.open:
+        return
+    with section:
+        sampled = views.decoding.Sampled(
+            model_name, prompt, (("strategy", "sample"), *chosen.items(), ("max_new_tokens", steps))
+        )
+        ui.show_view(sampled, ui.run_view(sampled), key="sampled-steps")
 
 
 def stages_ui(stages, distribution) -> None:

@@ -9,6 +9,8 @@ from explorer.compute.anatomy import shape_trail
 from explorer.compute.tokens import split_words
 from explorer.ui.attention import DEFAULT_PAIR, DEFAULT_TEXT, unknown_tokens_ui
 
+ID_FIGURE = "id_figure"  # the token-id figure's section: its key and link parameter
+
 ui.page_shell()
 header = ui.page_header(
     "Tokens and embeddings",
@@ -45,6 +47,12 @@ st.dataframe(
     column_config={"token": st.column_config.TextColumn(help="␣ marks a space the token starts with")},
 )
 st.caption(f"{len(rows)} tokens, {sum(r.special for r in rows)} of them special (added by the tokenizer).")
+# The lecture's figure of this table (anatomy, slide 1): lazy, so the page costs nothing more until it is opened
+# (Esc on that slide opens it: ``explorer.ui.full_page``).
+ids_section = ui.expander_ui("Token ids, as the lecture draws them", key=ID_FIGURE, icon=":material/pin:")
+if ids_section.open:
+    with ids_section:
+        ui.show_view(views.anatomy.TokenIds(lm.name, text, pair or None), vectors, key="token-ids")
 unknown_tokens_ui(ui.cached_model(lm.name), [row.token_id for row in rows])
 split = split_words(text, rows)
 if split:  # a small vocabulary (the bundled decoder has 6,144 tokens, gpt2 50,257) cuts common words too

@@ -52,16 +52,16 @@ def pytest_report_header(config):
     return f"explorer test device: {DEVICE} (EXPLORER_TEST_DEVICE)"
 
 
-# The modules that take longest, longest first (per-module sums of `pytest --durations=0` with four workers). A
+# The modules that take longest, longest first (per-module sums of `pytest --durations=0`, 2026-11-28). A
 # worker takes whole modules in collection order (`--dist loadfile`, tests/run.sh): started first, the long ones run
 # side by side and the short ones fill the gaps at the end, instead of one long module starting last and running
 # alone. Every other module keeps its place after these; a stale order costs minutes, never a test.
 LONGEST_FIRST = (
-    "test_browser_projector", "test_browser_lecture", "test_browser_server", "test_package", "test_browser_links",
-    "test_browser_class", "test_browser_drawn", "test_browser_decoding", "test_bench_class", "test_deck_export",
-    "test_bench_scripts", "test_export_labels", "test_browser_slides", "test_browser_attention", "test_app_class",
-    "test_app_lecture", "test_browser_drawn_values", "test_app_decoding", "test_browser_class_redis",
-    "test_app_inside", "test_docs", "test_app", "test_browser_inside", "test_bench_lecture", "test_docker",
+    "test_browser_lecture", "test_browser_projector", "test_browser_drawn", "test_browser_class", "test_browser_server",
+    "test_browser_links", "test_package", "test_bench_scripts", "test_browser_attention", "test_bench_class",
+    "test_browser_slides", "test_browser_class_redis", "test_export_labels", "test_browser_decoding",
+    "test_app_lecture", "test_deck_export", "test_browser_drawn_values", "test_app_class", "test_app_decoding",
+    "test_docker", "test_class_poll", "test_browser_inside", "test_browser_exports", "test_app", "test_docs",
 )  # fmt: skip
 
 

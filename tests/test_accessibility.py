@@ -9,17 +9,21 @@ panels' drag have a keyboard's way to the same result.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 
 import explorer
 from explorer.compute.sampling import distribution_from_logits
-from explorer.render import bertviz, heatmap, patching, style
+from explorer.render import bertviz, heatmap, patching, style, vectors
 from explorer.render.bertviz import head_view_html, model_view_html
+from explorer.render.decoding import candidates_figure
+from explorer.render.lens import lens_figure
 from explorer.render.sampling import distribution_panels
-from explorer.render.style import FigureInfo
+from explorer.render.style import FigureInfo, Look
 from explorer.ui import aria, branching, navigation
+from tests.figures import written, written_colour
 from tests.test_bertviz import _embedded
 
 
@@ -172,3 +176,95 @@ def test_the_patching_map_writes_each_value_in_its_cells_readable_colour():
     assert [list(row) for row in trace.text] == [[style.cell_text_colour(fill) for fill in row] for row in fills]
     assert trace.texttemplate == '<span style="color:%{text}">%{z:.2f}</span>'
     assert min(style.contrast_ratio(f, style.cell_text_colour(f)) for row in fills for f in row) >= 4.5
+
+
+def _cell_fill(trace, value: float) -> str:
+    """A heatmap cell's colour, from the trace's spec (its colour scale between zmin and zmax); where it has no cell
+    (NaN), the plot's white background."""
+    if not math.isfinite(value):
+        return "#ffffff"
+    scale = [[position, colour] for position, colour in trace.colorscale]
+    return style.scale_colour(scale, (value - trace.zmin) / (trace.zmax - trace.zmin))
+
+
+def _written_on_cells(trace) -> list[tuple[str | None, str]]:
+    """(text colour, cell colour) of every cell a heatmap writes in: its texttemplate filled with the cell's text
+    (None where the text takes Plotly's automatic colour), and the cell's colour."""
+    values = np.asarray(trace.z, dtype=np.float64).tolist()
+    return [
+        (written_colour(trace.texttemplate, text), _cell_fill(trace, value))
+        for row, texts in zip(values, trace.text, strict=True)
+        for value, text in zip(row, texts, strict=True)
+    ]
+
+
+def _assert_readable(pairs) -> None:
+    assert pairs and all(colour is not None for colour, _ in pairs)  # no text left to Plotly's automatic colour
+    assert min(style.contrast_ratio(colour, fill) for colour, fill in pairs) >= 4.5
+
+
+@pytest.fixture(scope="module")
+def greedy_12(prose):
+    return explorer.decode(prose, "It was a dark and", strategy="greedy", max_new_tokens=12)
+
+
+def test_the_candidate_grid_writes_each_label_in_its_cells_readable_colour(greedy_12):
+    """Upright labels (the heatmap's text) and labels turned upright in narrow cells (annotations) alike: Plotly's
+    automatic colour, and the turned labels' INK on cells below 68% of the darkest, fell under 4.5:1."""
+    upright = candidates_figure(greedy_12, info=FigureInfo("Candidates"))
+    grid = upright.data[0]
+    assert grid.texttemplate == "%{text}" and upright.layout.plot_bgcolor == "white"
+    _assert_readable(_written_on_cells(grid))
+    assert "<br>" in written(grid.text[0][0])  # the token and its probability, both in the cell's colour
+    turned = candidates_figure(greedy_12, info=FigureInfo("Candidates"), look=Look(560, 900))
+    grid, notes = turned.data[0], turned.layout.annotations
+    assert not grid.texttemplate and len(notes) == grid.z.size
+    steps = list(grid.x)
+    _assert_readable([(note.font.color, _cell_fill(grid, grid.z[note.y - 1][steps.index(note.x)])) for note in notes])
+
+
+def test_the_logit_lens_writes_each_top_token_in_its_cells_readable_colour(prose):
+    for text in ("It was a dark and stormy night", "The old house on the hill was"):
+        lens = explorer.logit_lens(prose, text)
+        figure = lens_figure(lens.top_tokens, lens.top_logprobs, lens.tokens, info=FigureInfo("Lens"))
+        cells = figure.data[0]
+        assert cells.texttemplate == "%{text}"
+        _assert_readable(_written_on_cells(cells))
+        top = np.asarray(lens.top_logprobs)[-1, :, 0]  # the last layer, drawn as the first row
+        assert [written(t) for t in cells.text[0]] == [
+            style.escape(style.abbreviate(lens.top_tokens[-1][p][0], 6)) for p in range(len(lens.tokens))
+        ]
+        np.testing.assert_allclose(cells.z[0], np.exp(top), rtol=1e-5)
+
+
+def test_the_attention_steps_write_each_score_in_its_cells_readable_colour():
+    """Scores over the whole diverging scale (mid-blue cells included) and a masked key's −∞ on the white plot; the
+    weights' numbers inside their bar and beside it."""
+    keys = 9
+    scores = np.linspace(-3.0, 3.0, keys)[None, :]
+    masked = np.where(np.arange(keys) < keys - 1, scores, -np.inf)
+    weights = np.array([[0.9, 0.05, 0.02, 0.01, 0.01, 0.005, 0.003, 0.002, 0.0]])
+    rng = np.random.default_rng(0)
+    query, key_vectors = rng.normal(size=8), rng.normal(size=(keys, 8))
+    tokens = [f"t{i}" for i in range(keys)]
+    steps = vectors.step_by_step_figure(
+        {"dot": scores, "scaled": scores / 2, "masked": masked, "weights": weights},
+        query,
+        key_vectors,
+        None,
+        tokens,
+        0,
+        info=FigureInfo("Steps"),
+    )
+    neuron = vectors.neuron_view_figure(
+        query, key_vectors, {"dot": scores[0], "masked": masked[0]}, weights[0], tokens, "t0", info=FigureInfo("N")
+    )
+    for figure in (steps, neuron):
+        columns = [t for t in figure.data if t.type == "heatmap" and t.texttemplate]
+        pairs = [pair for column in columns for pair in _written_on_cells(column)]
+        assert len(columns) >= 2 and {colour for colour, _ in pairs} == {style.CELL_TEXT_DARK, style.CELL_TEXT_LIGHT}
+        _assert_readable(pairs)
+        assert [written(row[0]) for row in columns[-1].text][-1] == "−∞"
+        [bars] = [t for t in figure.data if t.type == "bar"]
+        assert style.contrast_ratio(bars.insidetextfont.color, bars.marker.color) >= 4.5
+        assert style.contrast_ratio(bars.outsidetextfont.color, "#ffffff") >= 4.5

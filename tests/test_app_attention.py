@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
+from explorer import views
 from explorer.compute.positions import layerwise_cosine
 from explorer.compute.statistics import head_statistics, rollout, without_tokens
 from explorer.models.anatomy import model_anatomy
@@ -124,6 +125,10 @@ def test_step_by_step_restores_from_a_link_and_equals_the_capture(minilm):
     np.testing.assert_allclose(table["softmax weight"], expected, atol=1e-6)
     np.testing.assert_allclose(table["captured weight"], expected, atol=1e-7)
     assert any("recomputed softmax" in c.value for c in at.caption)
+    # The formula and the line under it are the view's, from this result (tests/test_attention_steps.py checks them).
+    step = views.attention.StepByStep(explorer.DEFAULT_ENCODER, TEXT, layer=3, head=4, query=2)
+    assert at.latex[0].value.strip("$\n") == step.formula(explorer.capture(minilm, TEXT))
+    assert "q and each k have 32 numbers; scale = 0.176777 = 1/√32" in " ".join(c.value for c in at.caption)
 
 
 def test_step_by_step_shows_minus_infinity_for_a_causal_model(tiny_models):

@@ -170,20 +170,9 @@ def chart_titles(at: AppTest) -> list[str]:
 
 
 # Full pages that show the slide's view among other things, not as a chart of the same title: the comparison page
-# runs its own three strategies, the sampling page draws a seeded continuation as a table, BertViz is a frame.
-# The slides' own figures of a page's result (issue 38 §2: token ids, feed-forward widths, the chain rule...)
-# open that page on the same model and text, which draws the result its own way.
-NOT_THE_SAME_CHART = (
-    views.decoding.Comparison,
-    views.decoding.Sampled,
-    views.attention.BertViz,
-    views.anatomy.TokenIds,
-    views.anatomy.FeedForward,
-    views.anatomy.LectureCount,
-    views.anatomy.Sizes,
-    views.decoding.ChainRule,
-    views.decoding.Products,
-)
+# runs its own three strategies, BertViz is a frame. The slides' own figures of a page's result (issue 38 §2: token
+# ids, feed-forward widths, the chain rule, a seeded draw...) are drawn by a section of that page the link opens.
+NOT_THE_SAME_CHART = (views.decoding.Comparison, views.attention.BertViz)
 
 
 @pytest.mark.parametrize(("deck_name", "number"), SLIDES, ids=[f"{d}-{n}" for d, n in SLIDES])
@@ -191,7 +180,7 @@ def test_a_slide_opens_on_its_full_page_with_the_same_view(deck_name, number):
     deck = DECKS[deck_name]
     view = deck.slide(number).view
     at = open_lecture(deck=deck_name, slide=number, answers=all_revealed(deck))
-    slide_titles = chart_titles(at)
+    slide_titles, slide_specs = chart_titles(at), shown_specs(at)
     at.button(key="leave").click().run()
     assert not at.exception
     _, values = full_page(view)
@@ -200,6 +189,16 @@ def test_a_slide_opens_on_its_full_page_with_the_same_view(deck_name, number):
             assert at.session_state[key] == value, key
     if not isinstance(view, NOT_THE_SAME_CHART):
         assert slide_titles[0] in chart_titles(at), (slide_titles, chart_titles(at))
+        page_spec = shown_specs(at)[chart_titles(at).index(slide_titles[0])]
+        assert drawn_data(page_spec) == drawn_data(slide_specs[0])  # the same figure, not only its title
+
+
+def drawn_data(spec: dict):
+    """What a chart draws: its Plotly traces' values (their colour bars are placed for the space the page gives),
+    or its Vega-Lite data sets."""
+    if "datasets" in spec or "layout" not in spec:
+        return spec.get("datasets", spec.get("data"))
+    return [{key: trace.get(key) for key in ("type", "name", "x", "y", "z", "customdata")} for trace in spec["data"]]
 
 
 def slide_numbered(deck, title: str) -> int:
@@ -287,10 +286,10 @@ def test_the_deck_as_a_file_is_made_on_request_then_downloaded(monkeypatch):
 
     made = []
 
-    def export_deck(deck, fmt, *, progress=None):
+    def export_deck(deck, fmt, *, paper="a4", progress=None):
         for done in range(1, len(deck) + 1):
             progress(done, len(deck))
-        made.append((deck.name, fmt))
+        made.append((deck.name, fmt, paper))
         return f"{deck.name}.{fmt}".encode()
 
     monkeypatch.setattr(files, "export_deck", export_deck)
@@ -299,17 +298,24 @@ def test_the_deck_as_a_file_is_made_on_request_then_downloaded(monkeypatch):
     assert not deck_downloads(at)
     at.button(key="make_deck").click().run()
     assert not at.exception
-    assert made == [("generation", "pdf")]
+    assert made == [("generation", "pdf", "a4")]
     assert len(deck_downloads(at)) == 1
     again = open_lecture(deck="generation", slide=3)  # another visitor: the file is there, made once
-    assert len(deck_downloads(again)) == 1 and made == [("generation", "pdf")]
+    assert len(deck_downloads(again)) == 1 and made == [("generation", "pdf", "a4")]
+    # On Letter: another file, made on request; the paper is a PDF's only.
+    again.selectbox(key="deck_paper").set_value("letter").run()
+    assert not deck_downloads(again)
+    again.button(key="make_deck").click().run()
+    assert made[-1] == ("generation", "pdf", "letter") and len(deck_downloads(again)) == 1
+    again.segmented_control(key="deck_format").set_value("pptx").run()
+    assert [box.key for box in again.selectbox if box.key == "deck_paper"] == []
 
 
 def test_a_deck_file_that_cannot_be_made_says_why_and_the_slide_stays(monkeypatch):
     from explorer.lecture import files
     from explorer.ui import lecture
 
-    def failing(deck, fmt, *, progress=None):
+    def failing(deck, fmt, *, paper="a4", progress=None):
         raise files.RenderFailed("Slide 3 of the Text generation deck (“*bold*”) could not be drawn: it hung.")
 
     monkeypatch.setattr(files, "export_deck", failing)

@@ -17,10 +17,10 @@ from explorer.data.decoding import TokenDistribution
 from explorer.render.ablation import before_after_figure
 from explorer.render.heatmap import position_labels
 from explorer.render.sampling import stages_figure, temperature_figure
-from explorer.render.style import SCREEN, FigureInfo
-from explorer.render.vectors import NEURON_STAGES, _labels
+from explorer.render.style import CHAR_WIDTH, SCREEN, SLIDE, FigureInfo, presentation_look
+from explorer.render.vectors import NEURON_STAGES, _labels, neuron_view_figure
 from tests.devices import DEVICE
-from tests.figures import decode_plotly_array
+from tests.figures import decode_plotly_array, written
 
 NUMBERS = "In 1811 there were 3 sisters"
 # (model, text, target): the default inputs and texts whose tokens look like numbers, with duplicates.
@@ -147,7 +147,7 @@ def test_each_cell_lands_on_its_query_and_key_and_masked_keys_stay_empty(loaded,
         np.testing.assert_allclose(bars["x"], model_row, atol=1e-5)
         assert not np.asarray(bars["x"])[~allowed].any()
         masked = columns[-1]  # the mask column: −∞ written, nothing coloured, at every masked key
-        assert [row[0] for row in masked["text"]] == [
+        assert [written(row[0]) for row in masked["text"]] == [
             "−∞" if not a else f"{v:.2f}" for a, v in zip(allowed, masked["z"][:, 0], strict=True)
         ]
         assert np.isnan(masked["z"][~allowed]).all() and np.isfinite(masked["z"][allowed]).all()
@@ -224,7 +224,7 @@ def test_the_t5_neuron_view_shows_its_bias_and_minus_infinity_and_no_scale(loade
     last = shown[expected[-1]]
     masked = ~stack.masks_by_layer()[layer][query]
     assert np.isnan(last[masked]).all() and masked.any() == (stack_name == "decoder")
-    assert [row[0] == "−∞" for row in columns[-1]["text"]] == list(masked)
+    assert [written(row[0]) == "−∞" for row in columns[-1]["text"]] == list(masked)
     weights = np.exp(np.where(masked, -np.inf, last - np.nanmax(last)))
     np.testing.assert_allclose(weights / weights.sum(), eager[layer][head, query], atol=1e-6)
     np.testing.assert_allclose(bars["x"], eager[layer][head, query], atol=1e-6)
@@ -256,6 +256,83 @@ def test_the_neuron_caption_says_what_this_model_and_query_do(loaded, model, tex
             assert caption.endswith(".") and "✓ softmax of the last score column" in caption
             assert list(NEURON_STAGES).index(list(stages)[-2]) >= 0  # the stages drawn come in the model's order
             np.testing.assert_allclose(stages["weights"], stack.attentions[0, 0, query], atol=1e-6)
+
+
+def _reference_head_dim(config) -> int:
+    """The width of one head's q and k, from the model's own config."""
+    if config.model_type == "t5":
+        return config.d_kv
+    hidden, heads = (
+        (config.n_embd, config.n_head)
+        if config.model_type == "gpt2"
+        else (config.hidden_size, config.num_attention_heads)
+    )
+    return hidden // heads
+
+
+@pytest.mark.parametrize(("model", "text", "target"), list(_cases()))
+def test_the_step_formula_and_its_line_say_what_this_layer_does(loaded, model, text, target):
+    """The step-by-step page's formula and the line under it, from the view, checked against the model's own config
+    on every stack of the three bundled models: 1/√d from its head width, or no scale (T5); T5's bias in
+    self-attention only; the mask term where the stack is causal, with the count of keys this query may not see."""
+    lm, reference, _ = loaded[model]
+    capture = explorer.capture(lm, text, target=target)
+    t5, head_dim = reference.config.model_type == "t5", _reference_head_dim(reference.config)
+    for name, stack in capture.stacks.items():
+        causal, keys = name == "decoder", len(stack.key_tokens)  # GPT-2's stack and the T5's decoder
+        for layer, query in ((0, 0), (stack.num_layers - 1, len(stack.query_tokens) - 1)):
+            view = views.attention.StepByStep(model, text, None, target, name, layer, 1, query)
+            formula, line = view.formula(capture), view.setting(capture)
+            assert formula.count("{") == formula.count("}") and formula.endswith(r"\right) V")
+            scale = rf"\cdot \tfrac{{1}}{{\sqrt{{{head_dim}}}}}"
+            assert (scale in formula) != t5 and ("cdot" in formula) != t5
+            assert ("no scale" in line) == t5 and (f"scale = {head_dim**-0.5:.6g} = 1/√{head_dim}" in line) != t5
+            assert f"q and each k have {head_dim} numbers" in line
+            biased = t5 and name != "cross"
+            assert (" + b" in formula) == biased and ("relative position bias b is added" in line) == biased
+            assert (" + m" in formula) == causal
+            hidden = keys - query - 1 if causal else 0
+            assert (f"{hidden} of its {keys} keys" in line) == bool(hidden)
+            assert (f"it sees all {keys} keys (m = 0)" in line) == (not hidden)
+            assert line.startswith(f"Query #{query} “{stack.query_tokens[query]}”, layer {layer}, head 1:")
+
+
+# Every stage a neuron view can draw (T5's five: the narrowest columns), with a score as large as GPT-2's first-key
+# scores (−100.51 overflowed its cell at 1280×720, issue 38) and masked keys.
+WIDE_SCORES = np.array([-100.51, 3.14159, 0.53, -12.345, 250.0, -0.004, -np.inf, -np.inf])
+
+
+@pytest.mark.parametrize("look", [SCREEN, SLIDE, presentation_look(1216, 520), presentation_look(1216, 600)])
+def test_the_neuron_views_numbers_fit_their_cells(look):
+    """Each score cell's text, at its size, is no wider than the cell (the figure's width less its margins and the
+    key labels' room, times the column's domain), and still says its value (fewer decimals where room is short,
+    never below three quarters of the look's cell text size)."""
+    rng = np.random.default_rng(0)
+    n = len(WIDE_SCORES)
+    scores = {name: WIDE_SCORES for name in NEURON_STAGES}
+    info = FigureInfo("Neuron view")
+    tokens = [f"token{i}" for i in range(n)]
+    figure = neuron_view_figure(rng.standard_normal(32), rng.standard_normal((n, 32)), scores, np.full(n, 1 / n),
+                                tokens, "token0", info=info, look=look)  # fmt: skip
+    spec = _spec(figure)
+    layout = spec["layout"]
+    label_size = max(_axis(layout, t, "y").get("tickfont", {}).get("size", 0) for t in spec["data"])
+    labels = [label for t in spec["data"] for label in (t.get("y") or []) if isinstance(label, str)]
+    label_room = max(map(len, labels)) * CHAR_WIDTH * label_size
+    plot = layout["width"] - layout["margin"]["l"] - layout["margin"]["r"] - label_room
+    cells = [t for t in spec["data"] if t["type"] == "heatmap" and len(t.get("x") or []) == 1]
+    assert len(cells) == len(NEURON_STAGES)
+    for trace in cells:
+        low, high = _axis(layout, trace, "x")["domain"]
+        size = trace["textfont"]["size"]
+        assert size >= 0.75 * look.cell_text_size
+        for [text], value in zip(trace["customdata"], WIDE_SCORES, strict=True):
+            assert len(text) * CHAR_WIDTH * size <= plot * (high - low), (text, size, plot * (high - low))
+            if np.isneginf(value):
+                assert text == "−∞"
+            else:  # as many decimals as shown, rounded correctly
+                decimals = len(text.partition(".")[2])
+                assert abs(float(text) - value) <= 0.5 * 10**-decimals + 1e-12, (text, value)
 
 
 def test_query_stages_add_up(loaded):

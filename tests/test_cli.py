@@ -105,6 +105,10 @@ def test_prefetch_loads_each_id_and_fails_when_any_failed(monkeypatch):
         (["deck", "export", "--format", "pdf"], "the following arguments are required: --deck"),
         (["deck", "export", "--deck", "nope", "--format", "pdf"], "argument --deck: invalid choice: 'nope'"),
         (["deck", "export", "--deck", "generation", "--format", "key"], "argument --format: invalid choice: 'key'"),
+        (
+            ["deck", "export", "--deck", "anatomy", "--format", "pdf", "--paper", "a5"],
+            "argument --paper: invalid choice: 'a5'",
+        ),
     ],
 )
 def test_mistakes_exit_with_status_2_and_say_what_is_wrong(argv, message, capsys, started):
@@ -127,8 +131,8 @@ def deck_exports(monkeypatch):
 
     asked = []
 
-    def export_deck(deck, fmt, *, progress=None):
-        asked.append((deck.name, fmt))
+    def export_deck(deck, fmt, *, paper="a4", progress=None):
+        asked.append((deck.name, fmt, paper))
         for done in (1, 2):
             progress(done, 2)
         return b"the file"
@@ -150,7 +154,7 @@ def test_deck_export_writes_the_deck_named_file_here_and_prints_its_path(deck_ex
     out, err = capsys.readouterr()
     assert out == f"{name}\n" and (tmp_path / name).read_bytes() == b"the file"
     assert "slide 1 of 2" in err and "slide 2 of 2" in err
-    assert deck_exports == [("generation", "pptx")]
+    assert deck_exports == [("generation", "pptx", "a4")]
 
 
 def test_deck_export_writes_where_output_says(deck_exports, tmp_path, capsys):
@@ -159,11 +163,18 @@ def test_deck_export_writes_where_output_says(deck_exports, tmp_path, capsys):
     assert capsys.readouterr().out == f"{output}\n" and output.read_bytes() == b"the file"
 
 
+def test_deck_export_prints_on_the_paper_asked_for(deck_exports, tmp_path, capsys):
+    output = tmp_path / "handout.pdf"
+    argv = ["deck", "export", "--deck", "anatomy", "--format", "pdf", "--paper", "letter", "--output", str(output)]
+    assert cli.main(argv) == 0
+    assert deck_exports == [("anatomy", "pdf", "letter")]
+
+
 def test_a_deck_that_cannot_be_drawn_exits_1_with_the_sentence_and_writes_nothing(monkeypatch, tmp_path, capsys):
     import explorer.lecture.files
     from explorer.render.renderer import RenderFailed
 
-    def export_deck(deck, fmt, *, progress=None):
+    def export_deck(deck, fmt, *, paper="a4", progress=None):
         raise RenderFailed("Slide 3 of the Text generation deck could not be drawn.")
 
     monkeypatch.setattr(explorer.lecture.files, "export_deck", export_deck)
@@ -179,8 +190,9 @@ def test_a_deck_that_cannot_be_drawn_exits_1_with_the_sentence_and_writes_nothin
         (["--help"], "explorer serve [--hosted] [Streamlit options...]"),
         (["serve", "--help"], "passed on to `streamlit run`"),
         (["prefetch", "--help"], "Download models into the Hugging Face cache"),
-        (["--help"], "explorer deck export --deck NAME --format pdf|pptx|html [--output PATH]"),
+        (["--help"], "explorer deck export --deck NAME --format pdf|pptx|html [--paper a4|letter] [--output PATH]"),
         (["deck", "export", "--help"], "A question comes as two pages: the question, then the answer."),
+        (["deck", "export", "--help"], "the PDF's paper, landscape (default: a4; PPTX and HTML: 16:9)"),
     ],
 )
 def test_help_says_what_each_command_does(argv, says, capsys):

@@ -269,12 +269,6 @@ def test_every_text_on_paper_prints_at_9_points_or_more_and_each_view_fills_its_
         assert right - left >= 0.9 * width and top - bottom >= 0.5 * height, (number, slide.title)
 
 
-# Views whose labels still touch on paper, drawn by modules outside the files' (issue 38 §4, open): the sampling
-# pipeline's legend (explorer/render/sampling.py sizes its entries for narrower glyphs than Chromium draws, and it
-# reaches the subtitle) and the product of probabilities' point labels ("0.00039" against "3.8e-05").
-NOT_YET = {"Why log-probabilities", "Top-k and top-p"}
-
-
 @browser_test
 @pytest.mark.parametrize(("name", "paper"), PAPER_CASES, ids=[f"{n}-{p}" for n, p in PAPER_CASES])
 def test_no_two_labels_of_a_handouts_view_overlap(made, browser, name, paper):
@@ -294,7 +288,7 @@ def test_no_two_labels_of_a_handouts_view_overlap(made, browser, name, paper):
             drawn.assert_apart(texts)
         except AssertionError as fault:
             faults[title] = str(fault)
-    assert {title: fault for title, fault in faults.items() if title not in NOT_YET} == {}
+    assert faults == {}
     assert tab.errors == [] and tab.external == []
     tab.context.close()
 

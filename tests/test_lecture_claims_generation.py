@@ -23,6 +23,7 @@ from explorer.lecture.deck import in_order
 from explorer.models.tokens import token_labels
 from explorer.render.decoding import CHAR_WIDTH, LINE_HEIGHT, cell_labels
 from explorer.render.style import SCREEN, SLIDE, presentation_look, text_width
+from tests.figures import written
 
 OTHERS = ("The old house on the hill was", "She opened the letter and")
 PROMPTS = (None, *OTHERS)  # None: the slide's own prompt
@@ -361,7 +362,7 @@ def test_cell_labels_fit_their_cells_at_32_steps(ran, look, title):
     if heatmap.texttemplate:
         size = heatmap.textfont.size
         for label in np.asarray(heatmap.text).ravel():
-            lines = str(label).split("<br>")
+            lines = written(label).split("<br>")
             assert max(len(line) for line in lines) * CHAR_WIDTH * size <= width, (label, width)
             assert len(lines) * LINE_HEIGHT * size <= height
     else:

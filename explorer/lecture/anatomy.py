@@ -422,7 +422,7 @@ def _cross_against(capture) -> tuple[str, ...]:
 
 
 # The chapter's own setting: random embeddings (seeded), so that each token's score with itself dominates.
-TOY = views.attention.Toy(DEFAULT_ENCODER, TEXT, CHAPTER_IDS, CHAPTER_TOKENS, embeddings="random")
+TOY = views.attention.Toy(DEFAULT_ENCODER, TEXT, CHAPTER_IDS, CHAPTER_TOKENS, embeddings="random", specials=False)
 STEPS = views.attention.StepByStep(DEFAULT_ENCODER, TEXT, layer=0, head=HEAD, query=FLIES)
 NEURON = views.attention.Neuron(DEFAULT_ENCODER, TEXT, layer=0, head=HEAD, query=FLIES)
 

@@ -28,8 +28,10 @@ from explorer.render.style import (
     FigureInfo,
     Look,
     abbreviate,
+    cell_text_colours,
     escape,
     finish,
+    in_colour,
     text_width,
 )
 
@@ -68,6 +70,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
     colorbar_title = f"probability<br>darkest = {top:.2g}<br>(the highest shown)"
     width, height = cell_size(figure, look, len(steps), n, colorbar_title)
     labels = cell_labels(names, probs, width, height, look)
+    colours = cell_text_colours(probs, 0, top)  # black or white, whichever reads better on each cell
     figure.add_trace(
         go.Heatmap(
             z=probs,
@@ -76,7 +79,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             zmin=0,
             zmax=top,
             colorscale=SEQUENTIAL,
-            text=labels.texts if labels.upright else None,
+            text=_coloured(labels.texts, colours) if labels.upright else None,
             texttemplate="%{text}" if labels.upright else "",
             textfont={"size": labels.size},
             customdata=cell_text,  # the whole token and its probability, on hover whatever the cell shows
@@ -132,7 +135,7 @@ def candidates_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
             figure,
             margin={"l": _left(look), "r": CANDIDATES_RIGHT, "t": look.title_band, "b": _bottom(look)},
             shapes=boxes,
-            annotations=_turned_labels(labels, probs, top, x) if labels.turned else [],
+            annotations=_turned_labels(labels, colours, x) if labels.turned else [],
             clickmode="event+select",
             dragmode=False,
         )
@@ -245,8 +248,14 @@ def _texts(names, chars: int, probs: np.ndarray | None = None) -> tuple[tuple[st
     return tuple(tuple(label(r, c) for c in range(len(names[r]))) for r in range(len(names)))
 
 
-def _turned_labels(labels: CellLabels, probs: np.ndarray, top: float, x: list[int]) -> list[dict]:
-    """Each cell's token as an annotation turned 90° (Plotly cannot turn a heatmap's text), white on dark cells."""
+def _coloured(texts, colours: list[list[str]]) -> list[list[str]]:
+    """Each cell's label in its own colour (``colours`` [candidate][step])."""
+    return [[in_colour(text, colours[r][c]) for c, text in enumerate(row)] for r, row in enumerate(texts)]
+
+
+def _turned_labels(labels: CellLabels, colours: list[list[str]], x: list[int]) -> list[dict]:
+    """Each cell's token as an annotation turned 90° (Plotly cannot turn a heatmap's text), in its cell's text
+    colour (``colours`` [candidate][step])."""
     return [
         {
             "x": x[c],
@@ -256,7 +265,7 @@ def _turned_labels(labels: CellLabels, probs: np.ndarray, top: float, x: list[in
             "text": text,
             "textangle": -90,
             "showarrow": False,
-            "font": {"size": labels.size, "color": "white" if probs[r, c] >= 0.68 * top else INK},
+            "font": {"size": labels.size, "color": colours[r][c]},
         }
         for r, row in enumerate(labels.texts)
         for c, text in enumerate(row)

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from explorer.render.heatmap import token_matrix
 from explorer.render.layout import batched, relayout, update_axes
-from explorer.render.style import CATEGORICAL, GRID, SCREEN, FigureInfo, Look, abbreviate, escape, finish
+from explorer.render.style import CATEGORICAL, GRID, SCREEN, FigureInfo, Look, abbreviate, escape, finish, in_colour
 
 CELL_LABEL_CHARS = 6  # a cell prints the first characters of its top token; the hover has it whole
 
@@ -70,10 +70,14 @@ def lens_figure(
     ][order]
     heatmap.customdata = rows
     if heatmap.texttemplate:  # the cells are large enough for text: the top token instead of its probability
-        heatmap.text = [
+        colours = heatmap.text  # each cell's readable text colour (``token_matrix``), rows in drawn order
+        tokens = [
             [escape(abbreviate(top_labels[layer][p][0], CELL_LABEL_CHARS)) for p in range(len(input_tokens))]
             for layer in range(len(names))
         ][order]
+        heatmap.text = [
+            [in_colour(t, c) for t, c in zip(*row, strict=True)] for row in zip(tokens, colours, strict=True)
+        ]
         heatmap.texttemplate = "%{text}"
     return figure
 

@@ -46,7 +46,6 @@ from explorer.render.vega import VegaLite, filled
 BLUE, ORANGE, GREEN = CATEGORICAL[0], CATEGORICAL[1], CATEGORICAL[2]
 DENSE_RANKS = 200  # every rank up to this is drawn on the cumulative curve; beyond, log-spaced samples
 MIN_PLOT_HEIGHT = 200  # px of bars, at least, under the pipeline chart's legend
-LEGEND_CHAR_WIDTH = 0.52  # ems per character of a legend entry (its entries measure 0.46 in Chromium)
 
 
 def histogram_rows(probabilities: np.ndarray, kept: np.ndarray | None = None, bins: int = 40) -> list[dict]:
@@ -342,18 +341,22 @@ def stages_figure(
     finish(draft, info, look)
     legend = _legend_rows([entry["name"] for entry in draft.data], look.smaller_ticks(2), look.width - 90)
     top, bottom = look.title_band + legend["height"] + 10, 90
+    height = max(look.height, top + bottom + MIN_PLOT_HEIGHT)
     relayout(
         draft,
         barmode="group",
         bargap=0.25,
         # Room above the plot for every row of the legend, under the subtitle (one row was reserved, and a
         # legend that wrapped to two covered the subtitle); a narrow figure grows to keep its bars readable.
-        height=max(look.height, top + bottom + MIN_PLOT_HEIGHT),
+        height=height,
         margin={"l": 70, "r": 20, "t": top, "b": bottom},
         legend={
             "orientation": "h",
-            "y": 1.02,
-            "yanchor": "bottom",
+            # Its top in pixels, just under the subtitle: placed above the plot by a share of the plot's height
+            # instead, it rose into the subtitle on a tall page (a PDF's).
+            "y": 1 - look.title_band / height,
+            "yref": "container",
+            "yanchor": "top",
             "x": 0,
             "font": {"size": look.smaller_ticks(2)},
             "entrywidth": legend["entry"],
@@ -377,7 +380,8 @@ def stages_figure(
 def _legend_rows(names: list[str], size: int, room: float) -> dict:
     """A horizontal legend laid out on a grid whose columns fit its longest entry: the text width to give Plotly
     (``entry`` px; it adds the marker, 40 px) and how tall its rows make it (``height`` px) in ``room`` px."""
-    entry = int(max(len(name) for name in names) * LEGEND_CHAR_WIDTH * size + 8)
+    # text_width is generous: Chromium draws these entries at 0.56 em a character, not the 0.46 once assumed.
+    entry = int(max(text_width(name, size) for name in names) + 8)
     per_row = max(int(room // (entry + 40)), 1)
     rows = math.ceil(len(names) / per_row)
     return {"entry": entry, "height": int(rows * size * 1.8 + 6)}

@@ -96,6 +96,13 @@ def cell_text_colours(values, zmin: float, zmax: float, colorscale=None) -> list
     ]
 
 
+def in_colour(text: str, colour: str) -> str:
+    """``text`` (Plotly label markup, ``<br>`` included: Plotly carries the span's style onto every line) drawn
+    in ``colour``: how a heatmap whose ``text`` holds labels gives each cell its own text colour (its
+    ``textfont.color`` is one colour for all cells)."""
+    return f'<span style="color:{colour}">{text}</span>'
+
+
 # BertViz's heads and layers: its own d3 category10 first (the colours its users know), then the dark shades of d3's
 # category20b/c, so that the 12 heads of a BERT-base or MiniLM layer, and up to 20, each have a colour of their own.
 HEAD_COLOURS = [

@@ -23,12 +23,17 @@ from explorer.render.style import (
     FigureInfo,
     Look,
     abbreviate,
+    cell_text_colour,
+    cell_text_colours,
     escape,
     finish,
+    in_colour,
+    text_width,
 )
 
 # Blue (negative) - white (0) - orange (positive): distinguishable for the common colour-vision deficiencies.
 DIVERGING = [[0.0, "#08519c"], [0.25, "#6baed6"], [0.5, "#f7f7f7"], [0.75, "#fdae6b"], [1.0, "#b35806"]]
+WEIGHT_BAR = SEQUENTIAL[6][1]  # the softmax weights' bars
 
 
 def _labels(tokens, limit: int = 12) -> list[str]:
@@ -274,13 +279,16 @@ def _band(values: np.ndarray, labels, top: float, what: str) -> go.Heatmap:
 
 
 def _weight_bars(weights: np.ndarray, labels) -> go.Bar:
-    """The softmax weights as horizontal bars, one per key, each labelled with its value."""
+    """The softmax weights as horizontal bars, one per key, each labelled with its value (in the bar: in the
+    colour that reads best on it; beside it: in the ink of all text on white)."""
     return go.Bar(
         x=weights,
         y=labels,
         orientation="h",
-        marker={"color": SEQUENTIAL[6][1]},
+        marker={"color": WEIGHT_BAR},
         text=[f"{w:.2f}" for w in weights],
+        insidetextfont={"color": cell_text_colour(WEIGHT_BAR)},
+        outsidetextfont={"color": INK},
         # Inside a bar long enough to hold its number, beside it otherwise: a weight near 1 written outside its
         # bar ran into the next panel (the panel leaves a quarter of its width for numbers).
         textposition="auto",
@@ -290,10 +298,20 @@ def _weight_bars(weights: np.ndarray, labels) -> go.Bar:
     )
 
 
-def _score_column(scores: np.ndarray, labels, name: str, look: Look) -> go.Heatmap:
+def _score_column(scores: np.ndarray, labels, name: str, look: Look, width: float | None = None) -> go.Heatmap:
+    """One stage's scores as a column of cells, each written in it; ``width``: the cell's width in px, the text
+    then fitted to it (``fitted_scores``), else two decimals at the look's size."""
     finite = np.where(np.isfinite(scores), scores, np.nan)
-    text = ["−∞" if np.isneginf(v) else f"{v:.2f}" for v in scores]
+    size = look.cell_text_size if look.presentation else max(look.tick_size - 4, 9)
+    if width is None:
+        text = [_score_text(v, 2) for v in scores]
+    else:
+        text, size = fitted_scores(scores, width, size)
     top = _symmetric(finite)
+    # Each value in the colour that reads best on its cell; a masked key has no cell: its −∞ is on the white plot.
+    colours = [
+        colour or cell_text_colour("#ffffff") for [colour] in cell_text_colours(finite[:, None], -top, top, DIVERGING)
+    ]
     return go.Heatmap(
         z=finite[:, None].astype(np.float32),
         y=labels,
@@ -303,12 +321,46 @@ def _score_column(scores: np.ndarray, labels, name: str, look: Look) -> go.Heatm
         zmid=0,
         colorscale=DIVERGING,
         showscale=False,
-        text=[[t] for t in text],
+        text=[[in_colour(t, colour)] for t, colour in zip(text, colours, strict=True)],
         texttemplate="%{text}",
-        textfont={"size": look.cell_text_size if look.presentation else max(look.tick_size - 4, 9)},
+        textfont={"size": size},
+        customdata=[[t] for t in text],  # the hover's value, without the cell text's colour
         hoverongaps=False,
-        hovertemplate="%{y}: %{text}<extra>" + name + "</extra>",
+        hovertemplate="%{y}: %{customdata}<extra>" + name + "</extra>",
     )
+
+
+CELL_PADDING = 3  # px kept free on each side of a number written in a cell
+
+
+def _score_text(value: float, decimals: int) -> str:
+    return "−∞" if np.isneginf(value) else f"{value:.{decimals}f}"
+
+
+def fitted_scores(scores: np.ndarray, width: float, largest: int) -> tuple[list[str], int]:
+    """Each score written to fit a ``width`` px cell, and the text size: at the largest size from ``largest`` down
+    to three quarters of it where every score fits with some decimals, each with as many of two as fit (−100.51
+    becomes −100.5 in a narrow cell, 0.53 stays); masked keys −∞. The hover shows the same text."""
+    smallest = max(int(largest * 0.75), 9)
+    for size in range(largest, smallest - 1, -1):
+        chars = (width - 2 * CELL_PADDING) / (CHAR_WIDTH * size)
+        texts = [next((t for d in (2, 1, 0) if len(t := _score_text(v, d)) <= chars), None) for v in scores]
+        if None not in texts:
+            return texts, size
+    return [_score_text(v, 0) for v in scores], smallest  # too narrow for any: the shortest form, smallest size
+
+
+def _column_width(figure: go.Figure, look: Look, row: int, col: int, margin: dict, labels) -> float:
+    """The px width of one subplot column, from the figure's own geometry: the look's width less the margins and
+    the widest row label's room on the left (Plotly's automargin, estimated generously), times the column's
+    domain."""
+    label_room = max(text_width(label, look.smaller_ticks(1)) for label in labels) + 8
+    plot = look.width - margin["l"] - margin["r"] - label_room
+    low, high = figure.get_subplot(row, col).xaxis.domain
+    return plot * (high - low)
+
+
+NEURON_MARGIN = {"l": 20, "r": 30, "b": 20}
 
 
 def neuron_view_figure(
@@ -344,16 +396,19 @@ def neuron_view_figure(
         subplot_titles=titles,
     )
     top = max(_symmetric(query), _symmetric(keys))
-    figure.add_trace(_band(query[None, :], [f"q: {escape(abbreviate(query_token, 12))}"], top, "query"), 1, 1)
+    query_label = f"q: {escape(abbreviate(query_token, 12))}"
+    figure.add_trace(_band(query[None, :], [query_label], top, "query"), 1, 1)
     figure.add_trace(_band(keys, labels, top, "key"), 2, 1)
     figure.add_trace(_band(products, labels, _symmetric(products), "q × k"), 2, 2)
     for column, name in enumerate(names, start=3):
-        figure.add_trace(_score_column(scores[name], labels, NEURON_STAGES[name], look), 2, column)
+        # Written to fit its cells: a −100.51 overflowed its cell on a 1280×720 projector (issue 38).
+        width = _column_width(figure, look, 2, column, NEURON_MARGIN, [*labels, query_label])
+        figure.add_trace(_score_column(scores[name], labels, NEURON_STAGES[name], look, width), 2, column)
         update_axes(figure, "x", type="category", row=2, col=column)  # one named column
     figure.add_trace(_weight_bars(weights, labels), 2, columns)
     with batched(figure):
         finish(figure, info, look)
-        relayout(figure, margin={"l": 20, "r": 30, "t": look.title_band + 20, "b": 20}, showlegend=False)
+        relayout(figure, margin={**NEURON_MARGIN, "t": look.title_band + 20}, showlegend=False)
         update_axes(figure, "x", showticklabels=False, showgrid=False, zeroline=False)
         update_axes(figure, "x", range=[0, 1.3], row=2, col=columns)
         # Keys as categories in every column: tokens that look like numbers ("1811") must not become positions.

@@ -23,6 +23,16 @@ def _settings(view) -> dict:
     return dict(view.settings)
 
 
+def _embeddings(view, *, id_figure: bool) -> dict:
+    return {"text": view.text, "pair": view.text_pair or "", "id_figure": id_figure}
+
+
+def _greedy(view, *, chain: bool) -> dict:
+    settings = _settings(view)  # its branch, if any (none: the model's own choices); ``chain``: that section
+    steps, force = settings["max_new_tokens"], settings.get("force", ())
+    return {"prompt": view.prompt, "steps": steps, "force": force, "chain": chain}
+
+
 def _head(view) -> dict:
     return {
         **_texts(view),
@@ -46,6 +56,7 @@ def _toy(view) -> dict:
         "causal": view.causal,
         "query": view.query,
         "toy_embeddings": view.embeddings,
+        "toy_words": not view.specials,
     }
 
 
@@ -62,6 +73,7 @@ def _distribution(view) -> dict:
         **cut_offs,
         "view": "panels",
         "draw": False,
+        "steps_figure": False,
     }
 
 
@@ -77,6 +89,7 @@ def _sampled(view) -> dict:
         "view": "panels",
         "draw": True,
         "sample_steps": settings["max_new_tokens"],
+        "steps_figure": True,  # the lecture's figure of the draw, under the page's table
     }
 
 
@@ -151,7 +164,8 @@ def _patching(view) -> dict:
 
 # view class -> (its page, view -> that page's widget values)
 FULL_PAGES: dict[type, tuple[str, Callable[[object], dict]]] = {
-    views.tokens.Embeddings: ("pages/tokens_embeddings.py", lambda v: {"text": v.text, "pair": v.text_pair or ""}),
+    views.tokens.Embeddings: ("pages/tokens_embeddings.py", lambda v: _embeddings(v, id_figure=False)),
+    views.anatomy.TokenIds: ("pages/tokens_embeddings.py", lambda v: _embeddings(v, id_figure=True)),
     views.attention.Toy: ("pages/attention_step_by_step.py", _toy),
     views.attention.StepByStep: ("pages/attention_step_by_step.py", _one_query),
     views.attention.Neuron: ("pages/neuron_view.py", _one_query),
@@ -161,11 +175,14 @@ FULL_PAGES: dict[type, tuple[str, Callable[[object], dict]]] = {
         lambda v: {**_texts(v), "bv_view": v.which, "bv_head": v.head},
     ),
     views.attention.Head: ("pages/attention_heatmaps.py", _head),
-    views.anatomy.Parameters: ("pages/model_anatomy.py", lambda v: {}),
-    views.decoding.Greedy: (
-        "pages/greedy_search.py",
-        lambda v: {"prompt": v.prompt, "steps": _settings(v)["max_new_tokens"]},
-    ),
+    views.anatomy.Parameters: ("pages/model_anatomy.py", lambda v: {"lecture_figures": False}),
+    # The lecture's figures of the model's sizes: the page's section that draws them, opened.
+    views.anatomy.FeedForward: ("pages/model_anatomy.py", lambda v: {"lecture_figures": True}),
+    views.anatomy.LectureCount: ("pages/model_anatomy.py", lambda v: {"lecture_figures": True}),
+    views.anatomy.Sizes: ("pages/model_anatomy.py", lambda v: {"lecture_figures": True}),
+    views.decoding.Greedy: ("pages/greedy_search.py", lambda v: _greedy(v, chain=False)),
+    views.decoding.ChainRule: ("pages/greedy_search.py", lambda v: _greedy(v, chain=True)),
+    views.decoding.Products: ("pages/greedy_search.py", lambda v: _greedy(v, chain=True)),
     views.decoding.Sampled: ("pages/sampling.py", _sampled),
     views.decoding.BeamTree: ("pages/beam_search.py", _beam_tree),
     views.decoding.Comparison: ("pages/compare_strategies.py", _comparison),  # or beam search's: ``full_page``

@@ -697,13 +697,14 @@ def score_ui(deck: Deck) -> None:
 # -- the deck as a file --------------------------------------------------------------------------------------
 
 
-_FILES: dict[tuple[str, str], bytes] = {}  # (deck, format) -> the file: the same for every visitor of the server
+# (deck, format, paper) -> the file: the same for every visitor of the server. Only a PDF has a paper ("" else).
+_FILES: dict[tuple[str, str, str], bytes] = {}
 _FILES_LOCK = threading.Lock()  # one deck file made at a time: the renderer worker draws one image at a time anyway
 
 
 def deck_file_ui(deck: Deck) -> None:
-    """In the sidebar: the whole deck as PDF, PPTX or HTML, made on request (with progress) in the export worker,
-    then downloaded. A file is made once per server: the next visitor who asks gets it at once."""
+    """In the sidebar: the whole deck as PDF (on A4 or Letter), PPTX or HTML, made on request (with progress) in
+    the export worker, then downloaded. A file is made once per server: the next visitor who asks gets it at once."""
     with st.sidebar:
         st.markdown(":gray[The deck as a file]")
         fmt = (
@@ -717,9 +718,10 @@ def deck_file_ui(deck: Deck) -> None:
             )
             or "pdf"
         )
-        made = _FILES.get((deck.name, fmt))
+        paper = paper_ui() if fmt == "pdf" else ""
+        made = _FILES.get((deck.name, fmt, paper))
         if made is None and st.button(f"Make the {fmt.upper()}", icon=":material/slideshow:", key="make_deck"):
-            made = _make(deck, fmt)
+            made = _make(deck, fmt, paper)
         if made is not None:
             name = files.deck_file_name(deck, fmt, files.deck_models(deck), datetime.date.today())
             st.download_button(
@@ -733,16 +735,23 @@ def deck_file_ui(deck: Deck) -> None:
             )
 
 
-def _make(deck: Deck, fmt: str) -> bytes | None:
+def paper_ui() -> str:
+    """The PDF's paper, landscape: A4 or US Letter (the pages are laid out for each, text at 9 pt or more)."""
+    names = {"a4": "A4", "letter": "Letter"}
+    return st.selectbox("Paper", files.PAPERS, format_func=names.get, key="deck_paper")
+
+
+def _make(deck: Deck, fmt: str, paper: str) -> bytes | None:
     # Under the lock: a second visitor asking for the same file waits for it instead of drawing it again.
+    key = (deck.name, fmt, paper)
     with progress_bar("Drawing the deck: slide {done} of {total}") as step, _FILES_LOCK:
-        if (deck.name, fmt) not in _FILES:
+        if key not in _FILES:
             try:
-                _FILES[(deck.name, fmt)] = files.export_deck(deck, fmt, progress=step)
+                _FILES[key] = files.export_deck(deck, fmt, paper=paper or "a4", progress=step)
             except (files.RenderFailed, ExportUnavailable) as error:
                 st.error(literal(error))
                 return None
-    return _FILES[(deck.name, fmt)]
+    return _FILES[key]
 
 
 # -- leaving for the full page --------------------------------------------------------------------------------

@@ -46,11 +46,16 @@ def toy_caption(toy, stages: dict, vectors: np.ndarray) -> str:
 STAGE_COLUMNS = {"dot": "q·k", "scaled": "× scale", "capped": "softcapped", "biased": "+ bias", "masked": "masked"}
 
 
-def show_chapter_toy(lm, view, tokens, query: int, *, causal: bool, embeddings: str = "model") -> None:
+def show_chapter_toy(
+    lm, view, tokens, query: int, *, causal: bool, embeddings: str = "model", token_ids=None, specials: bool = True
+) -> None:
     """The chapter's attention with no learnt weights, on this text's token embeddings or (``embeddings``
-    "random") the chapter's seeded random vectors, checked against torch."""
-    token_ids = tuple(int(i) for i in view.capture.token_ids)
-    toy = views.attention.Toy(lm.name, view.shown_text, token_ids, tuple(tokens), query, causal, embeddings=embeddings)
+    "random") the chapter's seeded random vectors, checked against torch; ``token_ids`` (with ``tokens``): the
+    tokens it runs on, the capture's all by default (``specials`` False: the special tokens were left out)."""
+    token_ids = tuple(int(i) for i in (view.capture.token_ids if token_ids is None else token_ids))
+    toy = views.attention.Toy(
+        lm.name, view.shown_text, token_ids, tuple(tokens), query, causal, embeddings=embeddings, specials=specials
+    )
     found = run_view(toy)
     vectors = toy.vectors(found)
     stages = toy.stages(found)

@@ -3,6 +3,7 @@ mask), from the capture of the text, and the capture's check against a recomputa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -359,6 +360,69 @@ class StepByStep(OneQuery):
         difference = float(np.abs(weights - stack.attentions[self.layer, self.head, self.query]).max())
         return agreement_caption("recomputed softmax vs the model's own weights", difference)
 
+    def formula(self, capture: AttentionCapture) -> str:
+        """The formula this layer computes, in LaTeX (``step_formula``)."""
+        stack = capture.stacks[self.stack]
+        stages = score_stages(stack, self.layer, self.head)
+        masks = not stack.masks_by_layer()[self.layer].all()
+        return step_formula(stages, float(stack.scale[self.layer]), stack.queries.shape[-1], masks=masks)
+
+    def setting(self, capture: AttentionCapture, label: Callable[[str], str] = str) -> str:
+        """The line under the formula: this query, its vectors' size, the scale, bias and mask as this head applies
+        them (``step_setting``); ``label`` writes the token (the page's escapes it)."""
+        stack = capture.stacks[self.stack]
+        stages = score_stages(stack, self.layer, self.head)
+        return step_setting(
+            stages,
+            float(stack.scale[self.layer]),
+            stack.queries.shape[-1],
+            where=(self.query, label(stack.query_tokens[self.query]), self.layer, self.head),
+            kv_head=int(stack.kv_head_of_query[self.head]),
+        )
+
+
+def _is_inverse_sqrt(scale: float, head_dim: int) -> bool:
+    return abs(scale - head_dim**-0.5) < 1e-6
+
+
+def step_formula(stages: dict[str, np.ndarray], scale: float, head_dim: int, *, masks: bool) -> str:
+    """softmax(q Kᵀ · scale + b + m) V in LaTeX with only the terms this layer has: no scale where it is 1 (T5),
+    ``b`` where a position bias is added (``score_stages``' ``biased``), ``m`` where the layer masks some key
+    (``masks``), softcapping around the scaled scores (Gemma 2)."""
+    scores = r"q K^\top"
+    if scale != 1.0:
+        factor = rf"\tfrac{{1}}{{\sqrt{{{head_dim}}}}}" if _is_inverse_sqrt(scale, head_dim) else f"{scale:g}"
+        scores += rf" \cdot {factor}"
+    if "capped" in stages:
+        scores = rf"\mathrm{{softcap}}({scores})"
+    scores += " + b" if "biased" in stages else ""
+    scores += " + m" if masks else ""
+    return r"\mathrm{Attention}(q, K, V) = \mathrm{softmax}\!\left(" + scores + r"\right) V"
+
+
+def step_setting(
+    stages: dict[str, np.ndarray], scale: float, head_dim: int, *, where: tuple[int, str, int, int], kv_head: int
+) -> str:
+    """The step-by-step page's line for one query (``where``: its index, its token as written, layer, head):
+    the scale as the layer applies it, the bias where it is added, how many keys this query may not see."""
+    query, token, layer, head = where
+    if scale == 1.0:
+        scaled = "no scale (q·k is not divided: T5 does not scale)"
+    else:
+        scaled = f"scale = {scale:.6g}" + (f" = 1/√{head_dim}" if _is_inverse_sqrt(scale, head_dim) else "")
+    said = [f"Query #{query} “{token}”, layer {layer}, head {head}: q and each k have {head_dim} numbers; {scaled}"]
+    if "capped" in stages:
+        said.append("softcapping first (Gemma 2)")
+    if "biased" in stages:
+        said.append("its relative position bias b is added")
+    masked = int(np.isneginf(stages["masked"][query]).sum())
+    keys = stages["masked"].shape[-1]
+    if masked:
+        said.append(f"{masked} of its {keys} keys {'are' if masked > 1 else 'is'} masked (m = −∞, weight 0)")
+    else:
+        said.append(f"it sees all {keys} keys (m = 0)")
+    return "; ".join(said) + f". Query head {head} reads key/value head {kv_head}."
+
 
 @dataclass(frozen=True)
 class Neuron(OneQuery):
@@ -488,6 +552,8 @@ class Toy:
     # the model's width (entries of size 1, length about √d), so that each token's score with itself dominates
     embeddings: str = "model"
     seed: int = 0
+    # whether the special tokens ([CLS], [SEP]) are among the tokens: the chapter's toy runs on the words alone
+    specials: bool = True
 
     def result(self, progress=None):
         """The tokens' embeddings (``Embeddings``: the model's input embedding rows)."""

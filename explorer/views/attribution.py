@@ -80,8 +80,8 @@ class Scores:
         )
 
     def caption(self, attribution: Attribution) -> str:
-        """The check: integrated gradients' completeness (with what lowers it when it is over 1%), or what the
-        other methods are checked against."""
+        """The check: "Verified" only where integrated gradients' completeness error is within ``COMPLETE`` of the
+        change, else "Not verified" and what lowers it; or what the other methods are checked against."""
         line = attribution.verification()
         if attribution.delta is None:
             return (
@@ -92,9 +92,10 @@ class Scores:
             )
         if abs(attribution.delta) <= COMPLETE * abs(attribution.change):
             return f"Verified: {line}, within {COMPLETE:.0%}."
+        # A gap over the threshold is not a verification: the line says so first, then how to close it.
         return (
-            f"Verified: {line}, over {COMPLETE:.0%}: more steps lower it (up to {MAX_STEPS}; T5-family models need "
-            "about 256 for under 1%)."
+            f"Not verified, the scores miss the change by over {COMPLETE:.0%}: {line}. More steps lower it (up to "
+            f"{MAX_STEPS}; T5-family models need about 256 for under {COMPLETE:.0%})."
         )
 
 
