@@ -1,6 +1,15 @@
-"""What limits integrated gradients on T5 at 64 points: the path's integrand, measured (issue 30, part 1).
+"""Integrated gradients at 64 points against Captum and a float64 reference (issue 40), and what limits it on T5:
+the path's integrand, measured (issue 30, part 1).
 
-For the tiny T5 built from a config (the tests' ``tiny_models``) and the bundled dates-t5, along the straight
+Against Captum, for each model asked (the bundled prose-gpt2 and dates-t5, the tests' tiny T5 and tiny Llama), a
+table row: the change Δ = f(1) − f(0); the reference, a float64 copy of the model (its RMSNorms in float64 too)
+integrated with 16 Gauss-Legendre points on each sixth of a decade of α from 10⁻³² to 10⁻³ and each 48th of a
+decade from there to 1 (5,104 points), and its own completeness error; the largest error of a token's score
+against it, for ``explorer.attribute`` at 64 steps and for Captum's ``IntegratedGradients`` (Gauss-Legendre, 64
+points, 16 a batch) of the same function; the forward calls and the rows they carry; the fastest of 3 runs
+(``--repeats``), alternated (the machine is shared: the fastest is the least disturbed), and their ratio.
+
+Then for the tiny T5 built from a config (the tests' ``tiny_models``) and the bundled dates-t5, along the straight
 path from the all-zero input embeddings, f(α) = log p(target | α·x) (``explorer.models.attribution``'s own
 function) and the integrand α·f'(α) = Σ_tokens ∇f(α·x)·x · α. Prints, per model:
 
@@ -16,8 +25,8 @@ function) and the integrand α·f'(α) = Σ_tokens ∇f(α·x)·x · α. Prints,
                     and 1,024 points, what an unbiased rule of that size can promise
   attribute         ``explorer.attribute``'s own delta / change at 64 and 256 steps
 
-Run:  python bench/bench_ig_path.py [--model dates-t5]   (a few minutes on a CPU core; --model, repeatable, picks
-      one of the two, and the tests run the tiny T5 alone)
+Run:  python bench/bench_ig_path.py [--model dates-t5] [--repeats 3]   (a few minutes on a CPU core; --model,
+      repeatable, picks the models, and the tests run the tiny T5 alone, once)
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import itertools
 import os
 import sys
 import tempfile
+import time
 import types
 from pathlib import Path
 
@@ -37,26 +47,113 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 import torch
+from captum.attr import IntegratedGradients
 
 import explorer
 from explorer.models import attribution
 from tests.tiny_models import save_tiny
 
-TEXTS = {"tiny T5": "the cat sat on the mat and the dog ran to", "dates-t5": "Thursday, March 5, 2021"}
+TINY_TEXT = "the cat sat on the mat and the dog ran to"
+TEXTS = {"prose-gpt2": "Elizabeth knew that", "tiny T5": TINY_TEXT, "dates-t5": "Thursday, March 5, 2021"}
+TEXTS["tiny Llama"] = TINY_TEXT
+PATH_STUDIED = ("tiny T5", "dates-t5")  # the integrand's analysis below reads T5's own modules
+RMS_NORMS = {"T5LayerNorm", "LlamaRMSNorm"}  # weight · x / √(mean x² + eps), variance taken in float32 whatever
 DENSE = np.logspace(-20, 0, 2001)  # f is flat below 10⁻²⁰ in both models (|Δf| < 2e-5 from 10⁻⁴⁰ up to there)
 
 
 def rms_norm_in_float64(module, hidden):
-    # T5LayerNorm takes the variance in float32 whatever the dtype: the copy's must not, or it is no float64 copy
+    # T5's and Llama's RMSNorms take the variance in float32 whatever the dtype: the copy's must not, or it is no
+    # float64 copy
     return module.weight * (hidden * torch.rsqrt(hidden.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
 
 
 def float64_copy(lm):
     model = copy.deepcopy(lm.model).double()
     for module in model.modules():
-        if type(module).__name__ == "T5LayerNorm":
+        if type(module).__name__ in RMS_NORMS:
             module.forward = types.MethodType(rms_norm_in_float64, module)
     return dataclasses.replace(lm, model=model)
+
+
+def log_probabilities(lm, text: str, dtype):
+    """(input embeddings, f: a batch of them -> the target's log-probabilities over the vocabulary, in ``dtype``),
+    the function ``explorer.attribute`` integrates, its logits left in ``dtype``."""
+    _, _, embeddings, mask = attribution._prediction(lm, text)
+    extra = {}
+    if lm.kind == "encoder-decoder":
+        extra["decoder_input_ids"] = torch.tensor([[lm.model.config.decoder_start_token_id]])
+
+    def f(inputs):
+        batch = {name: ids.expand(len(inputs), -1) for name, ids in extra.items()}
+        logits = lm.model(inputs_embeds=inputs, attention_mask=mask.expand(len(inputs), -1), use_cache=False, **batch)
+        return torch.log_softmax(logits.logits[:, -1].to(dtype), -1)
+
+    return embeddings.to(dtype), f
+
+
+REFERENCE_EDGES = np.concatenate([[0.0], np.logspace(-32, -3, 175), np.logspace(-3, 0, 145)[1:]])
+
+
+def reference(lm, text: str, target: int) -> tuple[np.ndarray, float, float]:
+    """(each token's score, Δ, the rule's completeness error), in float64: 16 points on each of
+    ``REFERENCE_EDGES``' panels."""
+    wide = float64_copy(lm)
+    x, f = log_probabilities(wide, text, torch.float64)
+    alphas, sizes = gauss_legendre(REFERENCE_EDGES, 16, in_log=False)
+    total = torch.zeros_like(x)
+    for start in range(0, len(alphas), 64):
+        alpha = torch.tensor(alphas[start : start + 64], dtype=torch.float64).view(-1, 1, 1)
+        points = (alpha * x).requires_grad_()
+        (gradient,) = torch.autograd.grad(f(points)[:, target].sum(), points)
+        total += (torch.tensor(sizes[start : start + 64]).view(-1, 1, 1) * gradient).sum(0, keepdim=True)
+    scores = (total * x).sum(-1)[0].numpy()
+    with torch.no_grad():
+        change = float(f(x)[0, target] - f(torch.zeros_like(x))[0, target])
+    return scores, change, float(scores.sum()) - change
+
+
+class Forwards:
+    """Forward calls of a model and the rows they carry, counted by a pre-hook."""
+
+    def __init__(self, model):
+        self.calls = self.rows = 0
+        self.hook = model.register_forward_pre_hook(self.count, with_kwargs=True)
+
+    def count(self, module, args, kwargs):
+        self.calls += 1
+        self.rows += len(kwargs["inputs_embeds"])
+
+
+def against_captum(name: str, lm, text: str, steps: int = 64, repeats: int = 3) -> str:
+    """The table's row for one model (see the module docstring)."""
+    ours = explorer.attribute(lm, text, steps=steps)
+    expected, change, own_error = reference(lm, text, ours.target_id)
+    _, predict, embeddings, mask = attribution._prediction(lm, text)
+    captum = IntegratedGradients(predict)
+
+    def theirs():
+        scores = captum.attribute(
+            embeddings, torch.zeros_like(embeddings), target=ours.target_id, additional_forward_args=(mask,),
+            n_steps=steps, internal_batch_size=16, return_convergence_delta=True,
+        )[0]  # fmt: skip
+        return scores.sum(-1)[0].detach().numpy()
+
+    runs = {"ours": lambda: explorer.attribute(lm, text, steps=steps).scores, "Captum": theirs}
+    times, counts, errors = {key: [] for key in runs}, {}, {}
+    for _ in range(repeats):
+        for key, run in runs.items():
+            forwards = Forwards(lm.model)
+            start = time.perf_counter()
+            scores = run()
+            times[key].append(time.perf_counter() - start)
+            forwards.hook.remove()
+            counts[key], errors[key] = forwards, np.abs(scores - expected).max()
+    ms = {key: 1000 * min(values) for key, values in times.items()}
+    return (
+        f"| {name} | {change:+.4f} | {own_error:+.1e} | {errors['ours']:.1e} | {errors['Captum']:.1e} | "
+        f"{counts['ours'].calls} / {counts['ours'].rows} | {counts['Captum'].calls} / {counts['Captum'].rows} | "
+        f"{ms['ours']:.0f} | {ms['Captum']:.0f} | {ms['ours'] / ms['Captum']:.2f}x |"
+    )
 
 
 def path_function(lm, text: str, dtype=torch.float32):
@@ -192,16 +289,33 @@ def report(name: str, lm, text: str, rng) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", choices=list(TEXTS), help="repeatable; default: both")
-    models = parser.parse_args().model or list(TEXTS)
+    parser.add_argument("--model", action="append", choices=list(TEXTS), help="repeatable; default: all")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of each, alternated (the median)")
+    arguments = parser.parse_args()
+    models = arguments.model or list(TEXTS)
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    if "tiny T5" in models:
-        with tempfile.TemporaryDirectory() as folder:
-            tiny = explorer.load_model(str(save_tiny("t5", Path(folder) / "t5")))
-            report("tiny T5", tiny, TEXTS["tiny T5"], rng)
-    if "dates-t5" in models:
-        report("dates-t5", explorer.load_model(explorer.DEFAULT_SEQ2SEQ), TEXTS["dates-t5"], rng)
+    with tempfile.TemporaryDirectory() as folder:
+        loaded = {name: load(name, Path(folder)) for name in models}
+        print(
+            "## Integrated gradients at 64 points against Captum's and a float64 reference\n"
+            "| model | Δ | reference's completeness | ours: max error | Captum: max error | ours: calls / rows "
+            "| Captum: calls / rows | ours ms | Captum ms | ours / Captum |\n|---|---|---|---|---|---|---|---|---|---|"
+        )
+        for name, lm in loaded.items():
+            print(against_captum(name, lm, TEXTS[name], repeats=arguments.repeats))
+        for name in PATH_STUDIED:
+            if name in loaded:
+                report(name, loaded[name], TEXTS[name], rng)
+
+
+def load(name: str, folder: Path):
+    """One of the models ``TEXTS`` names: bundled, or tiny and saved under ``folder``."""
+    bundled = {"prose-gpt2": explorer.DEFAULT_DECODER, "dates-t5": explorer.DEFAULT_SEQ2SEQ}
+    if name in bundled:
+        return explorer.load_model(bundled[name])
+    tiny = {"tiny T5": "t5", "tiny Llama": "llama"}[name]
+    return explorer.load_model(str(save_tiny(tiny, folder / tiny)))
 
 
 if __name__ == "__main__":

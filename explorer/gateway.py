@@ -223,6 +223,8 @@ class InputVectors:
     @property
     def largest_difference(self) -> float:
         """max |summed - first layer's input|: 0 up to rounding when the sum is all the model does before it."""
+        if self.summed.shape != self.first_layer.shape:  # a model whose rows do not add up (``embeddings.note``)
+            return float("inf")
         return float(np.abs(self.summed - self.first_layer).max())
 
 

@@ -64,7 +64,7 @@ with ui.controls():
     with show_column:
         show = ui.choice_ui(
             "Show",
-            list(SHOW),
+            ["weights"] if stack.weights_only else list(SHOW),  # scores and the mask's pair need queries and keys
             key="show",
             help="Weights: after softmax. Scores: scale · q·k + bias before softmax, with −∞ where the mask forbids "
             "attending. Mask: what is added to the scores.",
@@ -114,7 +114,7 @@ check_column, size_column = st.columns([1, 2])
 with check_column:
     st.metric(
         "Recomputed vs captured",
-        f"{error:.1e}",
+        "n/a" if stack.weights_only else f"{error:.1e}",
         help=(
             "Largest difference, over every layer and head, between the weights the model produced and "
             "softmax(scale · q·k + bias) recomputed from its own queries and keys."

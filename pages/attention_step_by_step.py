@@ -6,7 +6,7 @@ import streamlit as st
 from explorer import ui, views
 from explorer.compute.attention import head_outputs, score_stages
 from explorer.ui import steps
-from explorer.ui.attention import run_capture_ui
+from explorer.ui.attention import require_vectors_ui, run_capture_ui
 
 SOURCES = {
     "model": "the model's own queries, keys and values, per layer and head",
@@ -91,6 +91,7 @@ if toy:
     )
     st.stop()
 
+require_vectors_ui(stack)  # the model's own queries and keys: none where the model returns weights alone
 stages = score_stages(stack, layer, head)
 head_dim = stack.queries.shape[-1]
 inputs = (lm.name, view.text, view.text_pair, view.target, view.stack_name)

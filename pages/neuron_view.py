@@ -4,7 +4,7 @@ import streamlit as st
 
 import explorer
 from explorer import ui, views
-from explorer.ui.attention import run_capture_ui
+from explorer.ui.attention import require_vectors_ui, run_capture_ui
 
 ui.page_shell()
 header = ui.page_header(
@@ -26,6 +26,7 @@ ui.preset_button(
 )
 view = run_capture_ui(lm, header)
 stack = view.stack
+require_vectors_ui(stack)
 with ui.controls():
     layer_column, head_column, query_column = st.columns(3)
     with layer_column:

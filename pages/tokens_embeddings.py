@@ -78,13 +78,21 @@ st.dataframe(
             token_types=found.token_type is not None,
             norm=vectors.norm,
             position_scheme=found.position_scheme,
+            position_offset=found.position_offset,
+            token_projection=found.token_projection,
+            projection=found.projection,
+            hidden=vectors.first_layer.shape[1],
+            trigram=found.trigram,
+            token_scale=found.token_scale,
         )
     ),
     hide_index=True,
     width="stretch",
 )
 error = vectors.largest_difference
-if error <= 1e-5:
+if found.note:  # the decomposition does not apply: say why, not a difference
+    st.caption(ui.literal(found.note))
+elif error <= 1e-5:
     st.caption(f"Checked: this sum is what the model's first layer receives (largest difference {error:.1e}).")
 else:
     st.caption(

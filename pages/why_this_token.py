@@ -68,7 +68,8 @@ with ui.controls():
                 step=8,
                 help="Points on the path from the all-zero input to the text: more points, a smaller completeness "
                 f"error. The default, {lm.integrated_gradients_steps}, keeps it under 1% on this architecture "
-                "(T5's ReLUs and norms need 256).",
+                "(T5's ReLUs and norms need 256), unless log p jumps on the path (a mixture of experts switching "
+                "experts): the check line says so.",
             )
     with target_column:
         chosen = ui.choice_ui(

@@ -126,6 +126,7 @@ def chromium():
 def open_tab(browser, *, width: int = 1400, height: int = 1000, downloads: bool = False) -> SimpleNamespace:
     """A tab in a fresh context that may only talk to localhost, with what it tried otherwise and its errors."""
     context = browser.new_context(viewport={"width": width, "height": height}, accept_downloads=downloads)
+    context.add_init_script(_RUN_WATCH)
     tab = SimpleNamespace(page=context.new_page(), context=context, external=[], errors=[])
     tab.page.route("**/*", lambda route: _local_only(route, tab.external))
     tab.page.on("pageerror", lambda error: tab.errors.append(f"page error: {error}"))
@@ -172,14 +173,34 @@ _CHART_SIZE = """
 DRAWN_CHART = f"{CHART} .main-svg, [data-testid='stVegaLiteChart'] canvas, [data-testid='stVegaLiteChart'] .marks"
 
 
-# Settled: no script run, no viewport probe with anything new to say (explorer/ui/figures.py), and the last report
-# sent long enough ago that its run would have started by now.
+# Installed in every tab (``open_tab``): when a script run last started, and when the visitor last did something
+# that may start one (a click, a key, a changed field). A run's start flips stApp's data-test-script-state.
+_RUN_WATCH = """
+(() => {
+  window.__explorerRunStartedAt = 0;
+  window.__explorerInputAt = 0;
+  new MutationObserver((records) => {
+    if (records.some((r) => r.target.getAttribute("data-test-script-state") === "running")) {
+      window.__explorerRunStartedAt = performance.now();
+    }
+  }).observe(document, {attributes: true, subtree: true, attributeFilter: ["data-test-script-state"]});
+  for (const kind of ["click", "keydown", "change"]) {
+    window.addEventListener(kind, () => { window.__explorerInputAt = performance.now(); }, true);
+  }
+})();
+"""
+
+# Settled: no script run, no viewport probe with anything new to say (explorer/ui/figures.py), and whatever may
+# have asked for a run since the last one started (the probe's last report, the visitor's last input) either has
+# had its run start (and, the app being idle now, end) or was ``quiet`` ms ago, long enough that its run would
+# have started by now. In a tab without ``_RUN_WATCH`` (no run start is known) only the time counts.
 _SETTLED = """
 (quiet) => {
   const app = document.querySelector("[data-testid='stApp']");
   if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
   if ([...(window.__explorerProbes || [])].some((pending) => pending())) return false;
-  return performance.now() - (window.__explorerProbeSentAt || 0) > quiet;
+  const asked = Math.max(window.__explorerProbeSentAt || 0, window.__explorerInputAt || 0);
+  return (window.__explorerRunStartedAt || 0) > asked || performance.now() - asked > quiet;
 }
 """
 
@@ -187,10 +208,10 @@ _SETTLED = """
 def wait_until_settled(page, *, quiet: float = 0.8, timeout: float = 60) -> None:
     """Until the page will not run again by itself: its runs are over and its size probes have said all they
     will (the first run of a page draws at a default size, and the probe's report asks for one more). Checked
-    twice, ``quiet`` apart, in case a report's run had not started when first checked."""
+    twice, a moment apart, in case the last run's end set a probe off."""
     for _ in range(2):
         page.wait_for_function(_SETTLED, arg=quiet * 1000, timeout=timeout * 1000, polling=100)
-        time.sleep(quiet / 3)
+        time.sleep(0.1)
 
 
 def wait_for_chart(page) -> None:

@@ -9,6 +9,7 @@ explorer must give with ``ablate=`` on the shared model.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -52,16 +53,29 @@ def _output_projection(model, stack: str, layer: int):
     if config.model_type == "bert":
         dense = model.encoder.layer[layer].attention.output.dense
         return dense.weight, config.hidden_size // config.num_attention_heads, 1
+    if config.model_type in OWN_CODE_PROJECTIONS:
+        weight = OWN_CODE_PROJECTIONS[config.model_type](model, layer)
+        return weight, config.hidden_size // config.num_attention_heads, 1
     block = (model.encoder if stack == "encoder" else model.decoder).block[layer]  # T5
     attention = block.layer[1].EncDecAttention if stack == "cross" else block.layer[0].SelfAttention
     return attention.o.weight, config.d_kv, 1
+
+
+# Families that compute attention in their own code (nothing reaches the recording attention): their output
+# projections, nn.Linear each.
+OWN_CODE_PROJECTIONS = {
+    "gpt_neo": lambda model, layer: model.transformer.h[layer].attn.attention.out_proj.weight,
+    "bloom": lambda model, layer: model.transformer.h[layer].self_attention.dense.weight,
+    "falcon": lambda model, layer: model.transformer.h[layer].self_attention.dense.weight,
+}
 
 
 def zeroed_copy(lm, heads):
     """A deep copy of the model, with eager attention, whose output projections ignore ``heads``:
     ((layer, head), ...) of the main stack or ((stack, layer, head), ...)."""
     reference = copy.deepcopy(lm.model)
-    reference.set_attn_implementation("eager")
+    with contextlib.suppress(ValueError):  # GPT-Neo, BLOOM, Falcon: eager already, and no other to switch from
+        reference.set_attn_implementation("eager")
     main = "encoder" if lm.kind == "encoder" else "decoder"
     with torch.no_grad():
         for item in heads:
@@ -115,6 +129,31 @@ def test_grouped_kv_heads_are_ablated_per_query_head(models):
         group, reference_logits(lm, zeroed_copy(lm, ((1, 0), (1, 1))), TEXTS["llama"]), atol=1e-5
     )
     assert np.abs(one - group).max() > 1e-4
+
+
+@pytest.fixture(scope="module")
+def own_code_models(tmp_path_factory):
+    from tests.test_lens import save_family
+
+    return {
+        name: explorer.load_model(save_family(name, tmp_path_factory.mktemp(name)), device=DEVICE)
+        for name in OWN_CODE_PROJECTIONS
+    }
+
+
+@pytest.mark.parametrize("name", list(OWN_CODE_PROJECTIONS))
+def test_heads_of_attention_computed_in_the_models_own_code_are_ablated_at_its_output_projection(own_code_models, name):
+    """GPT-Neo, BLOOM and Falcon bypass the recording attention: the heads are found in the module graph (the
+    module that returns each attention map, its last projection) and zeroed there, as the zeroed copy is."""
+    lm, heads, text = own_code_models[name], ((0, 1), (1, 2)), TEXTS["gpt2"]
+    ablated = explorer.next_token_logits(lm, text, ablate=heads).logits
+    np.testing.assert_allclose(ablated, reference_logits(lm, zeroed_copy(lm, heads), text), atol=1e-5, rtol=0)
+    assert np.abs(explorer.next_token_logits(lm, text).logits - ablated).max() > 1e-4
+    effects = explorer.head_ablation_effects(lm, text)
+    plain = torch.log_softmax(torch.tensor(reference_logits(lm, lm.model, text)), dim=-1)
+    one = torch.log_softmax(torch.tensor(reference_logits(lm, zeroed_copy(lm, ((1, 3),)), text)), dim=-1)
+    target = effects.target_id
+    assert effects.changes[1, 3] == pytest.approx(float(one[target] - plain[target]), abs=2e-5)
 
 
 # -- capture: every later layer sees the model without the heads ----------------------------------------------

@@ -85,7 +85,7 @@ def test_the_teacher_walks_to_the_decks_end_and_back():
     assert bench_class.route(GENERATION, last - 1, 3) == [last, last - 1, last - 2]
 
 
-def _followed_every_move(run, students: int, moves: int) -> None:
+def followed_every_move(run, students: int, moves: int) -> None:
     assert [errors for errors in run.errors.values()] == [[]] * len(run.errors)
     assert run.moves == moves
     assert sorted((f.move, f.server) for f in run.followed) == sorted(
@@ -97,7 +97,7 @@ def _followed_every_move(run, students: int, moves: int) -> None:
 def test_students_follow_the_teachers_moves(server):
     """--follow's class on one server: each student's page shows every slide the teacher moves to, unasked."""
     run = asyncio.run(bench_class.follow_class([server], 3, moves=2, every=1.0, idle=1.0))
-    _followed_every_move(run, students=3, moves=2)
+    followed_every_move(run, students=3, moves=2)
     assert set(run.idle_cpu) == {"A"} and run.memory["A"][0] > 0
     rows = bench_class.follow_rows(run, 1)
     assert len(rows) == 1 and rows[0].startswith("| A | 3 | 2/2 |")
@@ -140,21 +140,3 @@ def test_a_teachers_move_reruns_each_followers_slide_alone(server):
     assert detached[-1] == () and {"previous", "next"} <= exploring.keys, "exploring is the whole page again"
     assert after and set(after) == {slide}, f"following again, a move reruns the slide alone: {after}"
     assert "class_detach" in again.keys and not any("menu-section" in text for text in again.texts)  # no menu
-
-
-def test_students_on_a_second_server_follow_through_redis(redis_db):
-    """--follow --redis: the teacher on server A; the students on A and B, which hears the moves through Redis."""
-    servers = [bench_class.Server(env={"EXPLORER_REDIS_URL": redis_db}) for _ in range(2)]
-    try:
-        run = asyncio.run(bench_class.follow_class(servers, 3, moves=2, every=1.0, idle=1.0))
-    finally:
-        for instance in servers:
-            instance.stop()
-    _followed_every_move(run, students=3, moves=2)
-    assert {f.server for f in run.followed} == {0, 1}
-    assert set(run.memory) == {"A", "B"}
-    assert [row.split(" | ")[0:3] for row in bench_class.follow_rows(run, 2)] == [
-        ["| A", "2", "2/2"],
-        ["| B", "1", "2/2"],
-        ["| both", "3", "2/2"],
-    ]

@@ -68,8 +68,11 @@ def test_payload_against_bertviz():
 
 
 def test_integrated_gradients_path_on_the_tiny_t5():
-    output = bench("bench_ig_path.py", "--model", "tiny T5")
+    output = bench("bench_ig_path.py", "--model", "tiny T5", "--repeats", "1")
     assert "tiny T5" in output and "dates-t5" not in output
+    (row,) = table_rows(output.split("\n## tiny T5")[0])  # against Captum: change, three errors, counts, times
+    assert row[0] == "tiny T5" and all(re.fullmatch(r"[-+]?[0-9.]+e[-+][0-9]+|[-+][0-9.]+", c) for c in row[1:5]), row
+    assert all(re.fullmatch(r"[0-9]+ / [0-9]+", c) for c in row[5:7]) and re.fullmatch(NUMBER + "x", row[9]), row
     assert re.search(r"explorer\.attribute delta / change, 64: [-+]\S+, 256: [-+]\S+", output), output
 
 

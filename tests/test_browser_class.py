@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import time
 from types import SimpleNamespace
 from urllib.parse import parse_qs, urlsplit
 
@@ -96,7 +97,10 @@ BUTTONS = """
 
 
 def settle(page, pause: float = 1.0) -> None:
-    """The page's runs over, its size probes quiet, and still so ``pause`` later (``wait_until_settled``)."""
+    """The page's runs over, its size probes quiet, and still so a third of ``pause`` later: a student's page also
+    reruns when the server pushes a move, which nothing in the tab announces (``wait_until_settled``)."""
+    wait_until_settled(page, quiet=pause)
+    time.sleep(pause / 3)
     wait_until_settled(page, quiet=pause)
 
 

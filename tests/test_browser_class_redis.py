@@ -3,22 +3,23 @@ one server, students on both; every student follows every move, a poll counts th
 and the teacher's key means nothing to the other server's student tab with a character cut.
 
 Two ``streamlit run`` servers on two ports with ``EXPLORER_REDIS_URL`` set to one real ``redis-server``: what a
-load balancer without sticky sessions puts in front of a lecture hall. The servers have a teacher passphrase
-(issue 39): a flood of "Start a live class" on one server, over Streamlit's protocol, adds to Redis no class
-without it and a few with it, and a teacher on the other server still starts one.
+load balancer without sticky sessions puts in front of a lecture hall. They are the class benchmark's servers (hosted
+mode, the Dockerfile's environment), so its ``--follow --redis`` client runs here too, on the same two servers.
+The servers have a teacher passphrase (issue 39): a flood of "Start a live class" on one server, over
+Streamlit's protocol, adds to Redis no class without it and a few with it, and a teacher on the other server still
+starts one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import pytest
 
+from bench import bench_class
 from bench.bench_class import TEACHER_PASSPHRASE
-from explorer.settings import PASSPHRASE
-from tests.browser import chromium, needs_chromium, open_tab, served_app, wait_until_idle
+from tests.browser import chromium, needs_chromium, open_tab, wait_until_idle
 from tests.redis_server import redis_server
 from tests.test_browser_class import settle, start_class
 from tests.test_class_poll import (
@@ -41,15 +42,17 @@ def redis_url():
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory, redis_url):
-    """Two app servers sharing ``redis_url``, with a teacher passphrase (bench_class's, which its clients type)."""
-    logs = tmp_path_factory.mktemp("class-redis")
-    env = {"EXPLORER_REDIS_URL": redis_url, PASSPHRASE: TEACHER_PASSPHRASE}
-    with (
-        served_app(Path(logs / "a.log"), extra_env=env) as first,
-        served_app(Path(logs / "b.log"), extra_env=env) as second,
-    ):
-        yield first, second
+def bench_servers(redis_url):
+    """Two app servers sharing ``redis_url``, with bench_class's teacher passphrase (which its clients type)."""
+    started = [bench_class.Server(env={"EXPLORER_REDIS_URL": redis_url}) for _ in range(2)]
+    yield started
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def servers(bench_servers):
+    return tuple(f"http://127.0.0.1:{server.port}" for server in bench_servers)
 
 
 def title(page) -> str | None:
@@ -152,3 +155,19 @@ def test_a_start_flood_on_one_server_leaves_the_other_a_class_to_start(servers, 
     assert classes() - after_flood == {code}
     store.close()
     assert_following(code, drawn)
+
+
+def test_the_benchmarks_students_on_a_second_server_follow_through_redis(bench_servers):
+    """bench_class --follow --redis: the teacher on server A; the students on A and B, which hears the moves
+    through Redis."""
+    from tests.test_bench_class import followed_every_move
+
+    run = asyncio.run(bench_class.follow_class(bench_servers, 3, moves=2, every=1.0, idle=1.0))
+    followed_every_move(run, students=3, moves=2)
+    assert {f.server for f in run.followed} == {0, 1}
+    assert set(run.memory) == {"A", "B"}
+    assert [row.split(" | ")[0:3] for row in bench_class.follow_rows(run, 2)] == [
+        ["| A", "2", "2/2"],
+        ["| B", "1", "2/2"],
+        ["| both", "3", "2/2"],
+    ]

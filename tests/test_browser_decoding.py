@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import CHART, needs_chromium, open_tab, screenshot, wait_for_chart, wait_until_idle
+from tests.browser import (
+    CHART,
+    needs_chromium,
+    open_tab,
+    screenshot,
+    wait_for_chart,
+    wait_until_settled,
+)
 
 pytestmark = needs_chromium
 MODEL = "model=bundled/prose-gpt2"
@@ -72,7 +79,7 @@ def test_sampling_page_draws_the_linked_panels(browser, app_url):
         page.locator(f"{CHART} .main-svg").first.wait_for(timeout=30_000)
         # The last view's chart goes at the end of the run that draws this one (a timeout fails the test).
         page.wait_for_function(ONE_PLOTLY_CHART_ALONE, timeout=30_000)
-        wait_until_idle(page)
+        wait_until_settled(page)  # the view's size probe may ask for one more run: its end is what is read
         assert vega.count() == 0 and page.locator(CHART).count() == 1
         assert title in page.locator(f"{CHART} .gtitle").first.text_content()
     assert page.locator("[data-testid='stDataFrame']").count() == 2  # the stages, then the seeded draws

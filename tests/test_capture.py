@@ -193,3 +193,256 @@ def test_captured_model_stays_eager_equivalent_for_plain_calls(tiny):
         ours = lm.model(ids).last_hidden_state if name == "bert" else lm.model(ids).logits
         theirs = reference(ids).last_hidden_state if name == "bert" else reference(ids).logits
     torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+
+
+# -- issue 40: every text model loads; where attention bypasses the interface, captures hold its own weights --------
+
+
+def _family(model_type: str, **settings):
+    """A tiny config of ``model_type`` (hidden size 16, 1-2 layers, the word tokenizer's ids), ``settings`` on top."""
+    from transformers import CONFIG_MAPPING
+
+    from tests.tiny_models import IDS
+
+    return CONFIG_MAPPING[model_type](**IDS, max_position_embeddings=64, **settings)
+
+
+_SEQ2SEQ = dict(
+    d_model=16,
+    encoder_layers=1,
+    decoder_layers=1,
+    encoder_attention_heads=2,
+    decoder_attention_heads=2,
+    encoder_ffn_dim=32,
+    decoder_ffn_dim=32,
+    decoder_start_token_id=2,
+)
+_ENCODER = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+# name -> (auto class name, config factory, what loading finds: where its attention is read from)
+FAMILIES = {
+    # No AttentionInterface dispatch: refused at load before issue 40; now weights only, as the model returns them.
+    "gpt_neo": (
+        "AutoModelForCausalLM",
+        lambda: _family(
+            "gpt_neo", hidden_size=16, num_layers=2, num_heads=2, attention_types=[[["global", "local"], 1]],
+            window_size=4,
+        ),
+        "returned",
+    ),
+    "deberta-v2": (
+        "AutoModel",
+        lambda: _family("deberta-v2", **_ENCODER, relative_attention=True, pos_att_type=["p2c", "c2p"]),
+        "returned",
+    ),
+    "mvp": ("AutoModelForSeq2SeqLM", lambda: _family("mvp", **_SEQ2SEQ), "returned"),
+    # Refused before by a probe that called prepare_decoder_input_ids_from_labels, which M2M100 does not have.
+    "m2m_100": ("AutoModelForSeq2SeqLM", lambda: _family("m2m_100", **_SEQ2SEQ), "recorded"),
+    # Its decoder's cross-attention is called cross_attention: found by the keys it is called with.
+    "nllb-moe": (
+        "AutoModelForSeq2SeqLM",
+        lambda: _family("nllb-moe", **_SEQ2SEQ, num_experts=2, expert_capacity=8, encoder_sparse_step=1),
+        "recorded",
+    ),
+    # A masked-LM checkpoint of a family that also has a causal-LM class: an encoder (it loaded as a decoder).
+    "camembert": ("AutoModelForMaskedLM", lambda: _family("camembert", **_ENCODER), "recorded"),
+    # Its encoder's global-local attention returns dicts of blocks: it loads, and a capture says why not.
+    "pegasus_x": (
+        "AutoModelForSeq2SeqLM",
+        lambda: _family("pegasus_x", **_SEQ2SEQ, block_size=4, num_global_tokens=2),
+        "returned",
+    ),
+    # OPT-350m projects between a narrower embedding width and its layers: hidden states of two widths.
+    "opt-350m-style": (
+        "AutoModelForCausalLM",
+        lambda: _family(
+            "opt", hidden_size=16, word_embed_proj_dim=8, num_hidden_layers=2, num_attention_heads=2, ffn_dim=32
+        ),
+        "recorded",
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def families(tmp_path_factory):
+    """Each family saved and loaded once, on first use: name -> (LoadedModel, its folder)."""
+    import transformers
+
+    from tests.tiny_models import word_tokenizer
+
+    root, loaded = tmp_path_factory.mktemp("families"), {}
+
+    def family(name: str):
+        if name not in loaded:
+            auto_class, make_config, _ = FAMILIES[name]
+            torch.manual_seed(0)
+            model = getattr(transformers, auto_class).from_config(make_config(), attn_implementation="eager")
+            model.save_pretrained(root / name)
+            word_tokenizer(eos=model.config.is_encoder_decoder).save_pretrained(root / name)
+            loaded[name] = explorer.load_model(root / name, device=DEVICE), root / name
+        return loaded[name]
+
+    return family
+
+
+def _own_attentions(reference, lm, cap) -> dict[str, np.ndarray]:
+    """The eager model's own output_attentions for the capture's tokens; an encoder-decoder is given the target
+    as ``labels`` and shifts it itself (so the capture's teacher forcing is checked too)."""
+    ids = torch.tensor(cap.token_ids, device=DEVICE)[None]
+    with torch.no_grad():
+        if lm.kind == "encoder-decoder":
+            labels = lm.tokenizer(text_target=TARGET, return_tensors="pt")["input_ids"].to(DEVICE)
+            out = reference(input_ids=ids, labels=labels, output_attentions=True, use_cache=False)
+            stacks = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions}
+            stacks["cross"] = out.cross_attentions
+        else:
+            out = reference(
+                input_ids=ids, output_attentions=True, **({"use_cache": False} if lm.kind != "encoder" else {})
+            )
+            stacks = {lm.kind: out.attentions}
+    return {stack: torch.stack([a[0] for a in layers]).cpu().numpy() for stack, layers in stacks.items()}
+
+
+@pytest.mark.parametrize("name", sorted(set(FAMILIES) - {"pegasus_x"}))
+def test_every_family_loads_and_captures_its_own_attention(families, name):
+    """Each family that failed to load before issue 40 loads, and its captured weights are the model's own."""
+    import transformers
+
+    from explorer.data.attention import WEIGHTS_ONLY_NOTE
+
+    auto_class, _, source = FAMILIES[name]
+    lm, folder = families(name)
+    assert lm.attention == source
+    cap = explorer.capture(lm, TEXT, target=TARGET if lm.kind == "encoder-decoder" else None)
+    reference = getattr(transformers, auto_class).from_pretrained(folder, attn_implementation="eager").to(DEVICE)
+    expected = _own_attentions(reference.eval(), lm, cap)
+    assert set(cap.stacks) == set(expected)
+    for stack, weights in expected.items():
+        np.testing.assert_allclose(cap.stacks[stack].attentions, weights, rtol=0, atol=1e-6)
+    if source == "returned":
+        assert cap.weights_only and WEIGHTS_ONLY_NOTE in cap.notes
+        assert all(s.queries is None and s.keys is None and s.values is None for s in cap.stacks.values())
+        assert np.isnan(cap.verify())  # nothing to recompute from: never a "verified"
+    else:
+        assert not cap.weights_only and cap.verify() <= 1e-5
+    if "cross" in cap.stacks:  # target rows, source columns
+        assert cap.stacks["cross"].attentions.shape[2:] == (len(cap.target_tokens), len(cap.tokens))
+        assert not np.triu(cap.stacks["decoder"].attentions, k=1).any()
+
+
+def test_a_masked_lm_checkpoint_loads_as_an_encoder(families):
+    assert families("camembert")[0].kind == "encoder"  # CamembertForCausalLM exists; this checkpoint is not one
+
+
+def test_a_layout_of_its_own_loads_and_its_capture_says_why_it_cannot_be_drawn(families):
+    """Pegasus-X failed at load (issue 40); its encoder's blocks are no [query, key] map: the capture says so."""
+    lm = families("pegasus_x")[0]
+    assert lm.kind == "encoder-decoder" and lm.weights_only
+    with pytest.raises(explorer.InputError, match="returns its encoder attention in a layout of its own"):
+        explorer.capture(lm, TEXT, target=TARGET)
+
+
+def test_hidden_states_of_different_widths_are_left_out(families):
+    """OPT-350m's last hidden state is projected to its embedding width: no [layer + 1, token, hidden] array exists,
+    so the capture has none (before issue 40: a broadcast error at load)."""
+    cap = explorer.capture(families("opt-350m-style")[0], TEXT)
+    assert cap.hidden_states is None
+
+
+def test_a_weights_only_capture_keeps_the_causal_structure_and_its_hidden_states(families):
+    lm = families("gpt_neo")[0]
+    cap = explorer.capture(lm, TEXT)
+    assert cap.main.is_causal and np.isnan(cap.main.verify()) and cap.main.scale is None
+    np.testing.assert_allclose(cap.main.attentions.sum(-1), 1.0, atol=1e-6)
+    assert cap.hidden_states.shape == (lm.num_layers + 1, len(cap.tokens), 16)
+
+
+def test_a_model_without_attention_loads_and_attention_views_say_they_do_not_apply(tmp_path):
+    """Mamba has no attention layers: it loads (its decoding needs nothing else), and a capture says, in a
+    sentence, that attention views do not apply."""
+    from transformers import AutoModelForCausalLM
+
+    from tests.tiny_models import word_tokenizer
+
+    torch.manual_seed(0)
+    config = _family("mamba", hidden_size=16, num_hidden_layers=2, state_size=4, expand=2, conv_kernel=4)
+    AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path)
+    word_tokenizer().save_pretrained(tmp_path)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    assert (lm.kind, lm.attention, lm.num_heads) == ("decoder", "none", 0)
+    with pytest.raises(explorer.InputError, match="attention views do not apply"):
+        explorer.capture(lm, TEXT)
+
+
+def test_every_view_of_weights_draws_a_weights_only_capture_and_views_of_vectors_say_why_not(families):
+    """Heatmaps, all heads, BertViz, statistics, rollout and the head-type probes need only the weights; the
+    step-by-step and neuron views need queries and keys, and say so in a sentence rather than fail on None."""
+    from explorer import views
+    from explorer.compute.statistics import head_statistics
+    from explorer.render.bertviz import head_view_html, payload
+    from explorer.render.style import look_for
+
+    lm = families("gpt_neo")[0]
+    cap = explorer.capture(lm, TEXT)
+    look = look_for(None, None, presentation=False)
+    on = (lm.name, TEXT, None, None, "decoder")
+    views.attention.Head(*on, layer=1, head=1).figure(cap)(look=look)
+    views.attention.AllHeads(*on).figure(cap)(look=look)
+    assert payload(cap) and "<script" in head_view_html(cap, uid="x")
+    weights = np.stack([views.attention.allowed_weights(cap.main, layer) for layer in range(lm.num_layers)])
+    assert len(head_statistics(weights)) == lm.num_layers * lm.num_heads
+    np.testing.assert_allclose(views.attention.rollout_by_layer(cap.main).sum(-1), 1.0, atol=1e-6)
+    probes = explorer.head_probes(lm, n=4)
+    assert probes.capture.weights_only and set(probes.scores)
+    for needs_vectors in (views.attention.StepByStep(*on), views.attention.Neuron(*on)):
+        with pytest.raises(explorer.InputError, match="queries and keys are not available for this architecture"):
+            needs_vectors.figure(cap)
+
+
+def test_longformer_bands_are_placed_at_their_keys_as_roberta_computes_them(tmp_path):
+    """Longformer returns each query's window as a band [query, 2w + 1]. With a window wider than the text its local
+    attention is full attention, so the placed maps must equal RoBERTa's own eager attentions for the same weights
+    (Longformer's layers are RoBERTa's with another attention kernel)."""
+    from transformers import AutoModel, RobertaModel
+
+    from tests.tiny_models import word_tokenizer
+
+    torch.manual_seed(0)
+    AutoModel.from_config(_family("longformer", **_ENCODER, attention_window=32)).save_pretrained(tmp_path)
+    word_tokenizer().save_pretrained(tmp_path)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    cap = explorer.capture(lm, TEXT)
+    assert lm.weights_only and cap.attentions.shape[2:] == (len(cap.tokens), len(cap.tokens))
+    roberta = RobertaModel(_family("roberta", **_ENCODER), add_pooling_layer=True).to(DEVICE).eval()
+    assert roberta.load_state_dict(lm.model.state_dict(), strict=False).missing_keys == []
+    roberta.set_attn_implementation("eager")
+    with torch.no_grad():
+        out = roberta(input_ids=torch.tensor(cap.token_ids, device=DEVICE)[None], output_attentions=True)
+    expected = torch.stack([a[0] for a in out.attentions]).cpu().numpy()
+    np.testing.assert_allclose(cap.attentions, expected, rtol=0, atol=1e-6)
+
+
+def test_the_attention_pages_show_a_weights_only_model_and_say_what_it_lacks(families):
+    """The heatmaps page draws the weights with the capture's note and no recomputation claimed; the neuron view,
+    which needs queries and keys, says so instead of failing."""
+    from streamlit.testing.v1 import AppTest
+
+    folder = str(families("gpt_neo")[1])
+
+    def page(path: str) -> AppTest:
+        at = AppTest.from_file("../app.py", default_timeout=120)
+        at.query_params.update({"model": folder, "text": TEXT})
+        at.run()
+        at.switch_page(path)
+        at.run()
+        assert not at.exception, [error.value for error in at.exception]
+        return at
+
+    def said(elements) -> str:
+        return " ".join(str(element.value) for element in elements).replace("\\", "")
+
+    heatmaps = page("pages/attention_heatmaps.py")
+    assert "queries and keys are not available for this architecture" in said(heatmaps.caption)
+    assert heatmaps.get("plotly_chart") and [metric.value for metric in heatmaps.metric] == ["n/a"]
+    assert "not verified: nothing to recompute from" in said(heatmaps.caption)
+    assert "✓ verified" not in said(heatmaps.caption)
+    assert "This view needs the queries and keys" in said(page("pages/neuron_view.py").info)

@@ -9,7 +9,16 @@ import pytest
 
 import explorer
 from explorer.models.decoding import MAX_VARIANTS, decode_together
-from tests.test_decoding import PROMPTS, assert_same_as_generate, fill_tokens, generate, models  # noqa: F401
+from tests.devices import DEVICE
+from tests.test_decoding import (  # noqa: F401
+    FAMILY_PROMPT,
+    PROMPTS,
+    assert_same_as_generate,
+    build_cheap,
+    fill_tokens,
+    generate,
+    models,
+)
 
 TEMPERATURES = (0.01, 0.25, 0.5, 1.0, 1.5, 2.5)  # 0.01: nearly greedy, so it ends at the end token made likely
 # Greedy search, then sampling at each temperature (each variant with its own seed), then one with its own penalties.
@@ -81,6 +90,17 @@ def test_forced_tokens_and_ablated_heads_apply_to_every_variant(models):  # noqa
     for variant, trace in zip(VARIANTS, traces, strict=True):
         assert_same_trace(trace, explorer.decode(lm, PROMPTS["prose"], **variant, **shared))
         assert trace.sequences[0][len(trace.prompt_ids) : len(trace.prompt_ids) + len(force)].tolist() == list(force)
+
+
+def test_variants_through_a_state_space_cache_equal_generate_and_decode_alone(tmp_path):
+    """Mamba's cache cannot repeat its rows: the prompt runs with a row per variant's sequence, as in generate()."""
+    lm = explorer.load_model(build_cheap("mamba", tmp_path / "mamba"), device=DEVICE)
+    variants = [VARIANTS[0], VARIANTS[3], {**VARIANTS[5], "no_repeat_ngram_size": 2}]
+    traces = decode_together(lm, FAMILY_PROMPT, variants, max_new_tokens=4, top_n=4)
+    for variant, trace in zip(variants, traces, strict=True):
+        settings = {"max_new_tokens": 4, "top_n": 4, **variant}
+        assert_same_as_generate(trace, generate(lm, FAMILY_PROMPT, {"seed": 0, **settings}), fill_tokens(lm))
+        assert_same_trace(trace, explorer.decode(lm, FAMILY_PROMPT, **settings))
 
 
 SAMPLE = {"strategy": "sample", "temperature": 0.5}

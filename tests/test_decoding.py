@@ -7,7 +7,9 @@ and T5 models, and on the bundled decoder.
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -340,3 +342,148 @@ def test_the_greedy_tables_input_column_shows_line_breaks_as_the_token_columns_d
     rows = greedy_table(trace, lm.tokenizer)
     assert rows[0]["input"] == "first line↵second line"
     assert all("\n" not in row["input"] for row in rows)
+
+
+# Issue 40's families whose decoding needs more than a full-attention KV cache, built tiny by tests/families.py
+# (windows of 4 tokens, so that FAMILY_PROMPT's 6 exceed them): a sliding window on every layer (Mistral), sliding
+# and full layers with attention sinks (GPT-OSS), Gemma 3's mixed layers, Llama 4's chunked attention; hybrid caches:
+# Qwen3-Next's linear attention (a layer without keys), Falcon-H1's state-space state beside its keys (its layers can
+# repeat their keys' rows but not the state's), Mamba's state alone (its cache is "cache_params"); Switch
+# Transformers, whose router reads the encoder's own output object.
+WINDOWED = ("mistral", "gpt_oss", "gemma3_text", "llama4_text")
+SEQ2SEQ_MOE = "switch_transformers"
+# BART's generation config forces its end token at the length limit (forced_eos_token_id): generate() applies it.
+# Families whose attention is not recorded but returned (output_attentions, weights only): GPT-Neo's local layers,
+# OpenAI GPT (no cache: each step runs the whole sequence), MVP (an encoder-decoder), ProphetNet (n-gram streams).
+WEIGHTS_ONLY = ("gpt_neo", "openai-gpt", "mvp", "prophetnet")
+FAMILY_PROMPT = "the cat sat on the mat"
+FAMILY_CASES = {
+    "beam": dict(strategy="beam", num_beams=3, max_new_tokens=4, num_return_sequences=2),
+    "sample": dict(
+        strategy="sample", max_new_tokens=4, seed=3, num_return_sequences=2, temperature=0.8, top_k=10, top_p=0.9,
+        min_p=0.05,
+    ),
+}  # fmt: skip
+
+
+# Config values that make a family's passes cheaper without changing its numbers: Falcon-H1's scan pads each pass
+# to its chunk (256 tokens by default; 4 makes a pass about 50 times faster on a CPU).
+CHEAPER = {"falcon_h1": {"mamba_chunk_size": 4}}
+
+
+def build_cheap(name: str, folder) -> str:
+    """tests/families.py's tiny ``name``, saved in ``folder`` with ``CHEAPER``'s values in its config."""
+    from tests.families import build_family
+
+    build_family(name, folder)
+    config = Path(folder) / "config.json"
+    config.write_text(json.dumps(json.loads(config.read_text()) | CHEAPER.get(name, {})))
+    return str(folder)
+
+
+@pytest.fixture(scope="module")
+def families(tmp_path_factory):
+    """{model_type: (the tiny model loaded through the public path, its folder)}."""
+    root = tmp_path_factory.mktemp("families")
+    names = (*WINDOWED, "qwen3_next", "falcon_h1", "mamba", SEQ2SEQ_MOE, *WEIGHTS_ONLY, "bart")
+    folders = {name: build_cheap(name, root / name) for name in names}
+    return {name: (explorer.load_model(folder, device=DEVICE), folder) for name, folder in folders.items()}
+
+
+@pytest.mark.parametrize("case", sorted(FAMILY_CASES))
+@pytest.mark.parametrize("name", ["mamba", "falcon_h1", SEQ2SEQ_MOE, "openai-gpt", "bart"])
+def test_decode_equals_generate_through_a_state_space_cache_and_a_moe_encoder(families, name, case):
+    lm, _ = families[name]
+    trace = explorer.decode(lm, FAMILY_PROMPT, **FAMILY_CASES[case])
+    assert_same_as_generate(trace, generate(lm, FAMILY_PROMPT, FAMILY_CASES[case]), fill_tokens(lm))
+
+
+def test_a_hybrid_cache_runs_the_prompt_again_with_a_row_per_beam(families, monkeypatch):
+    """Qwen3-Next's linear-attention layers cannot repeat their cache's rows: the prompt's pass, run once, is run
+    again with a row per beam (as generate() runs it), then one token per row, and beam search equals generate()'s."""
+    lm, _ = families["qwen3_next"]
+    shapes = []
+    real_forward = lm.model.forward
+
+    def counting(*args, **kwargs):
+        shapes.append(tuple(kwargs["input_ids"].shape))
+        return real_forward(*args, **kwargs)
+
+    monkeypatch.setattr(lm.model, "forward", counting)
+    trace = explorer.decode(lm, FAMILY_PROMPT, **FAMILY_CASES["beam"])
+    prompt = len(trace.prompt_ids)
+    assert shapes[:2] == [(1, prompt), (3, prompt)] and all(shape == (3, 1) for shape in shapes[2:])
+    monkeypatch.undo()
+    assert_same_as_generate(trace, generate(lm, FAMILY_PROMPT, FAMILY_CASES["beam"]), fill_tokens(lm))
+
+
+@pytest.mark.parametrize("name", [*WINDOWED, SEQ2SEQ_MOE])
+def test_attention_recorded_past_a_window_equals_the_models_eager_attention_and_generate(families, name):
+    """Stitched by absolute key position: a windowed layer's rows are 0 outside the window, as the model's eager
+    attention over the whole sequence gives them, and each pass's rows are what generate(output_attentions=True)
+    returned for that step."""
+    from tests.families import model_class
+
+    lm, folder = families[name]
+    trace = explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=4, record_attention=True)
+    stack = trace.attention["decoder"]
+    reference = model_class(name).from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
+    prompt = torch.tensor(trace.prompt_ids, device=DEVICE)[None]
+    fed = torch.tensor(trace.sequences[0][:-1], device=DEVICE)[None]  # the last token is never fed
+    inputs = {"input_ids": prompt, "decoder_input_ids": fed} if trace.is_seq2seq else {"input_ids": fed}
+    config = generation_config_for(lm, trace.settings)
+    config.output_attentions = True
+    with torch.inference_mode():
+        whole = reference(**inputs, output_attentions=True, use_cache=False)
+        steps = reference.generate(prompt, generation_config=config)
+    assert steps.sequences[0].tolist() == trace.sequences[0].tolist()
+    layers = whole.decoder_attentions if trace.is_seq2seq else whole.attentions
+    expected = np.stack([layer[0].cpu().numpy() for layer in layers])
+    assert stack.attentions.shape == expected.shape
+    np.testing.assert_allclose(stack.attentions, expected, atol=1e-5)
+    assert stack.verify() <= 1e-5 and stack.is_causal
+    row = 0
+    for step in steps.decoder_attentions if trace.is_seq2seq else steps.attentions:
+        end = row + step[0].shape[-2]  # this pass's queries; its keys end at its last query
+        for ours, theirs in zip(stack.attentions, step, strict=True):
+            first = end - theirs.shape[-1]
+            np.testing.assert_allclose(ours[:, row:end, first:end], theirs[0].cpu().numpy(), atol=1e-6)
+            np.testing.assert_array_equal(ours[:, row:end, :first], 0)  # before its window (or chunk)
+        row = end
+    assert row == stack.attentions.shape[-2]
+
+
+def test_a_model_without_attention_decodes_but_records_none_and_says_so(families):
+    lm, _ = families["mamba"]
+    with pytest.raises(explorer.InputError, match="no attention"):
+        explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=4, record_attention=True)
+
+
+@pytest.mark.parametrize("name", ["gpt_neo", "openai-gpt", "mvp"])
+def test_attention_returned_while_generating_equals_the_models_eager_attention(families, name):
+    """Weights only, from each pass's output_attentions, stitched as the recorded calls are."""
+    from tests.families import model_class
+
+    lm, folder = families[name]
+    trace = explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=4, record_attention=True)
+    reference = model_class(name).from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
+    fed = torch.tensor(trace.sequences[0][:-1], device=DEVICE)[None]
+    with torch.inference_mode():
+        if trace.is_seq2seq:
+            prompt = torch.tensor(trace.prompt_ids, device=DEVICE)[None]
+            out = reference(input_ids=prompt, decoder_input_ids=fed, output_attentions=True, use_cache=False)
+            named = {"decoder": out.decoder_attentions, "cross": out.cross_attentions}
+            named["encoder"] = out.encoder_attentions
+        else:
+            named = {"decoder": reference(input_ids=fed, output_attentions=True, use_cache=False).attentions}
+    assert set(trace.attention) == set(named)
+    for stack, layers in named.items():
+        expected = np.stack([layer[0].cpu().numpy() for layer in layers])
+        assert trace.attention[stack].attentions.shape == expected.shape
+        np.testing.assert_allclose(trace.attention[stack].attentions, expected, atol=1e-5)
+
+
+def test_attention_returned_in_another_layout_is_refused_clearly(families):
+    lm, _ = families["prophetnet"]  # its n-gram streams add rows of their own to the cross-attention
+    with pytest.raises(explorer.InputError, match="cannot be stitched"):
+        explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=4, record_attention=True)

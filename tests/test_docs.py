@@ -238,7 +238,10 @@ def test_the_site_and_its_search_work_with_no_network(site, browser):
         search = tab.page.locator("input[data-md-component='search-query']")
         search.click()
         search.press_sequentially("live class")  # keys, as a reader types: the search answers keyup
-        first = tab.page.wait_for_selector(".md-search-result__item a", timeout=60_000)
+        # The results of the whole query, not of a prefix still being typed: a result's link carries the words it
+        # highlights (?h=live+class).
+        tab.page.wait_for_selector(".md-search-result__item a[href*='h=live+class']", timeout=60_000)
+        first = tab.page.locator(".md-search-result__item a").first
         assert "teachers.html" in first.get_attribute("href")
         assert not tab.external, f"the site asked other hosts: {tab.external}"
         assert not tab.errors, tab.errors

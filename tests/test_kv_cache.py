@@ -26,6 +26,7 @@ from tests.tiny_models import eager_reference
 
 TEXT = "the cat sat on the mat and the dog"
 PROSE = "It is a truth universally acknowledged, that"
+FAMILY_PROMPT = "the cat sat on the mat"  # 6 tokens: past tests/families.py's windows of 4
 STEPS = 6
 
 
@@ -49,9 +50,9 @@ def cache_bytes(cache) -> int:
     parts = (
         [cache.self_attention_cache, cache.cross_attention_cache] if hasattr(cache, "self_attention_cache") else [cache]
     )
-    return sum(
-        t.numel() * t.element_size() for part in parts for layer in part.layers for t in (layer.keys, layer.values)
-    )
+    layers = [layer for part in parts for layer in part.layers]
+    kv_layers = [layer for layer in layers if isinstance(getattr(layer, "keys", None), torch.Tensor)]  # not states
+    return sum(t.numel() * t.element_size() for layer in kv_layers for t in (layer.keys, layer.values))
 
 
 def reference_passes(model, prompt_ids: torch.Tensor, chosen: list[int]):
@@ -113,8 +114,50 @@ def reference_scores(model, prompt_ids: torch.Tensor, chosen: list[int], encoded
                 else:
                     out = model(encoder_outputs=encoder, decoder_input_ids=ids, **options)
                     weights = out.decoder_attentions + out.cross_attentions
-                runs.append(sum(w[0].numel() for w in weights))
+                runs.append(sum(w[0].numel() for w in weights if w is not None))  # None: a layer without attention
     return counted
+
+
+@pytest.mark.parametrize("name", ["mistral", "qwen3_next", "falcon_h1"])
+def test_a_sliding_window_and_layers_without_keys_are_read_from_the_models_own_cache(tmp_path, monkeypatch, name):
+    """Mistral's layers keep only their window's last keys, yet each step attends to one more; Qwen3-Next's
+    linear-attention layer keeps a state and no keys: the trace holds its attention layer alone and says so;
+    Falcon-H1's layers keep a state-space state beside their keys: counted without it, and said so."""
+    from tests.families import model_class
+    from tests.test_decoding import build_cheap
+
+    monkeypatch.setattr("explorer.models.kv_cache.REPEATS", 1)  # times are not checked here
+    folder = build_cheap(name, tmp_path / name)
+    model = model_class(name).from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
+    lm = explorer.load_model(folder, device=DEVICE)
+    trace = explorer.kv_cache(lm, FAMILY_PROMPT, steps=1)
+    prompt_ids = lm.tokenizer(FAMILY_PROMPT, return_tensors="pt")["input_ids"].to(DEVICE)
+    for index, (cached, _, nbytes) in enumerate(reference_passes(model, prompt_ids, trace.chosen_ids.tolist())):
+        assert trace.chosen_ids[index] == int(cached.argmax()) and trace.logit_difference[index] <= trace.tolerance
+        assert trace.total_bytes[index] == nbytes  # the reference cache's keys and values, its layers with keys
+    check_scores(trace, *reference_scores(model, prompt_ids, trace.chosen_ids.tolist()))
+    if name == "mistral":  # every layer a window of 4: after the prefill, each keeps the last 3 tokens
+        assert trace.notes == () and trace.decoder.num_layers == 2 and (trace.decoder.tokens == 3).all()
+    elif name == "falcon_h1":
+        assert trace.decoder.num_layers == 2 and trace.notes == (
+            "Layers 0, 1 also carry a linear-attention or state-space state, fixed in size, besides keys and values: "
+            "it is not counted here.",
+        )
+    else:
+        assert trace.decoder.num_layers == 1 and trace.notes == (
+            "Layer 0 of 2 keeps no keys and values: linear-attention or state-space layers carry a fixed-size state "
+            "instead, which does not grow with the text. The sizes, shapes and counts here are the KV cache of the "
+            "other 1.",
+        )
+
+
+@pytest.mark.parametrize(("name", "says"), [("mamba", "keeps no keys and values"), ("openai-gpt", "keeps no KV cache")])
+def test_a_model_that_keeps_no_keys_says_it_has_no_kv_cache(tmp_path, name, says):
+    from tests.families import build_family
+
+    lm = explorer.load_model(build_family(name, tmp_path / name), device=DEVICE)
+    with pytest.raises(explorer.InputError, match=says):
+        explorer.kv_cache(lm, FAMILY_PROMPT, steps=2)
 
 
 def check_scores(trace, with_cache: list[int], without: list[int]) -> None:

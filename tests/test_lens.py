@@ -1,6 +1,8 @@
-"""The logit lens against a reference written from transformers' own outputs: ``output_hidden_states`` read
-through the model's own final norm and ``lm_head`` (the last entry already normed, as transformers gives it),
-and the model's own logits for the last layer."""
+"""The logit lens against a reference written from transformers' own outputs: each hidden state that
+``output_hidden_states`` reports put in place of the last layer's output (a plain forward hook on the model's own
+last layer), so that the model's own forward reads it through its final norm, head and whatever it does around
+them (T5's rescaling, Cohere's ``logit_scale``, Granite's ``logits_scaling``, Gemma's softcap); the last layer is
+the model's own logits."""
 
 from __future__ import annotations
 
@@ -9,43 +11,58 @@ import threading
 import numpy as np
 import pytest
 import torch
-from transformers import BertForMaskedLM
+from transformers import AutoModelForMaskedLM, BertForMaskedLM
 
 import explorer
-from explorer.models.lens import final_norm
 from tests.devices import DEVICE
+from tests.families import FAMILIES, model_class, tiny_config, tokenizer_for
 
 TEXT = "the cat sat on the mat and the dog ran to the park"
 TARGET = "a dog ran to the park"
 PROSE = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
 
 
-def reference_logprobs(lm, text: str, target: str | None = None) -> np.ndarray:
-    """[layer + 1, position, vocabulary]: each hidden state through the norm and head, written out per model."""
-    model, config = lm.model, lm.model.config
-    ids = lm.tokenizer(text, return_tensors="pt")["input_ids"].to(DEVICE)
+def reference_logprobs(lm, text: str, target: str | None = None, model=None) -> tuple[np.ndarray, np.ndarray]:
+    """([layer + 1, position, vocabulary], [position, vocabulary]): each hidden state read by the model's own
+    forward from its last layer on, and the model's own log-probabilities."""
+    model = lm.model if model is None else model
+    inputs = {"input_ids": lm.tokenizer(text, return_tensors="pt")["input_ids"].to(DEVICE)}
+    if target is not None:
+        labels = lm.tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(DEVICE)
+        inputs["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels=labels)
     with torch.inference_mode():
-        if target is None:
-            out = model(input_ids=ids, output_hidden_states=True)
-            states = out.hidden_states
-        else:
-            labels = lm.tokenizer(text_target=target, return_tensors="pt")["input_ids"].to(DEVICE)
-            decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
-            out = model(input_ids=ids, decoder_input_ids=decoder_ids, output_hidden_states=True)
-            states = out.decoder_hidden_states
-        norm = final_norm(model)
-        # transformers' last entry is the final norm's output already: normed once, not twice
-        normed = [norm(state) for state in states[:-1]] + [states[-1]]
-        readings = []
-        for state in normed:
-            if config.model_type == "t5" and config.scale_decoder_outputs:
-                state = state * config.d_model**-0.5
-            logits = model.lm_head(state)
-            if getattr(config, "final_logit_softcapping", None):
-                logits = torch.tanh(logits / config.final_logit_softcapping) * config.final_logit_softcapping
-            readings.append(torch.log_softmax(logits[0].float(), dim=-1))
+        out = model(**inputs, output_hidden_states=True)
+        states = out.decoder_hidden_states if target is not None else out.hidden_states
+        last = last_layer(model.get_decoder() if target is not None else model, len(states) - 1)
+        readings = [read_as_last_layer(model, inputs, last, state) for state in states[:-1]]
         own = torch.log_softmax(out.logits[0].float(), dim=-1)
-    return torch.stack(readings).cpu().numpy(), own.cpu().numpy()
+    return torch.stack([*readings, own]).cpu().numpy(), own.cpu().numpy()
+
+
+def last_layer(scope: torch.nn.Module, layers: int) -> tuple[torch.nn.Module, int]:
+    """(module, calls): the module that runs the last of ``layers`` layers, and how many times the forward calls
+    it (ALBERT calls its one shared layer group every time)."""
+    lists = [m for m in scope.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == layers]
+    if lists:
+        return lists[-1][-1], 1
+    shared = next(m for m in scope.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == 1)
+    return shared[0], layers
+
+
+def read_as_last_layer(model, inputs: dict, last: tuple[torch.nn.Module, int], state) -> torch.Tensor:
+    module, calls = last
+    count = [0]
+
+    def replace(module, args, output):
+        count[0] += 1
+        if count[0] == calls:
+            return (state, *output[1:]) if isinstance(output, tuple) else state
+
+    handle = module.register_forward_hook(replace)
+    try:
+        return torch.log_softmax(model(**inputs).logits[0].float(), dim=-1)
+    finally:
+        handle.remove()
 
 
 def assert_equal_to_reference(lens, expected: np.ndarray, own: np.ndarray, atol: float = 1e-5) -> float:
@@ -163,7 +180,7 @@ def test_a_norm_whose_id_a_freed_one_had_still_gets_its_hook():
     else:
         pytest.skip("no new module took the freed module's address")
     lens_module._hook(candidate)
-    assert len(candidate._forward_pre_hooks) == 1
+    assert len(candidate._forward_hooks) == 1
 
 
 @pytest.mark.parametrize("bad", [0, 51, 2.5, True])
@@ -192,3 +209,71 @@ def test_concurrent_lenses_on_one_shared_model_each_get_their_own(tiny_models):
         thread.join()
     for text, lens in results.values():
         np.testing.assert_array_equal(lens.top_logprobs, alone[text].top_logprobs)
+
+
+# name -> (model_type, config values on top of tests/families.py's tiny config): the ways a forward reads its last
+# layer's output that the lens must repeat, beyond the matrix's (tests/families.py: each family with its defaults).
+# Weights drawn 10x wider, so that a factor left out shows in the numbers.
+LENS_FAMILIES = {
+    "opt": ("opt", {}),  # final norm, then project_out (word embeddings narrower than the hidden states)
+    "opt-350m": ("opt", {"do_layer_norm_before": False}),  # post-norm layers: project_out alone
+    "cohere": ("cohere", {"logit_scale": 0.25}),
+    "cohere2": ("cohere2", {"logit_scale": 0.25}),
+    "granite": ("granite", {"logits_scaling": 4.0}),  # 1.0 by default: a division left out would not show
+    "granitemoe": ("granitemoe", {"logits_scaling": 4.0}),
+    "gemma2": ("gemma2", {"final_logit_softcapping": 3.0}),  # 30 by default: barely bends tiny logits
+    "electra": ("electra", {}),  # its masked-LM head is two modules: generator_predictions, generator_lm_head
+    "albert": ("albert", {}),  # one layer group called for every layer
+    # attention in their own code; T5's decoder output rescaled by d_model ** -0.5 before the tied head
+    "gpt_neo": ("gpt_neo", {}),
+    "bloom": ("bloom", {}),
+    "falcon": ("falcon", {}),
+    "t5": ("t5", {"decoder_start_token_id": 0}),
+}
+
+
+def save_family(name: str, folder) -> str:
+    """The tiny family ``name`` (of ``LENS_FAMILIES``, or a model type of tests/families.py as it is there), with
+    weights 10x wider, saved with its tokenizer: the folder."""
+    model_type, values = LENS_FAMILIES.get(name, (name, {}))
+    config = tiny_config(model_type)
+    for key, value in values.items():
+        setattr(config, key, value)
+    for scale in ("initializer_range", "init_std", "initializer_factor"):  # OPT calls it init_std, T5 a factor
+        if hasattr(config, scale):
+            setattr(config, scale, getattr(config, scale) * 10)
+    torch.manual_seed(0)
+    model_class(model_type)._from_config(config, attn_implementation="eager").save_pretrained(folder)
+    tokenizer_for(FAMILIES[model_type].kind).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("name", list(LENS_FAMILIES))
+def test_the_lens_reads_each_layer_as_the_model_reads_its_last(tmp_path, name):
+    """Every layer through what the model's forward does to its last layer's output: the final norm found in
+    the module graph (none, or OPT's norm and project_out), the head, and the factors, caps and rescalings the
+    forward applies in plain code; an encoder through the head its masked-LM checkpoint adds."""
+    folder = save_family(name, tmp_path)
+    lm = explorer.load_model(folder, device=DEVICE)
+    target = TARGET if lm.kind == "encoder-decoder" else None
+    lens = explorer.logit_lens(lm, TEXT, top_n=3, target=target)
+    reference = AutoModelForMaskedLM.from_pretrained(folder).to(DEVICE).eval() if lm.kind == "encoder" else None
+    expected, own = reference_logprobs(lm, TEXT, target, model=reference)
+    assert_equal_to_reference(lens, expected, own)
+
+
+def test_a_model_whose_logits_the_lens_cannot_repeat_says_so(tiny_models):
+    """Logits the model changes after its head in a way the lens does not repeat (here squared, by a hook on the
+    whole model) are refused with the reason, never read wrongly."""
+    lm = explorer.load_model(tiny_models["llama"], device=DEVICE)
+
+    def squared(module, args, kwargs, output):
+        output.logits = output.logits**2
+        return output
+
+    handle = lm.model.register_forward_hook(squared, with_kwargs=True)
+    try:
+        with pytest.raises(explorer.InputError, match=r"logit lens does not apply.*not its head's scores"):
+            explorer.logit_lens(lm, TEXT)
+    finally:
+        handle.remove()

@@ -53,6 +53,48 @@ def test_kind_from_config(name, kind):
     assert infer_kind(TINY[name][1]()) == kind
 
 
+def _config(model_type: str, **settings):
+    from transformers import CONFIG_MAPPING
+
+    return CONFIG_MAPPING[model_type](**settings)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "settings", "kind"),
+    [
+        # Masked-LM families that also have a causal-LM class: encoders unless is_decoder (issue 40: these five
+        # loaded as decoders, so greedy decoding differed from generate() and beam search crashed).
+        ("camembert", {"architectures": ["CamembertForMaskedLM"]}, "encoder"),
+        ("data2vec-text", {"architectures": ["Data2VecTextForMaskedLM"]}, "encoder"),
+        ("roberta-prelayernorm", {"architectures": ["RobertaPreLayerNormForMaskedLM"]}, "encoder"),
+        ("xlm-roberta-xl", {"architectures": ["XLMRobertaXLForMaskedLM"]}, "encoder"),
+        ("ernie", {"architectures": ["ErnieForMaskedLM"]}, "encoder"),
+        ("roberta", {}, "encoder"),
+        ("roberta", {"is_decoder": True, "architectures": ["RobertaForCausalLM"]}, "decoder"),
+        ("roberta", {"is_decoder": True}, "decoder"),
+        ("roberta", {"is_decoder": True, "architectures": ["RobertaForMaskedLM"]}, "encoder"),
+        # No masked-LM class: a decoder, unless the checkpoint was saved as the base model alone (no head).
+        ("gpt2", {"architectures": ["GPT2LMHeadModel"]}, "decoder"),
+        ("llama", {}, "decoder"),
+        ("llama", {"architectures": ["LlamaModel"]}, "encoder"),
+        ("bert-generation", {"architectures": ["BertGenerationEncoder"]}, "encoder"),
+        ("bert-generation", {"architectures": ["BertGenerationDecoder"], "is_decoder": True}, "decoder"),
+        ("mamba", {}, "decoder"),
+        ("m2m_100", {}, "encoder-decoder"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "-".join(f"{k}={v}" for k, v in value.items()) or "plain",
+)
+def test_kind_from_the_config_and_the_class_it_was_saved_as(model_type, settings, kind):
+    assert infer_kind(_config(model_type, **settings)) == kind
+
+
+def test_no_quirk_sets_the_kind():
+    """The config says it: the table keeps only what a config cannot say (issue 40)."""
+    from explorer.models.architectures import QUIRKS
+
+    assert [name for name, quirks in QUIRKS.items() if quirks.kind is not None] == []
+
+
 def test_hub_unreachable_without_offline_mode(monkeypatch):
     """A classroom with no Wi-Fi: the hub is tried, the connection fails, the message says so."""
     import huggingface_hub.constants
@@ -64,8 +106,9 @@ def test_hub_unreachable_without_offline_mode(monkeypatch):
         explorer.load_model("openai-community/gpt2-but-not-cached")
 
 
-def test_attention_outside_the_interface_is_refused_clearly(tmp_path):
-    """A model that computes attention in its own code cannot be captured: say so at load time."""
+def test_a_model_that_returns_no_attention_loads_and_its_capture_says_so(tmp_path):
+    """Loading never depends on capture (issue 40): a model whose attention neither runs through the interface nor
+    comes back as output_attentions loads; a capture says, in a sentence, that there are no weights to show."""
     import torch
     from transformers import AutoConfig, AutoModel, PretrainedConfig, PreTrainedModel
     from transformers.modeling_outputs import BaseModelOutput
@@ -97,8 +140,10 @@ def test_attention_outside_the_interface_is_refused_clearly(tmp_path):
     AutoModel.register(HandRolledConfig, HandRolledModel, exist_ok=True)
     HandRolledModel(HandRolledConfig()).save_pretrained(tmp_path)
     word_tokenizer().save_pretrained(tmp_path)
-    with pytest.raises(explorer.ModelLoadError, match="outside transformers' AttentionInterface"):
-        explorer.load_model(str(tmp_path))
+    lm = explorer.load_model(str(tmp_path), device=DEVICE)
+    assert lm.attention == "returned" and lm.weights_only  # its output has a place for attentions, left empty
+    with pytest.raises(explorer.InputError, match="returned no attention weights for this text"):
+        explorer.capture(lm, "the cat")
 
 
 def test_loading_reports_its_stages(tiny_models):

@@ -10,6 +10,7 @@ nothing can come from it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import site
@@ -189,33 +190,44 @@ def test_explorer_without_a_command_prints_its_help(venv, tmp_path):
     assert "serve" in result.stdout and "prefetch" in result.stdout
 
 
-@needs_chromium[0]
-@needs_chromium[1]
-@pytest.mark.parametrize("hosted", [False, True], ids=["local", "hosted"])
-def test_explorer_serve_opens_the_app_in_a_browser(venv, tmp_path, hosted):
+def _serve(venv: Path, folder: Path, hosted: bool, stack: contextlib.ExitStack) -> tuple[str, Path]:
+    """`explorer serve` (``--hosted`` or not) started from ``folder``: its URL and its log."""
     # A folder named explorer where the server starts (a checkout, say) must not stand in for the installed one.
-    (tmp_path / "explorer").mkdir()
-    (tmp_path / "explorer" / "__init__.py").write_text("raise ImportError('the working folder was imported')\n")
+    (folder / "explorer").mkdir(parents=True)
+    (folder / "explorer" / "__init__.py").write_text("raise ImportError('the working folder was imported')\n")
     port = free_port()
     command = [str(venv / "bin" / "explorer"), "serve", "--server.port", str(port), "--server.address", "127.0.0.1"]
-    log = tmp_path / "server.log"
     command += ["--hosted"] if hosted else []
+    log = folder / "server.log"
     environment = {**os.environ, **OFFLINE}
-    with (
-        running_server(command, log, port=port, cwd=tmp_path, env=environment, timeout=90) as url,
-        chromium() as browser,
-    ):
-        tab = open_tab(browser)
-        tab.page.goto(f"{url}/?head=1", wait_until="domcontentloaded")
-        wait_for_chart(tab.page)
-        assert chart_title(tab.page) == "Attention weights · layer 0 · head 1"
-        assert tab.page.locator("[data-testid='stSidebar']").count() == 1  # the app's shell, not a bare page
-        # The app's own settings (.streamlit/config.toml installed beside app.py): its theme's primary colour
-        # fills the sliders' tracks (Streamlit's default is red).
-        assert PRIMARY_COLOR in tab.page.evaluate(SLIDER_COLOURS)
-        assert tab.page.locator("[data-testid='stException']").count() == 0
-        if hosted:  # hosted mode is on: a folder is refused as a class server refuses it
-            tab.page.goto(f"{url}/?model=/tmp", wait_until="domcontentloaded")
-            tab.page.get_by_text("models are loaded from the Hub by id").first.wait_for(timeout=60_000)
-        assert tab.external == [] and tab.errors == []
-    assert "Traceback" not in log.read_text()
+    return stack.enter_context(running_server(command, log, port=port, cwd=folder, env=environment, timeout=90)), log
+
+
+@needs_chromium[0]
+@needs_chromium[1]
+def test_explorer_serve_opens_the_app_in_a_browser(venv, tmp_path):
+    """Both modes, local and ``--hosted``, each a server of its own: started together, they start in the time of
+    one (a start mostly waits on imports), and one browser opens both."""
+    with contextlib.ExitStack() as stack:
+        servers = {
+            hosted: _serve(venv, tmp_path / ("hosted" if hosted else "local"), hosted, stack)
+            for hosted in (False, True)
+        }
+        browser = stack.enter_context(chromium())
+        for hosted, (url, _) in servers.items():
+            tab = open_tab(browser)
+            tab.page.goto(f"{url}/?head=1", wait_until="domcontentloaded")
+            wait_for_chart(tab.page)
+            assert chart_title(tab.page) == "Attention weights · layer 0 · head 1"
+            assert tab.page.locator("[data-testid='stSidebar']").count() == 1  # the app's shell, not a bare page
+            # The app's own settings (.streamlit/config.toml installed beside app.py): its theme's primary colour
+            # fills the sliders' tracks (Streamlit's default is red).
+            assert PRIMARY_COLOR in tab.page.evaluate(SLIDER_COLOURS)
+            assert tab.page.locator("[data-testid='stException']").count() == 0
+            if hosted:  # hosted mode is on: a folder is refused as a class server refuses it
+                tab.page.goto(f"{url}/?model=/tmp", wait_until="domcontentloaded")
+                tab.page.get_by_text("models are loaded from the Hub by id").first.wait_for(timeout=60_000)
+            assert tab.external == [] and tab.errors == [], hosted
+            tab.context.close()
+    for _, log in servers.values():
+        assert "Traceback" not in log.read_text()

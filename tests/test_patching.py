@@ -15,7 +15,7 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
-from transformers import BertForMaskedLM, T5ForConditionalGeneration
+from transformers import AutoModelForCausalLM, BertForMaskedLM, T5ForConditionalGeneration
 
 import explorer
 from explorer.errors import InputError
@@ -24,6 +24,7 @@ from explorer.models import recorder
 from explorer.models.decoding import special_token_ids
 from explorer.models.loading import resolve_source
 from tests.devices import DEVICE
+from tests.test_lens import save_family
 from tests.tiny_models import TINY, eager_reference
 
 # name -> (clean, corrupted): one word changed. The bundled decoder's pair is the page's default (she / he).
@@ -57,6 +58,32 @@ REFERENCE_SITES = {
 REFERENCE_SITES["prose"] = REFERENCE_SITES["gpt2"]
 
 
+def _heads_of(config) -> int:
+    return config.hidden_size // config.num_attention_heads
+
+
+# Families of tests/families.py (built by tests/test_lens.py's ``save_family``): where the module graph is not what
+# the table above once assumed. OPT's fc2 reads positions flattened into rows; GPT-OSS's MLP returns a tuple;
+# GraniteMoE's is ``block_sparse_moe``; GPT-Neo, BLOOM and Falcon compute attention in their own code (heads patched
+# at their output projection's input); BLOOM's MLP adds the residual itself (its ``dense_4h_to_h`` is the output).
+FAMILY_SITES = {
+    "opt": (lambda m: m.model.decoder.layers, lambda b: b.fc2, lambda b: b.self_attn.out_proj, _heads_of),
+    "gpt_oss": (lambda m: m.model.layers, lambda b: b.mlp, lambda b: b.self_attn.o_proj, lambda c: c.head_dim),
+    "granitemoe": (
+        lambda m: m.model.layers,
+        lambda b: b.block_sparse_moe,
+        lambda b: b.self_attn.o_proj,
+        _heads_of,
+    ),
+    "gpt_neo": (lambda m: m.transformer.h, lambda b: b.mlp, lambda b: b.attn.attention.out_proj, _heads_of),
+    "bloom": (lambda m: m.transformer.h, lambda b: b.mlp.dense_4h_to_h, lambda b: b.self_attention.dense, _heads_of),
+    "falcon": (lambda m: m.transformer.h, lambda b: b.mlp, lambda b: b.self_attention.dense, _heads_of),
+}
+REFERENCE_SITES.update(FAMILY_SITES)
+for family in FAMILY_SITES:
+    PROMPTS[family] = PROMPTS["gpt2"]
+
+
 def save_wider_tiny(name: str, folder) -> str:
     """The tiny ``name`` model of ``tests/tiny_models.py`` with ``WIDER`` initial weights; BERT with its masked-LM
     head and a [MASK] token (the word tokenizer has none)."""
@@ -79,6 +106,7 @@ def save_wider_tiny(name: str, folder) -> str:
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     found = {name: save_wider_tiny(name, tmp_path_factory.mktemp(name)) for name in ("gpt2", "llama", "bert", "t5")}
+    found |= {name: save_family(name, tmp_path_factory.mktemp(name)) for name in FAMILY_SITES}
     found["prose"] = resolve_source(explorer.DEFAULT_DECODER)
     return found
 
@@ -99,6 +127,8 @@ class Reference:
         folder = lm.model.config._name_or_path
         if name == "bert":
             self.model = BertForMaskedLM.from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
+        elif name in FAMILY_SITES:
+            self.model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
         else:
             self.model = eager_reference("gpt2" if name == "prose" else name, folder)
         layers, mlp, projection, head_dim = REFERENCE_SITES[name]
@@ -125,7 +155,7 @@ class Reference:
         for layer, module in enumerate(self.layers):
             handles += [
                 module.register_forward_pre_hook(partial(_keep_input, found, ("in", layer)), with_kwargs=True),
-                self.mlps[layer].register_forward_hook(partial(_keep_output, found, ("mlp", layer))),
+                self.mlps[layer].register_forward_hook(partial(_keep_whole_output, found, ("mlp", layer))),
                 self.projections[layer].register_forward_pre_hook(partial(_keep_heads, found, ("heads", layer))),
             ]
         handles.append(self.layers[-1].register_forward_hook(partial(_keep_output, found, ("in", len(self.layers)))))
@@ -148,7 +178,10 @@ class Reference:
 
     def _hook(self, clean, site, layer, index):
         if site == "mlp":
-            return self.mlps[layer].register_forward_hook(lambda m, a, o: clean["mlp", layer][None].expand_as(o))
+            # the clean run's whole output in place of this run's, in whatever shape the module returns it
+            return self.mlps[layer].register_forward_hook(
+                lambda m, a, o: (clean["mlp", layer], *o[1:]) if isinstance(o, tuple) else clean["mlp", layer]
+            )
         if site == "head":
             cut = slice(index * self.head_dim, (index + 1) * self.head_dim)
 
@@ -183,6 +216,10 @@ def _keep_input(found, key, module, args, kwargs):
 
 def _keep_output(found, key, module, args, output):
     found[key] = (output[0] if isinstance(output, tuple) else output)[0].clone()
+
+
+def _keep_whole_output(found, key, module, args, output):
+    found[key] = (output[0] if isinstance(output, tuple) else output).clone()
 
 
 def _keep_heads(found, key, module, args):

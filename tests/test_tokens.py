@@ -1,11 +1,23 @@
-"""Token labels stay readable: byte-level BPE spaces, split characters, newlines, WordPiece pieces."""
+"""Token labels stay readable: byte-level BPE spaces, split characters, newlines, WordPiece pieces. The input vectors
+of every family add up to what its first layer receives."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+import transformers
 from tokenizers import ByteLevelBPETokenizer
 from transformers import PreTrainedTokenizerFast
 
+from explorer.compute.anatomy import shape_trail
+from explorer.models.architectures import AUTO_CLASS_OF_KIND, infer_kind
+from explorer.models.inputs import embedding_stack, embeddings, first_layer_input, summed_embeddings, tokenize
 from explorer.models.tokens import token_labels
+from tests.devices import DEVICE
+from tests.tiny_models import IDS, word_tokenizer
 
 
 def _byte_level_tokenizer() -> PreTrainedTokenizerFast:
@@ -40,3 +52,133 @@ def test_repeated_tokens_keep_identical_labels(minilm):
 def test_wordpiece_continuations_keep_their_marker(minilm):
     labels = token_labels(minilm.tokenizer, minilm.tokenizer("tokenization")["input_ids"])
     assert any(label.startswith("##") for label in labels)
+
+
+# --- Input vectors on every family: token rows (+ projection) + position rows (+ offset) + types (+ norm, projection)
+# against what the first layer receives (output_hidden_states[0], and a pre-hook on the first layer itself).
+
+_SMALL = dict(num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+_BART = dict(
+    d_model=16,
+    encoder_layers=1,
+    decoder_layers=1,
+    encoder_attention_heads=2,
+    decoder_attention_heads=2,
+    encoder_ffn_dim=32,
+    decoder_ffn_dim=32,
+    max_position_embeddings=64,
+    decoder_start_token_id=2,
+)
+_T5 = dict(d_model=16, d_kv=8, d_ff=32, num_layers=1, num_decoder_layers=1, num_heads=2, decoder_start_token_id=0)
+_EMBEDDINGS_CONFIGS = {  # family -> (config, the table row position 0 reads)
+    "albert": (lambda: transformers.AlbertConfig(embedding_size=8, hidden_size=16, **_SMALL, **IDS), 0),
+    "electra": (lambda: transformers.ElectraConfig(embedding_size=8, hidden_size=16, **_SMALL, **IDS), 0),
+    "mobilebert": (
+        lambda: transformers.MobileBertConfig(
+            embedding_size=8, hidden_size=16, intra_bottleneck_size=16, true_hidden_size=16, **_SMALL, **IDS
+        ),
+        0,
+    ),
+    "opt": (
+        lambda: transformers.OPTConfig(  # OPT-350m's shape: 512-wide embeddings projected into 1024-wide layers
+            hidden_size=16, word_embed_proj_dim=8, ffn_dim=32, do_layer_norm_before=False, **_SMALL, **IDS
+        ),
+        2,
+    ),
+    "biogpt": (lambda: transformers.BioGptConfig(hidden_size=16, **_SMALL, **IDS), 2),
+    "bart": (lambda: transformers.BartConfig(**_BART, **IDS), 2),
+    "mbart": (lambda: transformers.MBartConfig(**_BART, **IDS), 2),
+    "plbart": (lambda: transformers.PLBartConfig(**_BART, scale_embedding=True, **IDS), 2),
+    "roberta": (lambda: transformers.RobertaConfig(hidden_size=16, **_SMALL, **IDS | {"pad_token_id": 1}), 2),
+    "bert": (lambda: transformers.BertConfig(hidden_size=16, **_SMALL, **IDS), 0),
+    "gpt2": (lambda: transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, n_positions=64, **IDS), 0),
+    "t5": (lambda: transformers.T5Config(**_T5, **IDS), 0),
+    "longt5": (lambda: transformers.LongT5Config(**_T5, local_radius=2, **IDS), 0),
+    "gpt_oss": (
+        lambda: transformers.GptOssConfig(
+            hidden_size=16,
+            head_dim=8,
+            num_key_value_heads=1,
+            num_local_experts=2,
+            num_experts_per_tok=1,
+            **_SMALL,
+            **IDS,
+        ),
+        0,
+    ),
+}
+
+
+def _tiny_lm(family: str, **overrides):
+    """A tiny random ``family`` model in memory, with what the input functions read of a loaded model."""
+    config = _EMBEDDINGS_CONFIGS[family][0]()
+    for name, value in overrides.items():
+        setattr(config, name, value)
+    kind = infer_kind(config)
+    torch.manual_seed(0)
+    model = AUTO_CLASS_OF_KIND[kind].from_config(config, attn_implementation="eager").to(DEVICE).eval()
+    return SimpleNamespace(model=model, tokenizer=word_tokenizer(), kind=kind, device=DEVICE, max_tokens=64)
+
+
+def _first_layer_hooked(lm, ids) -> np.ndarray:
+    """The input of the first layer the forward runs, seen by a pre-hook on it (the first block of the embedding
+    stack's first ModuleList)."""
+    stack = embedding_stack(lm)
+    first = next(m for m in stack.modules() if isinstance(m, torch.nn.ModuleList))[0]
+    seen = []
+    hook = first.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True
+    )
+    try:
+        with torch.inference_mode():
+            stack(input_ids=torch.tensor([ids], device=DEVICE))
+    finally:
+        hook.remove()
+    return seen[0][0].float().cpu().numpy()
+
+
+@pytest.mark.parametrize("family", sorted(_EMBEDDINGS_CONFIGS))
+def test_input_vectors_are_what_the_first_layer_receives(family):
+    lm = _tiny_lm(family)
+    ids = [row.token_id for row in tokenize(lm, "time flies like an arrow")]
+    types = [0] * len(ids)
+    found = embeddings(lm, ids, types, positions=32)
+    summed, _ = summed_embeddings(lm, found)
+    first_layer = first_layer_input(lm, ids, types)
+    np.testing.assert_allclose(first_layer, _first_layer_hooked(lm, ids), atol=1e-6)
+    assert found.note is None and found.trigram == (family == "mobilebert")  # MobileBERT reads neighbours too
+    np.testing.assert_allclose(summed, first_layer, atol=1e-5)
+    assert found.position_offset == _EMBEDDINGS_CONFIGS[family][1]
+    assert found.token_scale == (4.0 if family in ("biogpt", "plbart") else 1.0)  # √16: scale_embedding=True
+
+
+@pytest.mark.parametrize(
+    ("family", "before", "after"),
+    [
+        ("opt", "projection", "+ position embeddings"),
+        ("albert", "LayerNorm", "projection"),
+        ("mobilebert", "+ neighbours", "projection"),
+    ],
+)
+def test_the_shape_trail_names_each_projection_where_the_model_applies_it(family, before, after):
+    lm = _tiny_lm(family)
+    ids = [row.token_id for row in tokenize(lm, "the cat")]
+    found = embeddings(lm, ids, [0] * len(ids))
+    _, norm = summed_embeddings(lm, found)
+    trail = shape_trail(
+        tokens=len(ids),
+        width=found.token.shape[1],
+        vocabulary=40,
+        position_rows=64,
+        token_types=found.token_type is not None,
+        norm=norm,
+        position_scheme=found.position_scheme,
+        position_offset=found.position_offset,
+        token_projection=found.token_projection,
+        projection=found.projection,
+        hidden=16,
+        trigram=found.trigram,
+    )
+    steps = [row["step"] for row in trail]
+    assert steps.index(before) + 1 == steps.index(after)
+    assert trail[1]["shape"] == f"[{len(ids)}, 8]" and trail[-1]["shape"] == f"[{len(ids)}, 16]"

@@ -22,4 +22,5 @@ What each module holds:
   (node positions, paths, the tree at a step, status counts) and repetition checks.
 - ``probes``: head-type probe scores, their names and meanings, and what an evenly spreading head scores.
 - ``anatomy``: the lecture's parameter counts from a model's sizes.
+- ``quadrature``: where integrated gradients' points go on the path (one plain rule, or panels where f changes).
 """

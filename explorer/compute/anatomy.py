@@ -325,24 +325,43 @@ def shape_trail(
     token_types: bool,
     norm: str | None,
     position_scheme: str,
+    position_offset: int = 0,
+    token_projection: str | None = None,
+    projection: str | None = None,
+    hidden: int | None = None,
+    trigram: bool = False,
+    token_scale: float = 1.0,
 ) -> list[dict]:
     """From token ids to the first layer's input, each step with its shape ([token] is the input's length n,
-    [hidden] the model width d). ``position_rows`` is the learned position table's length, None without one."""
+    [hidden] the model width d). ``position_rows`` is the learned position table's length, None without one;
+    ``position_offset`` the row position 0 reads. ``width`` is the embedding matrix's; a model whose layers are wider
+    (``hidden``) maps its token rows (``token_projection``, each beside its neighbours' with ``trigram``) or its
+    normalised sum (``projection``) to it. ``token_scale``: what the embedding module multiplies its rows by."""
     n, d = tokens, width
     rows = [
         {"step": "token ids", "shape": f"[{n}]", "how": "the tokenizer's ids, one per token"},
         {
             "step": "token embeddings",
             "shape": f"[{n}, {d}]",
-            "how": f"row id of the [{vocabulary:,}, {d}] embedding matrix",
+            "how": f"row id of the [{vocabulary:,}, {d}] embedding matrix"
+            + (f", × {token_scale:.4g} (the model's embed_scale)" if token_scale != 1 else ""),
         },
     ]
+    hidden = hidden or d
+    if trigram:
+        how = "each row beside the next and the previous token's (zeros past the ends): MobileBERT's trigram input"
+        rows.append({"step": "+ neighbours", "shape": f"[{n}, {3 * d}]", "how": how})
+    if token_projection:
+        rows.append({"step": "projection", "shape": f"[{n}, {hidden}]", "how": f"the model's {token_projection}"})
+        d = hidden
     if position_rows:
+        first = f"rows {position_offset}–{position_offset + n - 1}"
+        reserved = f" (positions 0–{n - 1}: the rows before are not positions)" if position_offset else ""
         rows.append(
             {
                 "step": "+ position embeddings",
                 "shape": f"[{n}, {d}]",
-                "how": f"rows 0–{n - 1} of the learned [{position_rows:,}, {d}] position table",
+                "how": f"{first} of the learned [{position_rows:,}, {d}] position table{reserved}",
             }
         )
     else:
@@ -358,7 +377,9 @@ def shape_trail(
     rows.append({"step": "= sum", "shape": f"[{n}, {d}]", "how": "added element by element"})
     if norm:
         rows.append({"step": "LayerNorm", "shape": f"[{n}, {d}]", "how": f"the model's {norm}, per token"})
-    rows.append({"step": "→ layer 1's input", "shape": f"[{n}, {d}]", "how": "what the first layer receives"})
+    if projection:
+        rows.append({"step": "projection", "shape": f"[{n}, {hidden}]", "how": f"the model's {projection}"})
+    rows.append({"step": "→ layer 1's input", "shape": f"[{n}, {hidden}]", "how": "what the first layer receives"})
     return rows
 
 

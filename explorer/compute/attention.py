@@ -8,16 +8,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from explorer.data.attention import WEIGHTS_ONLY_NOTE
+from explorer.errors import InputError
 
-def masked_softmax(scores: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Softmax over keys where ``allowed`` [layer, query, key]; disallowed keys get weight 0."""
+
+def masked_softmax(scores: np.ndarray, allowed: np.ndarray, sinks: np.ndarray | None = None) -> np.ndarray:
+    """Softmax over keys where ``allowed`` [layer, query, key]; disallowed keys get weight 0. ``sinks`` [layer,
+    head, query] or None: an attention sink's logit, one more term of each row's softmax whose weight is dropped
+    (GPT-OSS), so the row sums to less than 1."""
     allowed = allowed[:, None, :, :]
     scores = np.where(allowed, scores, -np.inf)
-    peak = scores.max(axis=-1, keepdims=True)
+    sink = np.full((*scores.shape[:-1], 1), -np.inf) if sinks is None else np.asarray(sinks, np.float64)[..., None]
+    peak = np.maximum(scores.max(axis=-1, keepdims=True), sink)
     # A query with no allowed key would give 0/0; the model gives it a flat row we do not show.
     peak = np.where(np.isfinite(peak), peak, 0.0)
     weights = np.exp(scores - peak)
-    return weights / np.maximum(weights.sum(axis=-1, keepdims=True), np.finfo(np.float64).tiny)
+    total = weights.sum(axis=-1, keepdims=True) + np.exp(sink - peak)
+    return weights / np.maximum(total, np.finfo(np.float64).tiny)
 
 
 def head_outputs(attentions: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -34,8 +41,11 @@ def score_stages(stack, layer: int, head: int) -> dict[str, np.ndarray]:
 
     ``dot`` q·k, ``scaled`` × scale, ``capped`` through the softcap (if any), ``biased`` + position bias (if
     any, and not all zeros), ``masked`` with −inf where the mask forbids attending, ``weights`` its softmax
-    (equal to the captured weights up to float rounding).
+    (beside the head's sink logit, for a model with attention sinks: equal to the captured weights up to float
+    rounding). With attention sinks, ``sink`` [query] is the logit each row's softmax also covers.
     """
+    if stack.weights_only:  # the model returned its weights alone (explorer.data.attention.WEIGHTS_ONLY_NOTE)
+        raise InputError(f"Scores need the queries and keys: {WEIGHTS_ONLY_NOTE}")
     one = slice(layer, layer + 1)
     q = stack.queries[layer, head].astype(np.float64)
     k = stack.keys[layer, head].astype(np.float64)
@@ -50,7 +60,10 @@ def score_stages(stack, layer: int, head: int) -> dict[str, np.ndarray]:
         current = stages["biased"] = current + stack.position_bias[layer, head]
     allowed = stack.masks_by_layer()[one][0]
     stages["masked"] = np.where(allowed, current, -np.inf)
-    stages["weights"] = masked_softmax(stages["masked"][None, None], allowed[None])[0, 0]
+    sinks = None if stack.sinks is None else stack.sinks[layer, head][None, None]
+    if sinks is not None:
+        stages["sink"] = sinks[0, 0].astype(np.float64)  # [query]: the sink logit beside each row's scores
+    stages["weights"] = masked_softmax(stages["masked"][None, None], allowed[None], sinks)[0, 0]
     return stages
 
 

@@ -50,12 +50,15 @@ def cache_rows(trace: KVCacheTrace) -> list[dict]:
 def attention_scores(trace: KVCacheTrace) -> tuple[np.ndarray, np.ndarray]:
     """[pass] int, with the cache and without: the query·key scores each pass computes over every decoder layer
     and query head, queries fed × keys each is scored against (the whole query × key matrix, as eager attention
-    computes it: the shape of the weights the model returns). Keys: with the cache, those cached after the pass;
-    without it, the whole prefix; an encoder-decoder's cross-attention adds the encoder's tokens as keys. The
-    encoder itself, run once either way, is not counted."""
+    computes it: the shape of the weights the model returns). Keys: with the cache, those cached before the pass
+    and the ones it feeds (a sliding window's layer then trims its cache back to the window); without it, the whole
+    prefix; an encoder-decoder's cross-attention adds the encoder's tokens as keys. The encoder itself, run once
+    either way, is not counted."""
     heads, decoder = trace.num_heads, trace.decoder
     cross = sum(stack.tokens.sum(axis=1) for stack in trace.stacks[1:])  # [pass] keys over the cross layers
-    with_cache = heads * trace.cached_reads * (decoder.tokens.sum(axis=1) + cross)
+    held_before = np.vstack([np.zeros_like(decoder.tokens[:1]), decoder.tokens[:-1]])  # [pass, layer]
+    keys = (held_before + trace.cached_reads[:, None]).sum(axis=1)
+    with_cache = heads * trace.cached_reads * (keys + cross)
     without = heads * trace.uncached_reads * (decoder.num_layers * trace.uncached_reads + cross)
     return with_cache.astype(np.int64), without.astype(np.int64)
 

@@ -83,10 +83,19 @@ class TokenRow:
 class Embeddings:
     """What the model adds up before its first layer, for the input's tokens.
 
-    token             [token, hidden]: each token's row of the embedding matrix
-    position          [position, hidden] or None: learned absolute position embeddings (the first positions)
-    token_type        [token, hidden] or None: segment (token type) embeddings of the input
+    token             [token, embedding]: each token's row of the embedding matrix, as the model's embedding
+                      module returns it (BART's scale included); ``embedding`` may be narrower than ``hidden``
+    position          [position, width] or None: learned absolute position embeddings of positions 0, 1, ...
+                      (table rows ``position_offset``, ``position_offset`` + 1, ...)
+    token_type        [token, width] or None: segment (token type) embeddings of the input
     inverse_frequency [pair] or None: rotary models' per-pair rotation frequency, from the model's own module
+    position_offset   the table row of position 0 (OPT and BART: 2; RoBERTa: its padding index + 1)
+    token_projection  the module (name) that maps token rows to the position rows' width first (OPT's project_in)
+    projection        the module (name) that maps the normalised sum to the hidden width (ALBERT, ELECTRA)
+    note              why token + position rows do not give the first layer's input, where they do not; else None
+    trigram           the token projection reads each row beside its neighbours' (MobileBERT's ``trigram_input``)
+    token_scale       what the embedding module multiplies its rows by (``embed_scale``: √d in mBART, BioGPT), in
+                      ``token`` already
     """
 
     token: np.ndarray
@@ -94,6 +103,12 @@ class Embeddings:
     token_type: np.ndarray | None
     inverse_frequency: np.ndarray | None
     position_scheme: str
+    position_offset: int = 0
+    token_projection: str | None = None
+    projection: str | None = None
+    note: str | None = None
+    trigram: bool = False
+    token_scale: float = 1.0
 
     def __post_init__(self):
         freeze_arrays(self)

@@ -35,22 +35,38 @@ STACK_LABELS = {
 }
 
 
+# What a capture of a model whose attention bypasses transformers' AttentionInterface says (its ``notes``; the
+# pages show it): its weights are exact, and nothing else about its attention is known.
+WEIGHTS_ONLY_REASON = (
+    "its attention is computed in its own code, not through transformers' AttentionInterface, so only the "
+    "weights it returns (output_attentions) can be read"
+)
+WEIGHTS_ONLY_NOTE = (
+    "Weights as the model returns them; queries and keys are not available for this architecture "
+    f"({WEIGHTS_ONLY_REASON}). The mask shown is the causal structure alone: a window the model applies in its "
+    "own code shows as weights of exactly 0."
+)
+
+
 @dataclass(frozen=True, eq=False)
 class AttentionStack:
     """One stack of attention layers (an encoder, a decoder, or the decoder's cross-attention).
 
     attentions  [layer, head, query, key]   the model's own softmax weights
     queries     [layer, head, query, head_dim]  exactly the vectors the scores were computed from:
-                after rotary embeddings and q/k norms
-    keys        [layer, head, key, head_dim]    likewise; with grouped KV heads each query head is
-                paired with the key head it shares
+                after rotary embeddings and q/k norms; None where the model's attention does not run through
+                transformers' AttentionInterface (``weights_only``: the weights are its own output_attentions)
+    keys        [layer, head, key, head_dim]    likewise (None with the queries); with grouped KV heads each
+                query head is paired with the key head it shares
     values      [layer, head, key, head_dim] or None: the value vectors each query head read (shared
                 like the keys), exactly as passed to the model's attention function
-    scale       [layer]   multiplies q . k (1/sqrt(head_dim) for most models, 1.0 for T5)
+    scale       [layer]   multiplies q . k (1/sqrt(head_dim) for most models, 1.0 for T5); None with the queries
     position_bias  [layer, head, query, key] or None: added to the scores (T5's relative bias)
     mask        [query, key] bool: positions a query may attend to (causal, padding, window)
     layer_mask  [layer, query, key] bool or None: only when layers differ (sliding windows)
     softcap     [layer] or None: scores pass through softcap * tanh(score / softcap) (Gemma 2)
+    sinks       [layer, head, query] or None: attention sinks (GPT-OSS): one more logit in each row's softmax,
+                whose weight is dropped, so rows sum to less than 1; -inf in a layer without sinks
     kv_head_of_query [head] int: the key/value head each query head reads
     device, dtype  where and in what precision the model ran ("cuda:0", "bfloat16"): ``verify()`` runs there
     """
@@ -58,9 +74,9 @@ class AttentionStack:
     query_tokens: tuple[str, ...]
     key_tokens: tuple[str, ...]
     attentions: np.ndarray
-    queries: np.ndarray
-    keys: np.ndarray
-    scale: np.ndarray
+    queries: np.ndarray | None
+    keys: np.ndarray | None
+    scale: np.ndarray | None
     position_bias: np.ndarray | None
     mask: np.ndarray
     kv_head_of_query: np.ndarray
@@ -69,6 +85,7 @@ class AttentionStack:
     values: np.ndarray | None = None
     device: str = "cpu"
     dtype: str = "float32"
+    sinks: np.ndarray | None = None
 
     def __post_init__(self):
         freeze_arrays(self)
@@ -81,6 +98,12 @@ class AttentionStack:
     @property
     def num_layers(self) -> int:
         return self.attentions.shape[0]
+
+    @property
+    def weights_only(self) -> bool:
+        """True where only the weights are known (the model's own output_attentions): no queries or keys to
+        recompute them from, to draw scores with, or to show step by step."""
+        return self.queries is None or self.keys is None
 
     @property
     def num_heads(self) -> int:
@@ -100,7 +123,10 @@ class AttentionStack:
 
     def verify(self, device: str | None = None) -> float:
         """Largest |recomputed - captured| over this stack's weights, recomputed on ``device`` (by default the
-        one the model ran on; see ``AttentionCapture.verify``)."""
+        one the model ran on; see ``AttentionCapture.verify``). NaN for a ``weights_only`` stack: nothing to
+        recompute from, so nothing is claimed (NaN <= tolerance is False)."""
+        if self.weights_only:
+            return float("nan")
         # The recomputation is torch code (explorer.models.verification), imported when asked: the data
         # contract sits below the layers that compute, and stays importable without torch.
         from explorer.models.verification import max_recompute_error
@@ -177,8 +203,16 @@ class AttentionCapture(Displayed):
         """Largest absolute difference, over all stacks, between the captured weights and
         softmax(scale * q . k + position_bias, masked) recomputed from the captured vectors, on the device
         the model ran on (in float64 there; see ``explorer.models.verification``). Compare it with
-        ``tolerance``."""
-        return max(stack.verify() for stack in self.stacks.values())
+        ``tolerance``. NaN when a stack is ``weights_only`` (see ``AttentionStack.verify``)."""
+        errors = [stack.verify() for stack in self.stacks.values()]
+        return float("nan") if any(np.isnan(errors)) else max(errors)
+
+    @property
+    def weights_only(self) -> bool:
+        """True where the model's attention does not run through transformers' AttentionInterface: the weights
+        are exactly the model's own output_attentions, and there are no queries, keys or values (``notes``
+        says so)."""
+        return any(stack.weights_only for stack in self.stacks.values())
 
     @property
     def tolerance(self) -> float:

@@ -30,6 +30,9 @@ class Attribution(Displayed):
     delta             integrated gradients only: Σ scores − (logprob − baseline_logprob), the completeness error
                       of the path integral (0 for the exact integral); None for the other methods
     steps             the points on the path (integrated gradients), else None
+    jumps             integrated gradients only: Σ of the jumps f makes along the path (found where neighbouring
+                      points' values and slopes disagree; 0 where none is), which no gradient sees: delta ≈ −jumps
+                      whatever the steps
     """
 
     model_name: str
@@ -42,6 +45,7 @@ class Attribution(Displayed):
     baseline_logprob: float
     delta: float | None = None
     steps: int | None = None
+    jumps: float | None = None
 
     def __post_init__(self):
         freeze_arrays(self)

@@ -91,6 +91,7 @@ class KVCacheTrace(Displayed):
     uncached_times    [run, pass] float: without it
     logit_difference  [pass] float: max |logits with the cache − logits without| over the vocabulary
     truncated         prompt tokens left out so that prompt + steps fit the model
+    notes             sentences a reader needs (layers whose cache holds no keys and values, ...)
     """
 
     model_name: str
@@ -108,6 +109,7 @@ class KVCacheTrace(Displayed):
     uncached_times: np.ndarray
     logit_difference: np.ndarray
     truncated: int = 0
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self):
         freeze_arrays(self)
@@ -184,6 +186,7 @@ class KVCacheTrace(Displayed):
             encoder_tokens=self.encoder_tokens,
             chosen_tokens=self.chosen_tokens[keep],
             truncated=self.truncated,
+            notes=self.notes,
             **arrays,
             **times,
         )

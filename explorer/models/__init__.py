@@ -16,7 +16,8 @@ What each module holds:
 - ``loading`` (models and tokenizers, with failures a person can act on), ``architectures`` (the quirks table),
   ``recorder`` (the recording attention), ``ablation`` (heads zeroed inside it), ``tokens`` (readable labels).
 - ``capture`` (one forward pass), ``transfer`` (the one host copy), ``verification`` (``verify()``),
-  ``reference`` (torch's own attention, for tests).
+  ``local_attention`` (LongT5's blocked local attention as [query, key] maps), ``reference`` (torch's own
+  attention, for tests).
 - ``decoding`` (``decode``: greedy, beam and sampling exactly as ``generate()``, step by step), ``beam_search``
   (its beam steps and tree), ``generation_attention`` (attention while generating, stitched),
   ``distribution`` (next-token logits and the sampling pipeline).

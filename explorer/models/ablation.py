@@ -12,7 +12,12 @@ heads are query heads, so with grouped KV heads one query head is ablated, not t
 (hashable, for caches); ``()`` means none, and then no ablation code runs at all.
 
 Which module is which layer is found once per model by one recorded forward pass of a short input: the
-n-th attention module a stack calls is its layer n, as in ``capture``.
+n-th attention module a stack calls is its layer n, as in ``capture``. A model that computes attention in its own
+code (GPT-Neo, BLOOM, Falcon: nothing reaches the recording attention) is probed in the module graph instead:
+each attention module is the innermost call that returns a map ``output_attentions`` reports, and the heads are
+zeroed or edited in the input of its output projection (the heads concatenated, [batch, query, head × head_dim]:
+see ``_output_projection``), by a hook registered once that acts only within ``ablating`` or ``editing`` of the
+calling context.
 """
 
 from __future__ import annotations
@@ -23,12 +28,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
 from explorer.errors import InputError
-from explorer.models import recorder
+from explorer.models import recorder, sites
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 
 Ablation = tuple[tuple[str, int, int], ...]
@@ -57,7 +63,7 @@ def layout(lm) -> AttentionLayout:
 
 
 def _probe(lm) -> AttentionLayout:
-    ids = lm.tokenizer("Hello world", return_tensors="pt")["input_ids"][:, :4].to(lm.device)
+    ids = sites.probe_ids(lm, "Hello world")[:, :4]
     with torch.inference_mode(), recorder.recording() as calls:
         if lm.kind == KIND_ENCODER_DECODER:
             lm.model(input_ids=ids, decoder_input_ids=ids[:, :1], use_cache=False)
@@ -70,10 +76,105 @@ def _probe(lm) -> AttentionLayout:
         heads[stack].append(call.query.shape[1])
     called = [module for stack_modules in modules.values() for module in stack_modules]
     if not called:
-        raise InputError(_unsupported(lm, "its attention does not run through the explorer's recording attention"))
+        return _probe_projections(lm)
     if len(set(called)) != len(called):
         raise InputError(_unsupported(lm, "its layers share one attention module, so one layer cannot be ablated"))
     return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
+
+
+def _probe_projections(lm) -> AttentionLayout:
+    """The layout of a model whose attention runs in its own code, with a hook on each output projection."""
+    with torch.inference_mode(), sites.record_calls(lm.model) as calls:
+        maps = _returned_maps(lm.model(**_probe_inputs(lm), output_attentions=True))
+    modules, heads, used = defaultdict(list), defaultdict(list), set()
+    for weights in maps:
+        attention = _returning(calls, weights, used)
+        projection = _output_projection(calls, attention, weights) if attention else None
+        if projection is None:
+            raise InputError(_unsupported(lm, "no module of it returns its attention weights beside a projection"))
+        _hook_projection(projection, id(attention.module), weights.shape[1])
+        stack = lm.stack_of_module.get(id(attention.module), _main_stack(lm))
+        modules[stack].append(id(attention.module))
+        heads[stack].append(weights.shape[1])
+    if not maps:
+        raise InputError(_unsupported(lm, "it returns no attention weights"))
+    return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
+
+
+def _probe_inputs(lm) -> dict:
+    ids = sites.probe_ids(lm, "Hello world")[:, :4]
+    if lm.kind == KIND_ENCODER_DECODER:
+        return {"input_ids": ids, "decoder_input_ids": ids[:, :1], "use_cache": False}
+    return {"input_ids": ids, **({"use_cache": False} if lm.kind == KIND_DECODER else {})}
+
+
+def _returned_maps(out) -> list[torch.Tensor]:
+    """Every attention map the forward returned: [batch, head, query, key] each."""
+    return [
+        layer
+        for key, layers in out.items()
+        if key.endswith("attentions") and isinstance(layers, tuple | list)
+        for layer in layers
+        if isinstance(layer, torch.Tensor)
+    ]
+
+
+def _returning(calls: list, weights: torch.Tensor, used: set):
+    """The innermost call that returned ``weights`` beside its output: the very tensor where the model passes it
+    on as it is, else the first unused call that returned its values (maps of near-uniform random layers can be
+    equal)."""
+    for match in (_is, torch.equal):
+        found = [c for c in calls if any(t.shape == weights.shape and match(t, weights) for t in c.returned[1:])]
+        innermost = [c for c in found if not any(c.contains(other) for other in found) and id(c) not in used]
+        if innermost:
+            used.add(id(innermost[0]))
+            return innermost[0]
+    return None
+
+
+def _is(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.data_ptr() == b.data_ptr() and a.stride() == b.stride()
+
+
+def _output_projection(calls: list, attention, weights: torch.Tensor) -> torch.nn.Module | None:
+    """The module that reads the heads concatenated: a projection its parent calls on the attention's output
+    (DeBERTa's ``output.dense``), else the last projection the attention calls on something other than its own
+    input (GPT-Neo's ``out_proj``, BLOOM's and Falcon's ``dense``: the query, key and value projections read the
+    input). None where it reads them in another layout than [batch, query, ...] (FSMT's time-first tensors)."""
+    heads = weights.shape[1]
+    parent = max((c for c in calls if c.contains(attention)), key=lambda c: c.start, default=None)
+    after = [c for c in (parent.inner if parent else ()) if c.start > attention.end and _projects(c, heads)]
+    reading = [c for c in after if sites.same(c.input, attention.output)]
+    if reading:
+        return reading[0].module
+    inside = [c for c in attention.inner if _projects(c, heads) and not sites.same(c.input, attention.input)]
+    return max(inside, key=lambda c: c.end).module if inside else None
+
+
+def _projects(call, num_heads: int) -> bool:
+    """Whether ``call`` is of a module with a weight matrix, on [batch, query, heads × head_dim]: the probe's one row
+    first (FSMT's time-first [query, batch, ...] is not split here)."""
+    weight = getattr(call.module, "weight", None)
+    is_matrix = isinstance(weight, torch.Tensor) and weight.dim() == 2
+    found = call.input
+    row_first = found is not None and found.dim() == 3 and found.shape[0] == 1
+    return is_matrix and row_first and found.shape[-1] % num_heads == 0
+
+
+_projection_hooked: weakref.WeakSet = weakref.WeakSet()
+
+
+def _hook_projection(projection: torch.nn.Module, attention_id: int, num_heads: int) -> None:
+    if projection not in _projection_hooked:
+        projection.register_forward_pre_hook(partial(_edit_projection_input, attention_id, num_heads))
+        _projection_hooked.add(projection)
+
+
+def _edit_projection_input(attention_id: int, num_heads: int, module, args):
+    """The heads concatenated, [batch, query, head × head_dim], with this context's ablation or edits applied."""
+    heads = args[0].unflatten(-1, (num_heads, -1))
+    edited = recorder.edited_heads(attention_id, heads)
+    return None if edited is None else (edited.flatten(-2), *args[1:])
 
 
 def _unsupported(lm, why: str) -> str:

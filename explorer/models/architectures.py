@@ -31,12 +31,7 @@ DEFAULT_CROSS_ATTENTION_NAMES = frozenset({"encoder_attn", "crossattention", "cr
 class ArchitectureQuirks:
     kind: str | None = None  # overrides the kind inferred from the config
     cross_attention_names: frozenset[str] = DEFAULT_CROSS_ATTENTION_NAMES
-    # The norm the language-model head reads through (the logit lens applies it to every layer's residual
-    # stream): an attribute path from the model with its head. Most decoders of the library call it model.norm.
-    final_norm: str = "model.norm"
-    # An encoder's masked-LM head in its checkpoint (the module of AutoModelForMaskedLM that turns hidden states
-    # into logits), for the logit lens; None where the family has none we read.
-    masked_lm_head: str | None = None
+    # No final norm or masked-LM head here: the lens and patching find them in the module graph (models/sites.py).
     # Integrated gradients' points that keep its completeness error under 1% of the change (the Why this token?
     # page's default). T5's bias-free RMSNorms and ReLUs make f' jump at hundreds to thousands of points of the
     # path: 64 points miss by 2-17% there, 256 by 0.02-0.4% on the bundled dates-t5 (bench/bench_ig_path.py).
@@ -45,28 +40,11 @@ class ArchitectureQuirks:
 
 # Keyed by ``config.model_type``. An entry is needed only where the defaults are wrong.
 QUIRKS: dict[str, ArchitectureQuirks] = {
-    # Encoder-only families whose configs may carry ``is_decoder``-like hints but that we show as encoders.
-    "bert": ArchitectureQuirks(kind=KIND_ENCODER, masked_lm_head="cls"),
-    "roberta": ArchitectureQuirks(kind=KIND_ENCODER, masked_lm_head="lm_head"),
-    "distilbert": ArchitectureQuirks(kind=KIND_ENCODER),
-    "electra": ArchitectureQuirks(kind=KIND_ENCODER),
-    "albert": ArchitectureQuirks(kind=KIND_ENCODER),
-    "deberta-v2": ArchitectureQuirks(kind=KIND_ENCODER),
-    "modernbert": ArchitectureQuirks(kind=KIND_ENCODER),
-    "xlm-roberta": ArchitectureQuirks(kind=KIND_ENCODER, masked_lm_head="lm_head"),
+    # No entry sets ``kind``: the config and the class the checkpoint was saved as say it (``infer_kind``).
     "t5": ArchitectureQuirks(
-        kind=KIND_ENCODER_DECODER,
         cross_attention_names=frozenset({"EncDecAttention"}),
-        final_norm="decoder.final_layer_norm",
         integrated_gradients_steps=256,
     ),
-    "gpt2": ArchitectureQuirks(final_norm="transformer.ln_f"),
-    "gpt_neox": ArchitectureQuirks(final_norm="gpt_neox.final_layer_norm"),
-    "gptj": ArchitectureQuirks(final_norm="transformer.ln_f"),
-    "bloom": ArchitectureQuirks(final_norm="transformer.ln_f"),
-    "falcon": ArchitectureQuirks(final_norm="transformer.ln_f"),
-    "opt": ArchitectureQuirks(final_norm="model.decoder.final_layer_norm"),
-    "phi": ArchitectureQuirks(final_norm="model.final_layernorm"),
 }
 
 
@@ -75,18 +53,37 @@ def quirks_for(model_type: str) -> ArchitectureQuirks:
 
 
 def infer_kind(config) -> str:
-    """Encoder, decoder or encoder-decoder, from the table first and the config second."""
-    listed = quirks_for(config.model_type).kind
+    """Encoder, decoder or encoder-decoder, from the config and the class the checkpoint was saved as.
+
+    ``is_encoder_decoder`` says the first. A family with a masked-LM class (BERT, RoBERTa, CamemBERT, ERNIE...)
+    attends both ways unless ``is_decoder`` is set, even where it also has a causal-LM class: it is a decoder
+    only then, and only if the checkpoint was saved as that causal LM where ``config.architectures`` names the
+    class. A decoder-only family's checkpoint saved as its base model alone is an encoder: it has no head to
+    decode with.
+    """
+    listed = quirks_for(config.model_type).kind  # none is listed today: kept for what a config cannot say
     if listed is not None:
         return listed
     if getattr(config, "is_encoder_decoder", False):
         return KIND_ENCODER_DECODER
-    if _has_causal_lm(config):
-        return KIND_DECODER
-    return KIND_ENCODER
+    causal = _classes(_auto_names("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"), config.model_type)
+    if not causal:
+        return KIND_ENCODER
+    saved = set(getattr(config, "architectures", None) or ())
+    if _classes(_auto_names("MODEL_FOR_MASKED_LM_MAPPING_NAMES"), config.model_type):
+        decoder = getattr(config, "is_decoder", False) and not (saved and saved.isdisjoint(causal))
+        return KIND_DECODER if decoder else KIND_ENCODER
+    headless = _classes(_auto_names("MODEL_MAPPING_NAMES"), config.model_type) - causal
+    return KIND_ENCODER if saved and saved <= headless else KIND_DECODER
 
 
-def _has_causal_lm(config) -> bool:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+def _auto_names(mapping: str) -> dict:
+    from transformers.models.auto import modeling_auto
 
-    return config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    return getattr(modeling_auto, mapping)
+
+
+def _classes(names: dict, model_type: str) -> set[str]:
+    """The class names an auto mapping lists for ``model_type`` (one name, or a tuple of them)."""
+    found = names.get(model_type, ())
+    return {found} if isinstance(found, str) else set(found)

@@ -12,9 +12,13 @@ text. Gradients are taken with ``torch.autograd.grad`` (Captum's way), which fil
 model's parameters: concurrent calls on one model leave nothing behind for each other.
 
 - ``integrated_gradients``: ∫₀¹ ∇f(α·x)·x dα per token (summed over the hidden axis) with ``steps`` points on
-  the straight path, Gauss-Legendre on panels of α placed where f changes (written here: Captum's points are uniform
-  in α, and a model whose first norm sees the embeddings alone, Llama's and T5's bias-free RMSNorm, changes f over
-  decades of α far below 0.01, where uniform points never land); Σ scores = f(x) − f(0) up to ``delta``.
+  the straight path. A first batch of 16 forward reads tells whether f is smooth from α = 0 (LayerNorm models:
+  positions and biases keep every norm's input off zero); then the points are Captum's, one Gauss-Legendre rule
+  uniform in α. Otherwise (a model whose first norm sees the embeddings alone, Llama's and T5's bias-free RMSNorm,
+  changes f over decades of α far below 0.01, where uniform points never land) Gauss-Legendre on panels of α
+  placed where f changes, written here. Every batch carries the points of all panels it can. Σ scores = f(x) −
+  f(0) up to ``delta``; ``jumps`` is what of the change f makes in jumps (a mixture of experts switching experts
+  along the path), which no gradient sees and no number of steps closes.
 - ``gradient_x_input``: ∇f(x)·x per token.
 - ``occlusion``: f(x) − f(x with that token's embedding zero), one token at a time.
 """
@@ -26,6 +30,19 @@ import torch
 from captum.attr import FeatureAblation, InputXGradient
 
 from explorer.checks import given_text
+from explorer.compute.quadrature import (
+    GRID,
+    MOST_SUSPECTS,
+    NOISE,
+    PROBES,
+    ROUNDS,
+    SECTIONS,
+    panel_points,
+    quadrature,
+    sections,
+    smooth_from_zero,
+    suspect_cells,
+)
 from explorer.data.attribution import Attribution, Candidates
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
@@ -47,7 +64,7 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
         logprobs = predict(embeddings, mask)[0]
         target_id = int(logprobs.argmax()) if target is None else _target_id(lm, target)
         baseline = float(predict(torch.zeros_like(embeddings), mask)[0, target_id])
-    scores, delta = _SCORERS[method](predict, embeddings, mask, target_id, steps)
+    scores, delta, jumps = _SCORERS[method](predict, embeddings, mask, target_id, steps)
     return Attribution(
         model_name=lm.name,
         method=method,
@@ -58,6 +75,7 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
         logprob=float(logprobs[target_id]),
         baseline_logprob=baseline,
         delta=delta,
+        jumps=jumps,
         steps=steps if method == "integrated_gradients" else None,
     )
 
@@ -169,117 +187,90 @@ _PREDICTORS = {KIND_DECODER: _decoder, KIND_ENCODER_DECODER: _encoder_decoder, K
 
 
 def _integrated_gradients(predict, embeddings, mask, target_id, steps):
-    """∫₀¹ ∇f(α·x)·x dα with ``steps`` points, placed where f changes along the path (``plan_panels``)."""
-    grid = torch.tensor(GRID, dtype=embeddings.dtype, device=embeddings.device)
-    with torch.no_grad():
-        along = torch.cat(
-            [
-                predict(chunk.view(-1, 1, 1) * embeddings, mask.expand(len(chunk), -1))[:, target_id]
-                for chunk in grid.split(INTERNAL_BATCH)
+    """∫₀¹ ∇f(α·x)·x dα with ``steps`` points: one Gauss-Legendre rule on [0, 1], as Captum's, where the scan finds
+    f smooth down to α = 0 (``smooth_from_zero``), else panels placed where f changes (``plan_panels``)."""
+    path = _Path(predict, embeddings, mask, target_id)
+    along = np.full(len(GRID), np.nan)
+    along[PROBES] = path.values(GRID[PROBES])
+    if smooth_from_zero(along):
+        parts = path.integrals([panel_points(0, len(GRID) - 1, steps)])
+    else:
+        unread = np.isnan(along)
+        along[unread] = path.values(GRID[unread])
+        parts = quadrature(along, steps, lambda panels: path.integrals([panel_points(*p) for p in panels])).values()
+    scores = sum(parts)
+    delta = float(scores.sum()) - (along[-1] - along[0])
+    return scores, delta, path.jumps(delta)
+
+
+class _Path:
+    """f(α·x), the target's log-probability on the straight path, read in batches of points."""
+
+    def __init__(self, predict, embeddings, mask, target_id):
+        self.predict, self.embeddings, self.mask, self.target_id = predict, embeddings, mask, target_id
+        self.samples = []  # (α, f, df/dα) at every point a gradient was taken: what the jump search starts from
+
+    def _tensor(self, values) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(values), dtype=self.embeddings.dtype, device=self.embeddings.device)
+
+    def _at(self, points: torch.Tensor) -> torch.Tensor:
+        return self.predict(points, self.mask.expand(len(points), -1))[:, self.target_id]
+
+    def values(self, alphas: np.ndarray) -> np.ndarray:
+        """f at each α (forward passes only): float64."""
+        with torch.no_grad():
+            chunks = [
+                self._at(chunk.view(-1, 1, 1) * self.embeddings) for chunk in self._tensor(alphas).split(INTERNAL_BATCH)
             ]
-        )
-    along = along.double().cpu().numpy()
+        return torch.cat(chunks).double().cpu().numpy()
 
-    def integrate(panel):
-        return _path_integral(predict, embeddings, mask, target_id, *panel_points(*panel))
+    def integrals(self, rules: list[tuple[np.ndarray, np.ndarray]]) -> list[torch.Tensor]:
+        """Σ sizes·∇f(α·x)·x per token for each rule (points α, sizes), all rules' points in one stream of batches:
+        one [1, token] tensor per rule."""
+        alphas = self._tensor(np.concatenate([points for points, _ in rules]))
+        sizes = self._tensor(np.concatenate([weights for _, weights in rules]))
+        owners = torch.repeat_interleave(torch.arange(len(rules)), torch.tensor([len(p) for p, _ in rules]))
+        totals = torch.zeros(len(rules), self.embeddings.shape[1], dtype=self.embeddings.dtype, device=alphas.device)
+        for start in range(0, len(alphas), INTERNAL_BATCH):
+            batch = slice(start, start + INTERNAL_BATCH)
+            points = (alphas[batch].view(-1, 1, 1) * self.embeddings).requires_grad_()
+            chosen = self._at(points)
+            (gradients,) = torch.autograd.grad(chosen.sum(), points)
+            per_point = (gradients * self.embeddings).sum(-1)  # [point, token]: df/dα's share of each token
+            totals.index_add_(0, owners[batch].to(alphas.device), sizes[batch].view(-1, 1) * per_point)
+            self.samples.append([alphas[batch], chosen.detach(), per_point.sum(-1)])
+        return list(totals.detach().split(1))
 
-    scores = sum(quadrature(along, steps, integrate).values())
-    return scores, float(scores.sum()) - (along[-1] - along[0])
-
-
-def quadrature(along: np.ndarray, steps: int, integrate) -> dict:
-    """``integrate(panel)`` (an array whose sum is the panel's part of ∫ df) for the panels of ``steps`` points
-    in all: three quarters placed by ``plan_panels``, then the rest, a panel at a time, where a panel's own
-    completeness (its sum = f(end) − f(start), read off ``along``) is missed most."""
-    first = plan_panels(along, steps * FIRST_SHARE // 4)
-    done = {panel: integrate(panel) for panel in first}
-    left = steps - sum(count for _, _, count in first)
-    while True:
-        error = {p: abs(float(s.sum()) - (along[p[1]] - along[p[0]])) for p, s in done.items()}
-        worst = max(error, key=error.get)
-        finer = refine(worst)
-        cost = sum(count for _, _, count in finer)
-        if cost > left:
-            return done
-        left -= cost
-        del done[worst]
-        done.update({panel: integrate(panel) for panel in finer})
-
-
-def _path_integral(predict, embeddings, mask, target_id, alphas, sizes):
-    """Σ sizes·∇f(α·x) over the points α, times x and summed over the hidden axis: [1, token]."""
-    total = torch.zeros_like(embeddings)
-    for start in range(0, len(alphas), INTERNAL_BATCH):
-        chunk = torch.tensor(alphas[start : start + INTERNAL_BATCH], dtype=embeddings.dtype, device=embeddings.device)
-        size = torch.tensor(sizes[start : start + INTERNAL_BATCH], dtype=embeddings.dtype, device=embeddings.device)
-        points = (chunk.view(-1, 1, 1) * embeddings).requires_grad_()
-        chosen = predict(points, mask.expand(len(chunk), -1))[:, target_id]
-        (gradients,) = torch.autograd.grad(chosen.sum(), points)
-        total += (size.view(-1, 1, 1) * gradients).sum(0, keepdim=True)
-    return (total * embeddings).sum(-1).detach()
-
-
-# Where f(α·x) is read before any gradient: α = 0, then three points a decade from 10⁻³⁰ to 1 (a stack of
-# RMSNorms without biases, T5's, scales each layer up by 1/√eps while its input is small: f moves over decades).
-GRID = np.concatenate([[0.0], np.logspace(-30, 0, 91)])
-PANEL_POINTS = 8  # Gauss-Legendre points per panel of the first plan, on average
-FIRST_SHARE = 3  # quarters of the points placed first; the rest where panels still miss
-MAX_PANEL_CELLS = 6  # two decades
-FLOOR = 1e-3  # share of the whole change every grid cell counts as, however flat f is there
-
-
-def plan_panels(along: np.ndarray, steps: int) -> list[tuple[int, int, int]]:
-    """Panels (first grid index, last grid index, points): neighbouring grid cells merged while their share of
-    how much f changes (``along`` = f at ``GRID``) stays under one panel's and they span at most two decades,
-    with points in proportion to each panel's share."""
-    cells = np.abs(np.diff(along))
-    shares = (cells + FLOOR * max(cells.sum(), 1e-12)) / (cells.sum() + FLOOR * len(cells) * max(cells.sum(), 1e-12))
-    most = PANEL_POINTS / steps
-    widest = max(MAX_PANEL_CELLS, -(-len(cells) // max(steps // 2 - 1, 1)))  # few steps: wider panels
-    edges, share = [0], 0.0
-    for cell, cell_share in enumerate(shares):
-        if cell > edges[-1] and (share + cell_share > most or cell - edges[-1] >= widest or cell == 1):
-            edges.append(cell)  # [0, 10⁻³⁰] is a panel of its own: points uniform in α there miss every decade
-            share = 0.0
-        share += cell_share
-    edges.append(len(cells))
-    counts = _counts(np.add.reduceat(shares, edges[:-1]), steps)
-    return [(low, high, int(count)) for low, high, count in zip(edges[:-1], edges[1:], counts, strict=True)]
-
-
-def refine(panel: tuple[int, int, int]) -> list[tuple[int, int, int]]:
-    """A panel's two halves with as many points each, or, within one grid cell, twice its points."""
-    low, high, count = panel
-    if high - low >= 2:
-        middle = (low + high) // 2
-        return [(low, middle, count), (middle, high, count)]
-    return [(low, high, 2 * count)]
-
-
-def panel_points(low: int, high: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Legendre points α and weights on [GRID[low], GRID[high]]: uniform in log α, or in α from 0."""
-    nodes, weights = np.polynomial.legendre.leggauss(count)
-    start, end = GRID[low], GRID[high]
-    if start == 0:
-        return end * (nodes + 1) / 2, end * weights / 2
-    logs = np.log(start) + (np.log(end) - np.log(start)) * (nodes + 1) / 2
-    return np.exp(logs), np.exp(logs) * (np.log(end) - np.log(start)) * weights / 2  # dα = α d(log α)
-
-
-def _counts(shares: np.ndarray, steps: int) -> np.ndarray:
-    """Points per panel: at least one each, the rest in proportion to the panels' shares (largest remainders)."""
-    counts = np.ones(len(shares), dtype=int)
-    wanted = shares / shares.sum() * (steps - len(shares))
-    counts += np.floor(wanted).astype(int)
-    rest = steps - counts.sum()
-    counts[np.argsort(-(wanted - np.floor(wanted)))[:rest]] += 1
-    return counts
+    def jumps(self, delta: float) -> float:
+        """Σ of f's jumps along the path (a mixture of experts switching experts at some α, say), searched for
+        where the sampled points' values and slopes disagree (``suspect_cells``): each such cell is cut in
+        ``SECTIONS``, ``ROUNDS`` times, following every part where f still moves by a sixteenth of ``delta`` (the
+        ``MOST_SUSPECTS`` that move most): a continuous f moves by about a 4,096th of the cell's change in the last
+        parts, a jump by all of it. A gradient never sees a jump, so no number of steps closes it: ``delta`` ≈
+        −Σ jumps. 0 where none is found."""
+        read = [torch.cat(column).double().cpu().numpy() for column in zip(*self.samples, strict=True)]
+        alphas, values, slopes = (column[np.argsort(read[0])] for column in read)
+        cells = suspect_cells(alphas, values, slopes, delta)
+        lows, highs, at_low, at_high = alphas[cells], alphas[cells + 1], values[cells], values[cells + 1]
+        least = abs(delta) / 16 + NOISE * (1 + np.abs(values).max())
+        for _ in range(ROUNDS):
+            moving = np.argsort(-np.abs(at_high - at_low))[:MOST_SUSPECTS]
+            moving = moving[np.abs(at_high - at_low)[moving] >= least]
+            if not len(moving):
+                return 0.0
+            cuts = sections(lows[moving], highs[moving], SECTIONS)
+            inner = self.values(cuts[:, 1:-1].ravel()).reshape(len(moving), SECTIONS - 1)
+            along = np.column_stack([at_low[moving], inner, at_high[moving]])
+            lows, highs, at_low, at_high = cuts[:, :-1], cuts[:, 1:], along[:, :-1], along[:, 1:]
+            lows, highs, at_low, at_high = (column.ravel() for column in (lows, highs, at_low, at_high))
+        found = at_high - at_low
+        return float(found[np.abs(found) >= least].sum())
 
 
 def _gradient_x_input(predict, embeddings, mask, target_id, steps):
     inputs = embeddings.clone().requires_grad_()  # Captum would set it on the caller's tensor, with a warning
     attributions = InputXGradient(predict).attribute(inputs, target=target_id, additional_forward_args=(mask,))
-    return attributions.sum(-1), None
+    return attributions.sum(-1), None, None
 
 
 def _occlusion(predict, embeddings, mask, target_id, steps):
@@ -295,7 +286,7 @@ def _occlusion(predict, embeddings, mask, target_id, steps):
             feature_mask=features,
             perturbations_per_eval=min(tokens, INTERNAL_BATCH),
         )
-    return drops[..., 0], None
+    return drops[..., 0], None, None
 
 
 _SCORERS = {

@@ -9,10 +9,11 @@ import torch
 
 from explorer.checks import given_text
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER, AttentionCapture, AttentionStack
-from explorer.data.attention import TOLERANCE
+from explorer.data.attention import TOLERANCE, WEIGHTS_ONLY_NOTE
 from explorer.errors import InputError
 from explorer.models import ablation, recorder
-from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
+from explorer.models.local_attention import as_query_key_maps
 from explorer.models.tokens import token_labels
 from explorer.models.transfer import to_host
 
@@ -51,12 +52,20 @@ def capture_token_ids(lm, token_ids, *, ablate=()) -> AttentionCapture:
 
 def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start) -> AttentionCapture:
     """The capture of ids held on the host (``encoded``, ``decoder_ids``); ``_forward`` sends them to the model."""
+    source = attention_source(lm)
+    if source == recorder.NO_ATTENTION:
+        raise InputError(no_attention(lm))
     with torch.inference_mode(), ablation.ablating(lm, ablated), recorder.recording() as calls:
-        hidden = _forward(lm, encoded, decoder_ids)
+        out = _forward(lm, encoded, decoder_ids, output_attentions=source == recorder.RETURNED)
     # Labels are read from the ids on the host: on a GPU they are made while the forward pass still runs.
     tokens = token_labels(lm.tokenizer, encoded["input_ids"][0])
     target_tokens = None if decoder_ids is None else token_labels(lm.tokenizer, decoder_ids[0])
-    stacks, hidden_states = _assemble(lm, calls, hidden, tokens, target_tokens)
+    hidden = _main_hidden_states(lm, out, decoder_ids)
+    if source == recorder.RETURNED:
+        stacks, hidden_states = _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens)
+    else:
+        stacks, hidden_states = _assemble(lm, calls, hidden, tokens, target_tokens)
+    notes = (WEIGHTS_ONLY_NOTE,) if source == recorder.RETURNED else ()
     return AttentionCapture(
         model_name=lm.name,
         tokens=tokens,
@@ -65,11 +74,26 @@ def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start)
         stacks=stacks,
         truncated=truncated,
         target_tokens=target_tokens,
-        notes=_precision_notes(lm.model),
+        notes=notes + _precision_notes(lm.model),
         hidden_states=hidden_states,
         device=str(next(lm.model.parameters()).device),  # "cuda:0" where lm.device may say "cuda"
         dtype=dtype_name(lm.model),
         ablated=ablated,
+    )
+
+
+def attention_source(lm) -> str:
+    """Where ``lm``'s attention is read from: ``recorder.RECORDED``, ``RETURNED`` or ``NO_ATTENTION``."""
+    return getattr(lm, "attention", recorder.RECORDED)
+
+
+def no_attention(lm) -> str:
+    """The sentence for a model that returns no attention weights, whatever asked for them."""
+    decodes = " Its decoding pages work as for any model." if lm.kind != KIND_ENCODER else ""
+    return (
+        f"{_named(lm)} returns no attention weights, neither through transformers' "
+        "AttentionInterface nor as output_attentions (a state-space model such as Mamba has no attention layers): "
+        f"attention views do not apply to it.{decodes}"
     )
 
 
@@ -99,25 +123,51 @@ def _encode_on_host(lm, text: str, text_pair: str | None):
 def _decoder_ids_on_host(lm, target: str) -> torch.Tensor:
     limit = lm.max_tokens
     labels = lm.tokenizer(text_target=target, truncation=True, max_length=limit, return_tensors="pt")["input_ids"]
-    # Teacher forcing: the decoder reads the target shifted right behind its start token.
-    return lm.model.prepare_decoder_input_ids_from_labels(labels=labels)
+    return teacher_forcing_ids(lm.model, labels)
 
 
-def _forward(lm, encoded, decoder_ids):
-    """Run the model once on its device; returns the main stack's hidden states (``output_hidden_states``)."""
+def teacher_forcing_ids(model, labels: torch.Tensor) -> torch.Tensor:
+    """The decoder's input for ``labels`` [batch, target]: the target shifted right behind the decoder's start
+    token, as the model's own forward does with ``labels``. The model's ``prepare_decoder_input_ids_from_labels``
+    where it has one; M2M100, NLLB-MoE and Blenderbot have none, and shift the same way in their forward."""
+    if hasattr(model, "prepare_decoder_input_ids_from_labels"):
+        return model.prepare_decoder_input_ids_from_labels(labels=labels)
+    shifted = labels.new_full(labels.shape, decoder_start_token_id(model))
+    shifted[:, 1:] = labels[:, :-1]
+    return shifted.masked_fill(shifted == -100, model.config.pad_token_id)
+
+
+def decoder_start_token_id(model) -> int:
+    """The token an encoder-decoder's decoder starts from: its config's (what its forward shifts labels behind),
+    else its generation config's."""
+    for config in (model.config, model.generation_config):
+        start = getattr(config, "decoder_start_token_id", None)
+        if isinstance(start, int):
+            return start
+    raise InputError(f"{type(model).__name__} names no decoder_start_token_id: its decoder's input is unknown.")
+
+
+def _forward(lm, encoded, decoder_ids, *, output_attentions: bool = False):
+    """Run the model once on its device, with ``output_hidden_states`` (and the model's own ``output_attentions``
+    on request); returns its output (the encoder's alone for an encoder-decoder given no target)."""
     names = ("input_ids", "attention_mask", "token_type_ids")
     inputs = {k: v.to(lm.device) for k, v in encoded.items() if k in names}
+    asked = {"output_hidden_states": True} | ({"output_attentions": True} if output_attentions else {})
     if lm.kind == KIND_ENCODER_DECODER:
         inputs = _without(inputs, "token_type_ids")
         if decoder_ids is None:
-            return lm.model.get_encoder()(**inputs, output_hidden_states=True).hidden_states
-        decoder_ids = decoder_ids.to(lm.device)
-        out = lm.model(**inputs, decoder_input_ids=decoder_ids, use_cache=False, output_hidden_states=True)
-        return out.encoder_hidden_states
+            return lm.model.get_encoder()(**inputs, **asked)
+        return lm.model(**inputs, decoder_input_ids=decoder_ids.to(lm.device), use_cache=False, **asked)
     if lm.kind == KIND_DECODER:
-        inputs = _without(inputs, "token_type_ids")
-        return lm.model(**inputs, use_cache=False, output_hidden_states=True).hidden_states
-    return lm.model(**inputs, output_hidden_states=True).hidden_states
+        return lm.model(**_without(inputs, "token_type_ids"), use_cache=False, **asked)
+    return lm.model(**inputs, **asked)
+
+
+def _main_hidden_states(lm, out, decoder_ids):
+    """The main stack's hidden states in ``out``: the encoder's for an encoder-decoder."""
+    if lm.kind == KIND_ENCODER_DECODER and decoder_ids is not None:
+        return out.encoder_hidden_states
+    return out.hidden_states
 
 
 def _without(inputs: dict, key: str) -> dict:
@@ -137,8 +187,7 @@ def _assemble(lm, calls, hidden, tokens, target_tokens) -> tuple[dict[str, Atten
     for call in calls:
         by_stack[lm.stack_of_module.get(id(call.module), _default_stack(lm))].append(call)
     wanted = {(name, field): tensors for name in by_stack for field, tensors in layer_tensors(by_stack[name]).items()}
-    if hidden:
-        wanted[HIDDEN] = [state[0] for state in hidden]
+    wanted.update(_hidden_wanted(hidden))
     host = to_host(wanted)
     token_axes = {
         STACK_ENCODER: (tokens, tokens),
@@ -156,7 +205,129 @@ def _assemble(lm, calls, hidden, tokens, target_tokens) -> tuple[dict[str, Atten
     return stacks, host.get(HIDDEN)
 
 
+def _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens):
+    """The stacks from the model's own output_attentions (weights only) and the hidden states, in one ``to_host``."""
+    token_axes = {
+        STACK_ENCODER: (tokens, tokens),
+        STACK_DECODER: (target_tokens or tokens, target_tokens or tokens),
+        STACK_CROSS: (target_tokens, tokens),
+    }
+    returned = _returned_attentions(lm, out, decoder_ids, token_axes)
+    wanted = {(name, "attentions"): [layer[0] for layer in layers] for name, layers in returned.items()}
+    wanted.update(_hidden_wanted(hidden))
+    host = to_host(wanted)
+    stacks = {
+        name: weights_only_stack(
+            host[(name, "attentions")],
+            *token_axes[name],
+            causal=name == STACK_DECODER,
+            device=str(layers[0].device),
+            dtype=str(layers[0].dtype).removeprefix("torch."),
+        )
+        for name, layers in returned.items()
+    }
+    return stacks, host.get(HIDDEN)
+
+
+def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[torch.Tensor]]:
+    """{stack: [batch, head, query, key] per layer} as the model returned them; a layer without attention (None,
+    in hybrid models) is left out. Another layout (Longformer's bands, Pegasus-X's blocks) is refused clearly:
+    it is not a [query, key] map of these tokens."""
+    if lm.kind == KIND_ENCODER_DECODER and decoder_ids is not None:
+        named = {STACK_ENCODER: out.encoder_attentions, STACK_DECODER: out.decoder_attentions}
+        named[STACK_CROSS] = out.cross_attentions
+    else:
+        named = {_default_stack(lm): out.attentions}
+    stacks = {name: [layer for layer in layers or () if layer is not None] for name, layers in named.items()}
+    stacks = {  # local attention comes in blocks or bands: laid out as [query, key] maps first
+        name: [_as_map(lm, name, layer, len(token_axes[name][0])) for layer in layers]
+        for name, layers in stacks.items()
+    }
+    if not any(stacks.values()):
+        raise InputError(
+            f"{_named(lm)} returned no attention weights for this text, though its output has a place for them."
+        )
+    for name, layers in stacks.items():
+        queries, keys = token_axes[name]
+        for layer in layers:
+            if not isinstance(layer, torch.Tensor) or tuple(layer.shape[2:]) != (len(queries), len(keys)):
+                raise InputError(
+                    f"{_named(lm)} returns its {name} attention in a layout of its own "
+                    f"({_shape(layer)}, not [batch, head, {len(queries)}, {len(keys)}]: one map per head over these "
+                    "tokens), so it cannot be drawn as attention weights."
+                )
+    return {name: layers for name, layers in stacks.items() if layers}
+
+
+def _as_map(lm, stack: str, layer, length: int):
+    """One layer's returned attention as [batch, head, query, key] where its layout is known: LongT5's blocks, and
+    the bands of a Longformer-style encoder (one with an ``attention_window``: Longformer, LED) placed at their keys.
+    Any other layout comes back as it is, and is refused (Pegasus-X's encoder returns dicts of its own)."""
+    if not isinstance(layer, torch.Tensor):
+        return layer
+    if stack == STACK_ENCODER and getattr(lm.model.config, "attention_window", None) is not None:
+        if layer.shape[-1] % 2 == 0:  # global tokens add columns in front of the band: never asked for here
+            raise InputError(f"{_named(lm)} returned its windowed attention with global columns: not drawn.")
+        return banded_as_query_key(layer, length)
+    return as_query_key_maps(lm.model.config, layer, length)
+
+
+def banded_as_query_key(weights: torch.Tensor, length: int) -> torch.Tensor:
+    """Sliding-window attention returned as bands, [batch, head, query, 2w + 1] with column ``c`` of query ``q``
+    for key ``q - w + c`` (Longformer's layout, no global tokens), placed at their keys: [batch, head, query,
+    ``length``]. Columns off the sequence (before its start, or the padding to a multiple of the window) hold
+    weight exactly 0 from the model's own mask; keys outside a query's window get 0, as in the model."""
+    batch, heads, rows, width = weights.shape
+    query = torch.arange(rows, device=weights.device)[:, None]
+    column = torch.arange(length, device=weights.device)[None, :] - query + (width - 1) // 2  # [query, key]
+    inside = (column >= 0) & (column < width)
+    placed = weights.gather(-1, column.clamp(0, width - 1).expand(batch, heads, rows, length))
+    return torch.where(inside, placed, torch.zeros((), dtype=weights.dtype, device=weights.device))
+
+
+def _named(lm) -> str:
+    return f"{lm.name} ({type(lm.model).__name__})"
+
+
+def _shape(layer) -> str:
+    if isinstance(layer, torch.Tensor):
+        return str(tuple(layer.shape))
+    return f"a {type(layer).__name__}"
+
+
+def weights_only_stack(
+    attentions: np.ndarray, query_tokens, key_tokens, *, causal: bool, device: str = "cpu", dtype: str = "float32"
+) -> AttentionStack:
+    """An ``AttentionStack`` of weights alone ([layer, head, query, key] on the host): no queries, keys or values,
+    so nothing to recompute (``verify()`` is NaN). The mask is the stack's structure: causal or full."""
+    num_queries, num_keys = attentions.shape[-2:]
+    full = np.ones((num_queries, num_keys), dtype=bool)
+    return AttentionStack(
+        query_tokens=tuple(query_tokens),
+        key_tokens=tuple(key_tokens),
+        attentions=attentions,
+        queries=None,
+        keys=None,
+        scale=None,
+        position_bias=None,
+        mask=np.tril(full, k=num_keys - num_queries) if causal else full,
+        kv_head_of_query=np.arange(attentions.shape[1]),
+        device=device,
+        dtype=dtype,
+    )
+
+
 HIDDEN = ("capture", "hidden_states")  # the hidden states' key among the stacks' (stack, field) keys
+
+
+def _hidden_wanted(hidden) -> dict:
+    """The hidden states to bring to the host, where they share one shape: OPT-350m's last one is projected to
+    its narrower embedding width, Pegasus-X's encoder pads to its block size (``hidden_states`` is then None)."""
+    if not hidden or not all(isinstance(state, torch.Tensor) for state in hidden):  # Pegasus-X: (local, global)
+        return {}
+    if len({tuple(state.shape) for state in hidden}) != 1:
+        return {}
+    return {HIDDEN: [state[0] for state in hidden]}
 
 
 def _default_stack(lm) -> str:
@@ -178,7 +349,18 @@ def layer_tensors(calls) -> dict[str, list[torch.Tensor]]:
             call.weights.new_zeros(shape) if call.position_bias is None else call.position_bias[0].expand(shape)
             for call in calls
         ]
+    if any(call.sinks is not None for call in calls):
+        tensors["sinks"] = [_sink_logits(call) for call in calls]
     return tensors
+
+
+def _sink_logits(call) -> torch.Tensor:
+    """[head, query]: the sink logit each row's softmax also covers (GPT-OSS: one per head), -inf for none."""
+    heads, queries = call.weights.shape[1:3]
+    if call.sinks is None:
+        return call.weights.new_full((heads, queries), -torch.inf, dtype=torch.float32)
+    sinks = call.sinks.to(torch.float32)  # as the model keeps them (GPT-OSS: float32 whatever its dtype)
+    return (sinks[:, None] if sinks.dim() == 1 else sinks[0, ..., 0]).expand(heads, queries)
 
 
 def _per_query_head(tensors: list[torch.Tensor], kv_head_of_query: torch.Tensor) -> list[torch.Tensor]:
@@ -214,6 +396,7 @@ def stack_from_host(arrays: dict[str, np.ndarray], calls, query_tokens, key_toke
         kv_head_of_query=_kv_head_of_query(calls).numpy(),
         device=str(calls[0].weights.device),
         dtype=str(calls[0].weights.dtype).removeprefix("torch."),
+        sinks=arrays.get("sinks"),
     )
 
 

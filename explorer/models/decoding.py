@@ -5,11 +5,16 @@ processors, built from transformers' own classes in transformers' order; same ``
 pool, length penalty and early-stopping heuristic), and records what ``generate()`` throws away: every
 step's top candidates with their raw and processed probabilities, every candidate a beam search
 considered (the pruned ones too), and the tokens a no-repeat n-gram ban removed. The prompt is run
-once and its KV cache reused (for beams, repeated ``num_beams`` times and reordered every step).
+once and its KV cache reused (for beams, repeated ``num_beams`` times and reordered every step). A cache whose
+layers cannot repeat their rows (a hybrid model's linear-attention or state-space layers) is not repeated: the
+prompt then runs once per row, as in generate(). A model without a cache runs the whole sequence at every step.
+An encoder-decoder's encoder output is passed on as the encoder returned it (its own class, each tensor repeated
+per row), as generate() does.
 
 What it takes from the model's own generation config: only its token ids (end of sequence, padding,
-decoder start). Every other setting is an explicit argument, so ``generate()`` given the same explicit
-settings (see ``generation_config_for``) produces the same sequences and scores.
+decoder start, and the tokens generate() forces first and last). Every other setting is an explicit argument, so
+``generate()`` given the same explicit settings (see ``generation_config_for``) produces the same sequences and
+scores.
 
 Sampling draws from its own ``torch.Generator`` seeded with ``seed``, never the global random state,
 so many visitors can sample at once; a generator seeded with ``s`` draws what ``torch.manual_seed(s)``
@@ -28,6 +33,8 @@ from contextlib import nullcontext
 import numpy as np
 import torch
 from transformers import (
+    ForcedBOSTokenLogitsProcessor,
+    ForcedEOSTokenLogitsProcessor,
     GenerationConfig,
     LogitsProcessorList,
     MinPLogitsWarper,
@@ -37,10 +44,13 @@ from transformers import (
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
+from transformers.cache_utils import LinearAttentionCacheLayerMixin
+from transformers.generation.utils import ALL_CACHE_NAMES
 
 from explorer.checks import given_seed, given_text
 from explorer.compute.decoding import path_to
 from explorer.compute.sampling import check_sampling_settings
+from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
 from explorer.data.decoding import (
     RETURNED,
     STRATEGIES,
@@ -96,7 +106,9 @@ def decode(
 
     Every parameter has transformers' meaning; ``top_k=0`` and ``min_p=0`` mean off. ``top_n`` candidates
     are kept per row and step. ``record_attention`` (greedy, or sampling one sequence) stitches the
-    decoder's attention of every step into one causal matrix. ``progress(done, total)`` is called after
+    decoder's attention of every step into one causal matrix, each pass's keys at their absolute positions (a
+    sliding or chunked window's layer is 0 outside its window); weights only for a model whose attention is not
+    recorded, ``InputError`` for a model without attention. ``progress(done, total)`` is called after
     each generated token. ``ablate`` names heads zeroed in every forward pass (see ``explorer.models.ablation``).
     Raises ``InputError`` for settings that cannot be decoded.
 
@@ -133,7 +145,9 @@ def decode(
     _check(lm, prompt, settings, record_attention)
     _check_force(lm, settings)
     run = _Run(lm, prompt, settings, progress)
-    recording = recorder.recording() if record_attention else nullcontext()
+    if record_attention and _attention_source(lm) == recorder.RETURNED:
+        run.returned = []  # its attention is the weights each pass returns (output_attentions), not recorded calls
+    recording = recorder.recording() if record_attention and run.returned is None else nullcontext()
     with torch.inference_mode(), ablation.ablating(lm, settings.ablate), recording as calls:
         # No pass for the last token: generate() never feeds it back, so its query row is never computed.
         result = run.beam_search() if strategy == "beam" else run.sample_or_greedy()
@@ -209,13 +223,17 @@ def generation_config_for(lm, settings: DecodeSettings) -> GenerationConfig:
         pad_token_id=ids["pad"],
         bos_token_id=ids["bos"],
         decoder_start_token_id=ids["decoder_start"],
+        forced_bos_token_id=ids["forced_bos"],
+        forced_eos_token_id=ids["forced_eos"],
         return_dict_in_generate=True,
         output_scores=True,
     )
 
 
 def special_token_ids(lm) -> dict:
-    """End-of-sequence (a list), padding, beginning and decoder-start ids, from the model's own configs."""
+    """End-of-sequence (a list), padding, beginning and decoder-start ids, and the tokens generate() forces first and
+    last ("forced_bos", "forced_eos": BART-style models end at the length limit with their end token), from the
+    model's own configs."""
     generation, config = lm.model.generation_config, lm.model.config
 
     def first(name: str):
@@ -228,7 +246,14 @@ def special_token_ids(lm) -> dict:
     pad = first("pad_token_id")
     if pad is None:
         pad = eos[0] if eos else None
-    return {"eos": eos, "pad": pad, "bos": first("bos_token_id"), "decoder_start": first("decoder_start_token_id")}
+    return {
+        "eos": eos,
+        "pad": pad,
+        "bos": first("bos_token_id"),
+        "decoder_start": first("decoder_start_token_id"),
+        "forced_bos": first("forced_bos_token_id"),
+        "forced_eos": first("forced_eos_token_id"),
+    }
 
 
 def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) -> None:
@@ -264,6 +289,22 @@ def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) ->
         raise InputError("repetition_penalty must be above 0 (1 means none).")
     if record_attention and (s.strategy == "beam" or s.num_return_sequences != 1):
         raise InputError("Attention is recorded for one sequence: greedy search or sampling one sequence.")
+    if record_attention:
+        _check_recordable(lm)
+
+
+def _check_recordable(lm) -> None:
+    """A model without attention has none to stitch, and says so rather than showing nothing."""
+    from explorer.models.capture import no_attention
+
+    if _attention_source(lm) == recorder.NO_ATTENTION:
+        raise InputError(no_attention(lm))
+
+
+def _attention_source(lm) -> str:
+    from explorer.models.capture import attention_source
+
+    return attention_source(lm)
 
 
 def _token_ids(force) -> tuple[int, ...]:
@@ -336,13 +377,20 @@ class _Run:
         self.eos = torch.tensor(self.ids["eos"], dtype=torch.long, device=lm.device)
         self.seq2seq = lm.kind == KIND_ENCODER_DECODER
         self.notes: list[str] = []
+        # Each pass's attention weights as the model returns them ({stack: [layer] of [row, head, query, key]}),
+        # kept when its attention is read that way (``recorder.RETURNED``); None otherwise.
+        self.returned: list[dict] | None = None
+        self.cacheless = False  # the model returned no cache: every pass ran the whole sequence
         self.prompt_ids = self._prompt_ids()
         self.generator = None
         if settings.strategy == "sample":
             self.generator = torch.Generator(device=lm.device).manual_seed(settings.seed)
-        self.processors = _processors(settings)
+        self.processors = _processors(settings, self.ids, self.max_length)
         self.labels = _LabelCache(lm.tokenizer)
-        self.keeps_logits = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        parameters = inspect.signature(self.model.forward).parameters
+        self.keeps_logits = "logits_to_keep" in parameters
+        # What the model calls its cache, in its inputs and outputs (state-space models: "cache_params").
+        self.cache_name = next((name for name in ALL_CACHE_NAMES if name in parameters), "past_key_values")
 
     # -- inputs ---------------------------------------------------------------------------------------------
 
@@ -370,28 +418,60 @@ class _Run:
         keep = forced.shape[1] + 1
         if self.seq2seq:
             mask = torch.ones_like(self.prompt_ids)
-            encoder = self.model.get_encoder()(input_ids=self.prompt_ids, attention_mask=mask, return_dict=True)
-            hidden = encoder.last_hidden_state.repeat_interleave(rows, dim=0)
-            extra = {"encoder_outputs": (hidden,), "attention_mask": mask.repeat_interleave(rows, dim=0)}
+            encoder = self.model.get_encoder()(
+                input_ids=self.prompt_ids, attention_mask=mask, return_dict=True, **self._asked()
+            )
+            encoded, mask = _rows_repeated(encoder, rows), mask.repeat_interleave(rows, dim=0)
+            extra = {"encoder_outputs": encoded, "attention_mask": mask}
             start = self.ids["decoder_start"]
             if start is None:
                 raise InputError(f"{self.lm.name} names no decoder start token, so it cannot generate.")
             ids = torch.cat([torch.full((1, 1), start, dtype=torch.long, device=self.lm.device), forced], dim=1)
             ids = ids.repeat_interleave(rows, dim=0)
-            outputs = self.model(decoder_input_ids=ids, use_cache=True, return_dict=True, **extra)
-            return ids, _final_logits(outputs, keep), outputs.past_key_values, extra
-        # The prompt runs once; its cache is then repeated for every row (generate() runs it once per row).
+            outputs = self.model(decoder_input_ids=ids, use_cache=True, return_dict=True, **extra, **self._asked())
+            self._keep_returned(outputs, encoder)
+            return ids, _final_logits(outputs, keep), getattr(outputs, self.cache_name, None), extra
+        # The prompt runs once; its cache is then repeated for every row (generate() runs it once per row). A cache
+        # with layers that cannot repeat their rows (a linear-attention or state-space layer's state) is not
+        # repeated: the prompt then runs once per row, as in generate().
         ids = torch.cat([self.prompt_ids, forced], dim=1)
-        mask = torch.ones_like(ids)
-        outputs = self.model(
-            input_ids=ids, attention_mask=mask, use_cache=True, return_dict=True, **self._logits_to_keep(keep)
-        )
-        cache = outputs.past_key_values
-        logits = _final_logits(outputs, keep)
-        if rows > 1:
+        outputs = self._prefill(ids, keep)
+        if rows > 1 and not _repeats_rows(getattr(outputs, self.cache_name, None)):
+            ids = ids.repeat_interleave(rows, dim=0)
+            outputs = self._prefill(ids, keep)
+        self._keep_returned(outputs)
+        cache, logits = getattr(outputs, self.cache_name, None), _final_logits(outputs, keep)
+        self.cacheless = cache is None
+        if ids.shape[0] < rows:
             cache.batch_repeat_interleave(rows)
             logits = logits.repeat_interleave(rows, dim=0)
-        return ids.repeat_interleave(rows, dim=0), logits, cache, {}
+        return ids.repeat_interleave(rows // ids.shape[0], dim=0), logits, cache, {}
+
+    def _prefill(self, ids: torch.Tensor, keep: int):
+        return self.model(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            use_cache=True,
+            return_dict=True,
+            **self._logits_to_keep(keep),
+            **self._asked(),
+        )
+
+    def _asked(self) -> dict:
+        """What a forward pass is asked for besides its logits: its attention weights, where they are kept."""
+        return {} if self.returned is None else {"output_attentions": True}
+
+    def _keep_returned(self, outputs, encoder=None) -> None:
+        """This pass's attention weights by stack, where they are kept (a layer without attention returns None)."""
+        if self.returned is None:
+            return
+        if self.seq2seq:
+            found = {STACK_DECODER: outputs.decoder_attentions, STACK_CROSS: outputs.cross_attentions}
+            if encoder is not None:
+                found[STACK_ENCODER] = encoder.attentions
+        else:
+            found = {STACK_DECODER: outputs.attentions}
+        self.returned.append({name: [layer for layer in layers if layer is not None] for name, layers in found.items()})
 
     def _logits_to_keep(self, count: int) -> dict:
         # As generate() does: only the last positions' logits (the prompt's others would cost a vocabulary-wide
@@ -400,12 +480,26 @@ class _Run:
 
     def _step(self, ids: torch.Tensor, cache, extra: dict) -> torch.Tensor:
         """Logits [rows, vocab] for the next token of every row, feeding only each row's last token."""
-        last = ids[:, -1:]
         if self.seq2seq:
-            inputs = {"decoder_input_ids": last, **extra}
+            inputs = {"decoder_input_ids": ids[:, -1:], "past_key_values": cache, "use_cache": True, **extra}
+            inputs |= self._asked()
         else:
-            inputs = {"input_ids": last, "attention_mask": torch.ones_like(ids), **self._logits_to_keep(1)}
-        outputs = self.model(past_key_values=cache, use_cache=True, return_dict=True, **inputs)
+            # The model's own preparation, as generate() feeds each step (some models take no mask with a cache).
+            # A model that keeps no cache (OpenAI GPT) runs the whole sequence again: then only this pass's
+            # attention is kept, as it covers every position.
+            if cache is None and self.returned:
+                self.returned.clear()
+            inputs = self.model.prepare_inputs_for_generation(
+                ids,
+                next_sequence_length=None if cache is None else 1,
+                attention_mask=torch.ones_like(ids),
+                use_cache=True,
+                **{self.cache_name: cache},
+                **self._logits_to_keep(1),
+                **self._asked(),
+            )
+        outputs = self.model(return_dict=True, **inputs)
+        self._keep_returned(outputs)
         return _final_logits(outputs, 1)[:, -1]
 
     @property
@@ -473,13 +567,28 @@ class _Run:
             update = search.finalize_hypotheses(found)
             tree.grow(step, found, chosen, update, search, raw)
             # The cache follows the beams that run on: row i now continues the candidate's parent beam.
-            cache.reorder_cache(torch.take_along_dim(found.parents, chosen, dim=1)[0])
+            cache = self._reordered(cache, torch.take_along_dim(found.parents, chosen, dim=1)[0])
             search.advance()
             self.progress(step + 1, s.max_new_tokens)
             if search.should_stop(found):
                 break
             logits = self._step(search.sequences, cache, extra)
         return self._beam_result(tree, search, steps, bans)
+
+    def _reordered(self, cache, beams: torch.Tensor):
+        """The cache with row i holding beam ``beams[i]``'s, as generate() reorders it: the model's own
+        ``_reorder_cache`` where it has one, else the cache's ``reorder_cache`` (a model without one: nothing)."""
+        if cache is None:
+            return None
+        if hasattr(self.model, "_reorder_cache"):
+            return self.model._reorder_cache(cache, beams)
+        if not hasattr(cache, "reorder_cache"):
+            raise InputError(
+                f"{self.lm.name}'s cache ({type(cache).__name__}) cannot be reordered, so it cannot run beam search "
+                "(generate() refuses it too): use greedy search or sampling."
+            )
+        cache.reorder_cache(beams)
+        return cache
 
     def _force_beams(self, ids, logits, search: BeamSearch, tree: BeamTree) -> tuple[list, list]:
         """Steps and n-gram bans of the forced steps, whose tokens every beam takes (one tree node each)."""
@@ -699,13 +808,18 @@ def _rows(recorded: DecodeStep, lane: slice) -> DecodeStep:
     )
 
 
-def _processors(settings: DecodeSettings) -> LogitsProcessorList:
-    """transformers' own processors, in the order generate() builds them (``_get_logits_processor``)."""
+def _processors(settings: DecodeSettings, ids: dict, max_length: int) -> LogitsProcessorList:
+    """transformers' own processors, in the order generate() builds them (``_get_logits_processor``); ``ids``:
+    ``special_token_ids``, whose forced first and last tokens generate() applies from the model's own config."""
     processors = LogitsProcessorList()
     if settings.repetition_penalty != 1.0:
         processors.append(RepetitionPenaltyLogitsProcessor(settings.repetition_penalty))
     if settings.no_repeat_ngram_size > 0:
         processors.append(NoRepeatNGramLogitsProcessor(settings.no_repeat_ngram_size))
+    if ids["forced_bos"] is not None:
+        processors.append(ForcedBOSTokenLogitsProcessor(ids["forced_bos"]))
+    if ids["forced_eos"] is not None:
+        processors.append(ForcedEOSTokenLogitsProcessor(max_length, ids["forced_eos"]))
     if settings.strategy == "sample":
         if settings.temperature != 1.0:
             processors.append(TemperatureLogitsWarper(settings.temperature))
@@ -716,6 +830,29 @@ def _processors(settings: DecodeSettings) -> LogitsProcessorList:
         if settings.min_p > 0.0:
             processors.append(MinPLogitsWarper(min_p=settings.min_p, min_tokens_to_keep=1))
     return processors
+
+
+def _rows_repeated(encoded, rows: int):
+    """The encoder's own output object with each of its tensors repeated ``rows`` times along the batch, as
+    generate() expands it (``_expand_dict_for_generation``): some models read more of it than its first field
+    (Switch Transformers its router logits), so it keeps its class and fields."""
+    return type(encoded)(
+        **{
+            name: value.repeat_interleave(rows, dim=0) if isinstance(value, torch.Tensor) else value
+            for name, value in encoded.items()
+        }
+    )
+
+
+def _repeats_rows(cache) -> bool:
+    """Whether every layer of ``cache`` can repeat its rows in place: not a layer with a linear-attention or
+    state-space state (it has no ``batch_repeat_interleave``, or one inherited from a KV layer that leaves its
+    state alone), and not a model without a cache (None)."""
+    layers = getattr(cache, "layers", [cache])  # a cache that is not a list of layers speaks for itself
+    return all(
+        hasattr(layer, "batch_repeat_interleave") and not isinstance(layer, LinearAttentionCacheLayerMixin)
+        for layer in layers
+    )
 
 
 def _final_logits(outputs, count: int) -> torch.Tensor:
@@ -751,6 +888,10 @@ class _LabelCache:
 
 def _stitched_attention(lm, run: _Run, calls, result: _Result) -> dict:
     """The decoder's attention of every forward pass, stitched into one matrix per layer and head."""
-    from explorer.models.generation_attention import stitch
+    from explorer.models.generation_attention import stitch, stitch_returned
 
+    if run.returned is not None:
+        return stitch_returned(lm, run.returned, result.sequences[0], run.prompt_ids[0].tolist())
+    if run.cacheless:  # each pass ran the whole sequence: the last one holds every row
+        calls = list({id(call.module): call for call in calls}.values())
     return stitch(lm, calls, result.sequences[0], run.prompt_ids[0].tolist(), run.seq2seq)

@@ -14,13 +14,19 @@ from explorer.checks import given_text
 from explorer.data.anatomy import Embeddings, TokenRow
 from explorer.errors import InputError
 from explorer.models.anatomy import _quirks
+from explorer.models.architectures import KIND_ENCODER_DECODER
 from explorer.models.tokens import token_labels
 
 # Where models keep their learned absolute position and token-type tables (module names), tried in order.
 POSITION_MODULES = ("position_embeddings", "wpe", "embed_positions")
 TOKEN_TYPE_MODULES = ("token_type_embeddings",)
-# The norm some models apply to the summed embeddings before the first layer (BERT's embeddings.LayerNorm).
-EMBEDDING_NORM_MODULES = ("embeddings.LayerNorm", "embeddings.layer_norm", "embeddings.norm")
+# The norm some models apply to the summed embeddings before the first layer (BERT's embeddings.LayerNorm, BART's
+# layernorm_embedding).
+EMBEDDING_NORM_MODULES = ("embeddings.LayerNorm", "embeddings.layer_norm", "embeddings.norm", "layernorm_embedding")
+# Linear maps from a narrow embedding to the hidden width: on the token rows, before positions are added (OPT's
+# project_in, MobileBERT's embedding_transformation), or on the normalised sum (ALBERT, ELECTRA).
+TOKEN_PROJECTION_MODULES = ("project_in", "embeddings.embedding_transformation")
+SUM_PROJECTION_MODULES = ("embedding_hidden_mapping_in", "embeddings_project")
 
 
 def tokenize(lm, text: str, text_pair: str | None = None) -> tuple[TokenRow, ...]:
@@ -61,38 +67,85 @@ def tokenize(lm, text: str, text_pair: str | None = None) -> tuple[TokenRow, ...
 
 
 def embeddings(lm, token_ids, token_type_ids=None, *, positions: int | None = None) -> Embeddings:
-    """The model's own embedding rows for ``token_ids`` [token] (and its first ``positions`` position rows)."""
-    model = lm.model
+    """The model's own embedding rows for ``token_ids`` [token] (and the position rows of its first ``positions``
+    positions), read from the stack whose first layer the page shows (an encoder-decoder's encoder)."""
+    stack = embedding_stack(lm)
     ids = torch.as_tensor(list(token_ids), dtype=torch.long, device=lm.device)
+    table = stack.get_input_embeddings()
     with torch.inference_mode():
-        token = model.get_input_embeddings()(ids)
-        position_table = _named_embedding(model, POSITION_MODULES)
-        count = positions or len(ids)
-        position = None
+        token = table(ids)  # the module's own forward: BART's scale included
+        position_table = _named(stack, POSITION_MODULES, torch.nn.Embedding)[1]
+        position, offset = None, 0
         if position_table is not None:
-            count = min(count, position_table.num_embeddings)
-            position = position_table(torch.arange(count, device=lm.device))
-        type_table = _named_embedding(model, TOKEN_TYPE_MODULES)
+            offset = position_offset(position_table)
+            count = min(positions or len(ids), position_table.num_embeddings - offset)
+            position = position_table.weight[offset : offset + count]
+        type_table = _named(stack, TOKEN_TYPE_MODULES, torch.nn.Embedding)[1]
         token_type = None
         if type_table is not None:
             types = torch.as_tensor(token_type_ids if token_type_ids is not None else [0] * len(ids), device=lm.device)
             token_type = type_table(types)
-    rotary = next((m for name, m in model.named_modules() if name.endswith("rotary_emb")), None)
+    token_projection, trigram, note = _token_projection(stack, token.shape[-1], position)
+    rotary = next((m for name, m in lm.model.named_modules() if name.endswith("rotary_emb")), None)
     inverse_frequency = None if rotary is None else _numpy(getattr(rotary, "inv_freq", None))
     return Embeddings(
         token=_numpy(token),
         position=_numpy(position),
         token_type=_numpy(token_type),
         inverse_frequency=inverse_frequency,
-        position_scheme=_quirks(model)[1],
+        position_scheme=_quirks(lm.model)[1],
+        position_offset=offset,
+        token_projection=token_projection,
+        projection=_named(stack, SUM_PROJECTION_MODULES, torch.nn.Linear)[0],
+        note=note,
+        trigram=trigram,
+        token_scale=float(getattr(table, "embed_scale", None) or 1.0),
     )
 
 
-def _named_embedding(model, names: tuple[str, ...]):
+def embedding_stack(lm) -> torch.nn.Module:
+    """The module whose embeddings feed the first layer the page shows: an encoder-decoder's encoder, else the
+    model."""
+    return lm.model.get_encoder() if lm.kind == KIND_ENCODER_DECODER else lm.model
+
+
+def position_offset(table: torch.nn.Embedding) -> int:
+    """The row of ``table`` that position 0 reads. BART-style tables say so (``offset``: 2 for BART, mBART, OPT,
+    BioGPT); RoBERTa-style tables keep the rows up to their padding index for padding, and count positions after
+    it (``padding_idx + 1``); other tables start at row 0."""
+    offset = getattr(table, "offset", None)
+    if isinstance(offset, int):
+        return offset
+    return 0 if table.padding_idx is None else table.padding_idx + 1
+
+
+def _token_projection(stack, width: int, position) -> tuple[str | None, bool, str | None]:
+    """(the module that maps token rows to the position rows' width, or None; whether it reads each row with its
+    neighbours' (a config's ``trigram_input``: MobileBERT); a note where it reads rows some other way). Applied only
+    where the widths differ: a model whose widths agree skips it (MobileBERT without trigrams)."""
+    name, module = _named(stack, TOKEN_PROJECTION_MODULES, torch.nn.Linear)
+    trigram = bool(getattr(stack.config, "trigram_input", False))
+    if module is None or (position is not None and position.shape[-1] == width and not trigram):
+        return None, False, None
+    if module.in_features == width * (3 if trigram else 1):
+        return name, trigram, None
+    note = (
+        f"Its {name} reads {module.in_features} numbers per token, not one token's {width}: it mixes token rows in "
+        "a way this page does not know, so token + position rows are not what its first layer receives."
+    )
+    return None, False, note
+
+
+def _named(model, names: tuple[str, ...], kind: type) -> tuple[str | None, torch.nn.Module | None]:
+    """The first submodule of class ``kind`` whose dotted name ends with one of ``names``: (name, module)."""
     for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Embedding) and name.split(".")[-1] in names:
-            return module
-    return None
+        if isinstance(module, kind) and any(name == n or name.endswith("." + n) for n in names):
+            return name, module
+    return None, None
+
+
+def _named_embedding(model, names: tuple[str, ...]):
+    return _named(model, names, torch.nn.Embedding)[1]
 
 
 def _numpy(tensor):
@@ -100,21 +153,37 @@ def _numpy(tensor):
 
 
 def summed_embeddings(lm, found: Embeddings) -> tuple[np.ndarray, str | None]:
-    """The input's token rows + position rows + token-type rows, then the model's embedding norm if it has
-    one (its module name, else None): what the lecture says a layer-1 input is. [token, hidden]"""
-    total = found.token.copy()
+    """The input's token rows (through ``token_projection``) + position rows + token-type rows, then the model's
+    embedding norm if it has one (its module name, else None) and ``projection``: what the lecture says a layer-1
+    input is. [token, hidden]"""
+    stack = embedding_stack(lm)
+    if found.note:  # the rows do not add up to the first layer's input: nothing is pretended
+        return found.token.copy(), None
+    total = _through(stack, found.token_projection, with_neighbours(found.token) if found.trigram else found.token)
     count = len(total)
-    if found.position is not None and len(found.position) >= count:
-        total += found.position[:count]
-    if found.token_type is not None:
-        total += found.token_type
-    name, norm = next(((n, m) for n, m in lm.model.named_modules() if n.endswith(EMBEDDING_NORM_MODULES)), (None, None))
-    if norm is not None:
-        with torch.inference_mode():
-            parameter = next(norm.parameters())
-            tensor = torch.as_tensor(total, device=parameter.device, dtype=parameter.dtype)
-            total = _numpy(norm(tensor))
-    return total, name
+    if found.position is not None and len(found.position) >= count and found.position.shape[-1] == total.shape[-1]:
+        total = total + found.position[:count]
+    if found.token_type is not None and found.token_type.shape[-1] == total.shape[-1]:
+        total = total + found.token_type
+    name = _named(stack, EMBEDDING_NORM_MODULES, torch.nn.Module)[0]
+    return _through(stack, found.projection, _through(stack, name, total)), name
+
+
+def with_neighbours(rows: np.ndarray) -> np.ndarray:
+    """[token, 3 * width]: each row beside the next token's and after it the previous token's, zeros past the ends
+    (MobileBERT's trigram input: a width-3 convolution over the token rows, as its embeddings do it)."""
+    zeros = np.zeros_like(rows[:1])
+    return np.concatenate([np.concatenate([rows[1:], zeros]), rows, np.concatenate([zeros, rows[:-1]])], axis=1)
+
+
+def _through(stack, name: str | None, rows: np.ndarray) -> np.ndarray:
+    """``rows`` [token, width] through ``stack``'s submodule ``name`` (unchanged when None)."""
+    if name is None:
+        return rows.copy()
+    module = stack.get_submodule(name)
+    with torch.inference_mode():
+        parameter = next(module.parameters())  # torch.tensor copies: the rows may be read-only
+        return _numpy(module(torch.tensor(rows, device=parameter.device, dtype=parameter.dtype)))
 
 
 def first_layer_input(lm, token_ids, token_type_ids=None) -> np.ndarray:

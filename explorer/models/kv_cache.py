@@ -13,7 +13,9 @@ prefill is the same pass both ways and is timed the same way both ways.
 
 Which caches a cache object holds depends on its class (a table): a decoder's ``DynamicCache`` has one per layer,
 an encoder-decoder's ``EncoderDecoderCache`` the decoder's self-attention cache and the cross-attention cache
-(the encoder's keys and values, computed once by the prefill). Encoders have no cache: ``InputError``.
+(the encoder's keys and values, computed once by the prefill). Encoders have no cache: ``InputError``. A hybrid
+model's linear-attention or state-space layers keep a fixed-size state instead of keys and values: layers without
+keys are left out of the stacks and named in the trace's notes, as is a state kept beside keys (not counted).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from transformers.cache_utils import LinearAttentionCacheLayerMixin
+from transformers.generation.utils import ALL_CACHE_NAMES
 
 from explorer.checks import given_text
 from explorer.data import STACK_CROSS, STACK_DECODER
@@ -79,6 +83,7 @@ def kv_cache(lm, prompt: str, *, steps: int = 8) -> KVCacheTrace:
             [float((a - b).abs().max()) for a, b in zip(cached["logits"], uncached["logits"], strict=True)]
         ),
         truncated=passes.truncated,
+        notes=cached["notes"],
     )
 
 
@@ -99,6 +104,11 @@ def _cached_run(passes, steps: int) -> dict:
     (shapes, bytes) read right after it."""
     run = {"logits": [], "chosen": [], "seconds": [], "caches": []}
     (logits, cache), seconds = passes.timed(passes.prefill)
+    if cache is None:
+        raise InputError(
+            f"{passes.lm.name} keeps no KV cache: every step of its decoding runs the whole text again (generate() "
+            "does the same), so there is no cache to show."
+        )
     for index in range(steps + 1):
         if index:
             (logits, cache), seconds = passes.timed(passes.step, run["chosen"][-1], cache)
@@ -106,6 +116,8 @@ def _cached_run(passes, steps: int) -> dict:
         run["chosen"].append(int(logits.argmax()))
         run["seconds"].append(seconds)
         run["caches"].append(_read(cache))
+        if not index:  # before the other passes: a model without keys stops here
+            run["notes"] = _state_notes(passes.lm, cache)
     return run
 
 
@@ -119,9 +131,9 @@ def _uncached_run(passes, chosen: list[int]) -> dict:
     return run
 
 
-def _read(cache) -> dict[str, list[tuple[tuple[int, ...], tuple[int, int]]]]:
+def _read(cache) -> dict[str, list[tuple[tuple[int, ...], tuple[int, int]] | None]]:
     """{stack: per layer ((batch, kv_head, token, head_dim), (bytes of the keys, of the values))}, from the cache's
-    own tensors."""
+    own tensors; None for a layer whose cache holds no keys (a linear-attention or state-space layer's state)."""
     stacks = CACHE_STACKS.get(type(cache).__name__)
     if stacks is None:
         raise InputError(f"The explorer does not know how to read a {type(cache).__name__} (see CACHE_STACKS).")
@@ -129,9 +141,59 @@ def _read(cache) -> dict[str, list[tuple[tuple[int, ...], tuple[int, int]]]]:
     for stack, attribute in stacks:
         part = getattr(cache, attribute) if attribute else cache
         read[stack] = [
-            (tuple(layer.keys.shape), tuple(_nbytes(getattr(layer, name)) for name in KV)) for layer in part.layers
+            (tuple(layer.keys.shape), tuple(_nbytes(getattr(layer, name)) for name in KV))
+            if _holds_keys(layer)
+            else None
+            for layer in part.layers
         ]
     return read
+
+
+def _holds_keys(layer) -> bool:
+    return isinstance(getattr(layer, "keys", None), torch.Tensor)
+
+
+def _state_notes(lm, cache) -> tuple[str, ...]:
+    """Notes on the decoder's layers whose cache holds a linear-attention or state-space state (fixed in size, not
+    keys and values): those without keys are left out of the stacks, the others' state is not counted.
+    ``InputError`` when no layer holds keys."""
+    part = dict(CACHE_STACKS[type(cache).__name__])[STACK_DECODER]
+    layers = (getattr(cache, part) if part else cache).layers
+    keyless = [str(index) for index, layer in enumerate(layers) if not _holds_keys(layer)]
+    stateful = [str(index) for index, layer in enumerate(layers) if _holds_state(layer) and _holds_keys(layer)]
+    if len(keyless) == len(layers):
+        raise InputError(
+            f"{lm.name} keeps no keys and values: each of its layers carries a fixed-size state (a linear-attention "
+            "or state-space layer) instead of a KV cache, so there is no KV cache to show."
+        )
+    notes = []
+    if keyless:
+        notes.append(
+            f"{_layers(keyless)} of {len(layers)} {_verb('keep', keyless)} no keys and values: linear-attention or "
+            "state-space layers carry a fixed-size state instead, which does not grow with the text. The sizes, "
+            f"shapes and counts here are the KV cache of the other {len(layers) - len(keyless)}."
+        )
+    if stateful:
+        notes.append(
+            f"{_layers(stateful)} also {_verb('carry', stateful)} a linear-attention or state-space state, fixed in "
+            "size, besides keys and values: it is not counted here."
+        )
+    return tuple(notes)
+
+
+def _layers(indices: list[str]) -> str:
+    return f"Layer{'s' if len(indices) > 1 else ''} {', '.join(indices)}"
+
+
+def _verb(verb: str, subjects: list) -> str:
+    """``verb`` agreeing with one subject or several: "keeps" / "keep", "carries" / "carry"."""
+    if len(subjects) > 1:
+        return verb
+    return verb[:-1] + "ies" if verb.endswith("y") else verb + "s"
+
+
+def _holds_state(layer) -> bool:
+    return isinstance(layer, LinearAttentionCacheLayerMixin)
 
 
 def _nbytes(tensor: torch.Tensor) -> int:
@@ -142,8 +204,9 @@ def _stacks(caches: list[dict]) -> tuple[CachedStack, ...]:
     """Each stack's arrays over the passes (``caches``: one ``_read`` per pass)."""
     stacks = []
     for stack in caches[0]:
-        shapes = np.array([[shape for shape, _ in read[stack]] for read in caches])  # [pass, layer, 4]
-        nbytes = np.array([[sizes for _, sizes in read[stack]] for read in caches], dtype=np.int64)
+        layers = [[layer for layer in read[stack] if layer is not None] for read in caches]  # the KV layers
+        shapes = np.array([[shape for shape, _ in read] for read in layers])  # [pass, layer, 4]
+        nbytes = np.array([[sizes for _, sizes in read] for read in layers], dtype=np.int64)
         stacks.append(CachedStack(stack, shapes[-1, :, 1].copy(), shapes[-1, :, 3].copy(), shapes[..., 2], nbytes))
     return tuple(stacks)
 
@@ -154,7 +217,10 @@ class _Passes:
     def __init__(self, lm, prompt: str, steps: int):
         self.lm, self.model = lm, lm.model
         self.synchronize = SYNCHRONIZE.get(torch.device(lm.device).type, lambda: None)
-        keeps = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        parameters = inspect.signature(self.model.forward).parameters
+        keeps = "logits_to_keep" in parameters
+        # What the model calls its cache (state-space models: "cache_params", a state that holds no keys).
+        self.cache_name = next((name for name in ALL_CACHE_NAMES if name in parameters), "past_key_values")
         # As generate() does: only the last position's logits (the others cost a vocabulary-wide product each).
         self.last_only = {"logits_to_keep": 1} if keeps else {}
         ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
@@ -185,12 +251,12 @@ class _Passes:
 
     def prefill(self):
         outputs = self.model(input_ids=self.prompt_ids, use_cache=True, **self.last_only)
-        return self._logits(outputs), outputs.past_key_values
+        return self._logits(outputs), getattr(outputs, self.cache_name, None)
 
     def step(self, token: int, cache):
         ids = torch.tensor([[token]], device=self.lm.device)
-        outputs = self.model(input_ids=ids, past_key_values=cache, use_cache=True, **self.last_only)
-        return self._logits(outputs), outputs.past_key_values
+        outputs = self.model(input_ids=ids, use_cache=True, **{self.cache_name: cache}, **self.last_only)
+        return self._logits(outputs), getattr(outputs, self.cache_name)
 
     def whole(self, chosen: list[int]) -> torch.Tensor:
         ids = torch.cat([self.prefill_ids, torch.tensor([chosen], dtype=torch.long, device=self.lm.device)], dim=1)

@@ -4,14 +4,16 @@ Decoders and encoder-decoders (the decoder) are read through their language-mode
 the masked-LM head its checkpoint carries (loaded once, beside the encoder), where a reading is the model's
 guess of the token at that position.
 
-After the embeddings and after each layer, the residual stream goes through the model's final norm and
-unembedding (and whatever the model itself does between them: T5's rescaling, Gemma's logit softcap), giving
-the next-token distribution the model would produce if it stopped there. The last layer's reading is the
-model's own logits; the tests hold it to that.
+The residual stream is read where the module graph shows it (``explorer.models.sites``): at the input of each
+layer, and at the output of the last. Each is then passed through what the model itself does to its last
+layer's output: the modules between that layer and the head (the final norm; OPT-350m's ``project_out``), the
+head (``get_output_embeddings``), and what the forward does around the head in plain code, measured in the same
+pass from the head's own input and output against the model's logits: a constant factor before it (T5's
+rescaling), then a factor (Cohere's ``logit_scale``, Granite's ``logits_scaling``), a bias (BART's
+``final_logits_bias``) or the config's final softcap (Gemma) after it. The last layer's reading must equal the
+model's own log-probabilities; where it does not, the lens says it does not apply rather than show numbers.
 
-The residual stream before the final norm is what the norm receives: transformers' last
-``output_hidden_states`` entry has the norm already applied for most models, so the last layer is read from a
-hook on the norm's input. The hook is registered once per model and does nothing unless a lens call of this
+The hooks (on the layers and the head) are registered once per module and do nothing unless a lens call of this
 thread is collecting (a context variable), so concurrent calls on the shared model never see each other's.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
+from collections.abc import Callable
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -28,19 +31,25 @@ import torch
 from transformers import AutoModelForMaskedLM
 
 from explorer.checks import given_text
+from explorer.data import STACK_DECODER, STACK_ENCODER
+from explorer.data.attention import TOLERANCE
 from explorer.data.lens import LogitLens
 from explorer.errors import InputError
-from explorer.models.architectures import KIND_ENCODER, KIND_ENCODER_DECODER, quirks_for
-from explorer.models.capture import decoder_input_ids, encode_text
+from explorer.models.architectures import KIND_ENCODER, KIND_ENCODER_DECODER
+from explorer.models.capture import decoder_input_ids, dtype_name, encode_text
+from explorer.models.sites import first_tensor, layer_input, probe_ids, stack_sites
 from explorer.models.tokens import token_labels
 
 POSITIONS_PER_CHUNK = 128  # positions read through the head at once: [positions, vocabulary] floats each
-_norm_inputs: ContextVar[list | None] = ContextVar("explorer_lens_norm_inputs", default=None)
+# What a lens call of this context collects: {id(module): [(input, output) of each call]}.
+_collecting_calls: ContextVar[dict | None] = ContextVar("explorer_lens_calls", default=None)
 # Held weakly, by the modules themselves: an id of a model since freed may be reused by the next one loaded (its
-# norm then went unhooked), and a name may be loaded again in another dtype, on another device or retrained.
+# modules then went unhooked), and a name may be loaded again in another dtype, on another device or retrained.
 _hooked: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()
 _heads: weakref.WeakKeyDictionary[torch.nn.Module, torch.nn.Module | str] = weakref.WeakKeyDictionary()
 _hook_lock = threading.Lock()
+# Final softcaps a forward applies to its logits in plain code, by the config attribute that holds the cap.
+SOFTCAP_ATTRIBUTES = ("final_logit_softcapping", "logits_soft_cap")
 
 
 def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> LogitLens:
@@ -50,10 +59,11 @@ def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> L
     _check(lm, text, top_n, target)
     encoded, truncated = encode_text(lm, text, None)
     decoder_ids = decoder_input_ids(lm, target) if lm.kind == KIND_ENCODER_DECODER else None
-    residual, read = _encoder_residual(lm, encoded) if lm.kind == KIND_ENCODER else _residual(lm, encoded, decoder_ids)
+    residual, read, own = _residual(lm, encoded, decoder_ids)
     with torch.inference_mode():
-        final_ids = read(residual[-1][0]).argmax(dim=-1)  # the last reading is the model's own logits
-        readings = [_read_layer(read, state[0], final_ids, top_n) for state in residual]
+        _check_last_layer(lm, read, residual[-1], own)
+        final_ids = own.argmax(dim=-1)  # the model's own prediction
+        readings = [_read_layer(read, state, final_ids, top_n) for state in residual]
     top_ids, top_logprobs, final_logprobs, final_ranks = (np.stack(parts) for parts in zip(*readings, strict=True))
     positions = decoder_ids[0] if decoder_ids is not None else encoded["input_ids"][0]
     return LogitLens(
@@ -72,22 +82,115 @@ def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> L
 
 
 def _residual(lm, encoded, decoder_ids):
-    """A decoder's residual stream after the embeddings and after each layer (the last before the final norm),
-    and how to read one: the final norm, then the unembedding."""
-    norm = final_norm(lm.model)
-    with torch.inference_mode(), _collecting_norm_input(norm) as norm_input:
+    """The stack's residual stream ([position, hidden] at the input of each layer and the output of the last),
+    how to read one (the model's own tail, head and logit arithmetic) and the model's own logits
+    [position, vocabulary]."""
+    stack = STACK_ENCODER if lm.kind == KIND_ENCODER else STACK_DECODER
+    sites = stack_sites(lm, stack)
+    head = masked_lm_head(lm) if lm.kind == KIND_ENCODER else _output_embeddings(lm)
+    with torch.inference_mode(), _collecting([*sites.layers, head]) as calls:
         outputs = _forward(lm, encoded, decoder_ids)
-    hidden = outputs.decoder_hidden_states if decoder_ids is not None else outputs.hidden_states
-    return [*hidden[:-1], norm_input[-1]], lambda state: unembed(lm.model, norm(state))
-
-
-def _encoder_residual(lm, encoded):
-    """An encoder's hidden states (each already normed: BERT-style layers end with their own norm) and its
-    masked-LM head: the reading at a position is the model's guess of the token there, not of the next one."""
-    head = masked_lm_head(lm)
+    residual = _layer_states(sites.layers, calls)
+    tail = final_norm(lm)
     with torch.inference_mode():
-        outputs = _forward(lm, encoded, None)
-    return list(outputs.hidden_states), head
+        if lm.kind == KIND_ENCODER:  # its head runs beside the loaded encoder: nothing in between to measure
+            return residual, lambda state: head(tail(state)), head(outputs.last_hidden_state[0])
+        if not calls[id(head)]:
+            raise InputError(_not_applicable(lm, "its forward does not call its output embedding as a module"))
+        (head_input, head_output), own = calls[id(head)][0], outputs.logits[0]
+        before = _before_head(lm, tail(residual[-1]), head_input[0])
+        after = _after_head(lm, head_output[0], own)
+    return residual, lambda state: after(head(tail(state) * before)), own
+
+
+def _layer_states(layers, calls: dict) -> list[torch.Tensor]:
+    """[position, hidden] at the input of each layer (in the order called: ALBERT calls one module L times) and
+    at the output of the last."""
+    seen: dict[int, int] = {}
+    states = []
+    for layer in layers:
+        occurrence = seen[id(layer)] = seen.get(id(layer), -1) + 1
+        states.append(calls[id(layer)][occurrence][0][0])
+    return [*states, calls[id(layers[-1])][-1][1][0]]
+
+
+def _output_embeddings(lm) -> torch.nn.Module:
+    head = lm.model.get_output_embeddings()
+    if head is None:
+        raise InputError(
+            f"The logit lens does not apply to {lm.name} ({type(lm.model).__name__}): it has no output embedding "
+            "that turns a hidden state into scores over the vocabulary."
+        )
+    return head
+
+
+def _before_head(lm, normed: torch.Tensor, head_input: torch.Tensor) -> float:
+    """The constant the forward multiplies the tail's output by before the head (T5's d_model ** -0.5; 1.0 for
+    most), measured from what the head read."""
+    if _close(normed, head_input, lm):
+        return 1.0
+    factor = _factor(normed, head_input, lm)
+    if factor is None:
+        raise InputError(_not_applicable(lm, "what its head reads is not its final norm's output"))
+    return factor
+
+
+def _after_head(lm, scores: torch.Tensor, logits: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What the forward does to the head's scores in plain code, measured against its logits: nothing, a factor
+    (Cohere, Granite), the config's final softcap (Gemma) or a bias over the vocabulary (BART)."""
+    if _close(scores, logits, lm):
+        return lambda z: z
+    factor = _factor(scores, logits, lm)
+    if factor is not None:
+        return lambda z: z * factor
+    config = lm.model.config.get_text_config()
+    for cap in filter(None, (getattr(config, name, None) for name in SOFTCAP_ATTRIBUTES)):
+        if _close(torch.tanh(scores / cap) * cap, logits, lm):
+            return lambda z, cap=cap: torch.tanh(z / cap) * cap
+    bias = logits[0] - scores[0]
+    if _close(scores + bias, logits, lm):
+        return lambda z: z + bias
+    raise InputError(_not_applicable(lm, "its logits are not its head's scores, scaled, capped or shifted"))
+
+
+def _factor(before: torch.Tensor, after: torch.Tensor, lm) -> float | None:
+    """c with ``after`` = c · ``before``, or None."""
+    if before.shape != after.shape:
+        return None
+    before, after = before.double(), after.double()
+    factor = float((before * after).sum() / (before * before).sum().clamp_min(1e-300))
+    return factor if _close(before * factor, after, lm) else None
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, lm) -> bool:
+    """Equal up to the rounding of the model's dtype, relative to the larger value."""
+    scale = max(float(b.abs().max()), 1e-12)
+    return a.shape == b.shape and float((a.double() - b.double()).abs().max()) <= _relative_tolerance(lm) * scale
+
+
+def _relative_tolerance(lm) -> float:
+    return TOLERANCE[dtype_name(lm.model)] / 10
+
+
+def _check_last_layer(lm, read, last: torch.Tensor, own: torch.Tensor) -> None:
+    """The last layer read through the lens must be the model's own log-probabilities."""
+    worst = 0.0
+    for start in range(0, last.shape[0], POSITIONS_PER_CHUNK):
+        chunk = slice(start, start + POSITIONS_PER_CHUNK)
+        mine = torch.log_softmax(read(last[chunk]).float(), dim=-1)
+        worst = max(worst, float((mine - torch.log_softmax(own[chunk].float(), dim=-1)).abs().max()))
+    if worst > TOLERANCE[dtype_name(lm.model)]:
+        raise InputError(
+            _not_applicable(
+                lm,
+                f"its last layer read through its own final norm and head is {worst:.1e} off its own "
+                "log-probabilities, so something between them is not what the lens repeats",
+            )
+        )
+
+
+def _not_applicable(lm, why: str) -> str:
+    return f"The logit lens does not apply to {lm.name} ({type(lm.model).__name__}): {why}."
 
 
 def masked_lm_head(lm) -> torch.nn.Module:
@@ -103,23 +206,55 @@ def masked_lm_head(lm) -> torch.nn.Module:
 
 
 def _load_masked_lm_head(lm) -> torch.nn.Module | str:
-    path = quirks_for(lm.model.config.model_type).masked_lm_head
-    if path is None:
-        return f"No masked-LM head is known for {lm.name} ({lm.model.config.model_type}) to read its predictions."
+    """The modules ``AutoModelForMaskedLM`` adds to the encoder, in the order its forward calls them; checked to
+    give the masked-LM model's own logits from the encoder's last hidden state."""
     source = lm.model.config._name_or_path  # the folder the encoder was loaded from (a Hub snapshot, or a path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the unused pooler and missing head weights are reported below
-        full, info = AutoModelForMaskedLM.from_pretrained(
-            source, output_loading_info=True, trust_remote_code=False, local_files_only=True
-        )
-    if any(key.startswith(f"{path}.") for key in info["missing_keys"]):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the unused pooler and missing head weights are reported below
+            full, info = AutoModelForMaskedLM.from_pretrained(
+                source, output_loading_info=True, trust_remote_code=False, local_files_only=True
+            )
+    except (ValueError, OSError) as error:
+        return f"{lm.name} ({lm.model.config.model_type}) has no masked-LM head to read its predictions ({error})."
+    full.eval()
+    base = full.base_model
+    prefix = f"{full.base_model_prefix}."
+    if any(not key.startswith(prefix) for key in info["missing_keys"]):
         return (
             f"Reading an encoder's predictions takes its masked-LM head, and {lm.name}'s checkpoint has none "
             "(it was saved as an encoder only, as sentence-embedding models are). Pick a model with its masked-LM "
             "head (e.g. bert-base-uncased), a decoder or an encoder-decoder."
         )
-    head = full.get_submodule(path)
+    head = _head_in_call_order(lm, full, base)
+    if isinstance(head, str):
+        return head
     return head.to(device=lm.device, dtype=next(lm.model.parameters()).dtype).eval()
+
+
+def _head_in_call_order(lm, full, base) -> torch.nn.Sequential | str:
+    order: list[torch.nn.Module] = []
+    handles = [
+        child.register_forward_pre_hook(lambda module, args: order.append(module))
+        for child in full.children()
+        if child is not base
+    ]
+    ids = probe_ids(lm, "Hello world").cpu()
+    try:
+        with torch.inference_mode():
+            logits = full(input_ids=ids).logits
+    finally:
+        for handle in handles:
+            handle.remove()
+    head = torch.nn.Sequential(*dict.fromkeys(order))
+    with torch.inference_mode():
+        mine = head(base(input_ids=ids).last_hidden_state)
+    if mine.shape != logits.shape or not torch.allclose(mine, logits, atol=1e-5, rtol=1e-4):
+        return (
+            f"{lm.name}'s masked-LM model ({type(full).__name__}) does more than apply its head to the encoder's "
+            "last hidden state, so the lens cannot read its predictions layer by layer."
+        )
+    return head
 
 
 def _check(lm, text: str, top_n: int, target: str | None) -> None:
@@ -131,30 +266,11 @@ def _check(lm, text: str, top_n: int, target: str | None) -> None:
         raise InputError(f"top_n must be a whole number from 1 to 50 (got {top_n!r}).")
 
 
-def final_norm(model) -> torch.nn.Module:
-    """The norm before the unembedding, found through the architecture table."""
-    path = quirks_for(model.config.model_type).final_norm
-    module = model
-    for name in path.split("."):
-        module = getattr(module, name, None)
-        if module is None:
-            raise InputError(
-                f"The logit lens does not know where {type(model).__name__}'s final norm is (looked for {path})."
-            )
-    return module
-
-
-def unembed(model, normed: torch.Tensor) -> torch.Tensor:
-    """What the model does after its final norm: the output embedding, with T5's rescaling of tied embeddings
-    and Gemma's final logit softcap where the config asks for them."""
-    config = model.config
-    if getattr(config, "scale_decoder_outputs", False):
-        normed = normed * (config.d_model**-0.5)
-    logits = model.get_output_embeddings()(normed)
-    cap = getattr(config, "final_logit_softcapping", None)
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return logits
+def final_norm(lm) -> torch.nn.Module:
+    """What the model passes its last layer's output through before the head, found in the module graph: the
+    final norm (and OPT-350m's ``project_out``; nothing for a post-norm encoder)."""
+    stack = STACK_ENCODER if lm.kind == KIND_ENCODER else STACK_DECODER
+    return torch.nn.Sequential(*stack_sites(lm, stack).tail)
 
 
 def _read_layer(read, state: torch.Tensor, final_ids: torch.Tensor, top_n: int):
@@ -174,29 +290,30 @@ def _forward(lm, encoded, decoder_ids):
     inputs = {key: value for key, value in encoded.items() if key != "token_type_ids" or lm.kind == KIND_ENCODER}
     if decoder_ids is not None:
         inputs["decoder_input_ids"] = decoder_ids
-    return lm.model(**inputs, output_hidden_states=True, use_cache=False)
+    return lm.model(**inputs, use_cache=False) if lm.kind != KIND_ENCODER else lm.model(**inputs)
 
 
 @contextmanager
-def _collecting_norm_input(norm: torch.nn.Module):
-    """Within the block, this thread's calls of ``norm`` record their input."""
-    _hook(norm)
-    inputs: list[torch.Tensor] = []
-    token = _norm_inputs.set(inputs)
+def _collecting(modules):
+    """Within the block, this thread's calls of ``modules`` record (input, output) under id(module)."""
+    for module in modules:
+        _hook(module)
+    calls: dict[int, list] = {id(module): [] for module in modules}
+    token = _collecting_calls.set(calls)
     try:
-        yield inputs
+        yield calls
     finally:
-        _norm_inputs.reset(token)
+        _collecting_calls.reset(token)
 
 
-def _hook(norm: torch.nn.Module) -> None:
+def _hook(module: torch.nn.Module) -> None:
     with _hook_lock:
-        if norm not in _hooked:
-            norm.register_forward_pre_hook(_record_norm_input)
-            _hooked.add(norm)
+        if module not in _hooked:
+            module.register_forward_hook(_record_call, with_kwargs=True)
+            _hooked.add(module)
 
 
-def _record_norm_input(module, args) -> None:
-    inputs = _norm_inputs.get()
-    if inputs is not None:
-        inputs.append(args[0])
+def _record_call(module, args, kwargs, output) -> None:
+    calls = _collecting_calls.get()
+    if calls is not None and id(module) in calls:
+        calls[id(module)].append((layer_input(args, kwargs), first_tensor(output)))

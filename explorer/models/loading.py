@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -14,7 +16,7 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
-from explorer.errors import ModelLoadError
+from explorer.errors import InputError, ModelLoadError
 from explorer.hosting import is_hub_id, neither_id_nor_folder, preview
 from explorer.models import recorder
 from explorer.models.architectures import (
@@ -50,6 +52,14 @@ class LoadedModel:
     num_heads: int
     # id(submodule) -> "encoder" | "decoder" | "cross", decided once at load
     stack_of_module: dict[int, str] = field(repr=False)
+    # Where its attention is read from, decided at load by one short probe: recorder.RECORDED (weights, queries,
+    # keys, values), RETURNED (the model's own output_attentions: weights only) or NO_ATTENTION (none at all).
+    attention: str = recorder.RECORDED
+
+    @property
+    def weights_only(self) -> bool:
+        """True where captures hold the model's own weights but no queries, keys or values."""
+        return self.attention == recorder.RETURNED
 
     @property
     def max_tokens(self) -> int:
@@ -188,8 +198,10 @@ def load_model(
     """Load ``name`` (a Hub id, a local folder or a bundled default) with recording attention.
 
     ``progress`` receives a short sentence at each stage (the app shows them while a model loads).
-    Raises ``ModelLoadError`` with an actionable message for unknown ids, no network, non-text
-    models and architectures whose attention cannot be captured. Never runs remote code.
+    Raises ``ModelLoadError`` with an actionable message for unknown ids, no network and non-text models. Never
+    runs remote code. Every text model loads: where its attention does not run through transformers'
+    AttentionInterface its captures hold its own ``output_attentions`` (weights only, ``LoadedModel.attention``),
+    and a model without attention (Mamba) loads for its decoding pages.
     ``token`` is passed to every Hub call (``False``: never use a token this machine has, as a class server
     must for models its visitors name); ``max_parameters`` refuses, before downloading, a Hub model the Hub
     says is larger. ``hub_only`` (a class server, for names its visitors type): the name is a Hub id and
@@ -235,19 +247,18 @@ def load_model(
         device = str(model.get_input_embeddings().weight.device)
         say("Checking that the model's attention can be captured…")
     model.eval()
-    _switch_to_recording(model, name)
-    lm = LoadedModel(
+    attention, probed = _attention_source(model, kind, tokenizer, name)
+    return LoadedModel(
         model=model,
         tokenizer=tokenizer,
         name=name.strip(),
         kind=kind,
         device=device,
         num_layers=_config_int(model.config, _LAYER_ATTRS, "layers"),
-        num_heads=_config_int(model.config, _HEAD_ATTRS, "heads"),
-        stack_of_module=stack_of_module(model, kind),
+        num_heads=0 if attention == recorder.NO_ATTENTION else _config_int(model.config, _HEAD_ATTRS, "heads"),
+        stack_of_module=stack_of_module(model, kind, probed),
+        attention=attention,
     )
-    _probe(lm)
-    return lm
 
 
 def _check_name(name: str) -> None:
@@ -479,37 +490,70 @@ def _load_weights(
         ) from error
 
 
-def _switch_to_recording(model: PreTrainedModel, name: str) -> None:
-    """Select the recording attention once, at load; fail clearly if this architecture cannot use it."""
-    try:
+def _attention_source(model: PreTrainedModel, kind: str, tokenizer, name: str) -> tuple[str, Probe]:
+    """Where this model's attention can be read, decided from the model itself by a short forward pass with its
+    own ``output_attentions``: ``recorder.RECORDED`` where every attention map it returns ran through the recording
+    attention (transformers' AttentionInterface), else ``RETURNED`` (those maps, weights only) where its output
+    has a place for them, else ``NO_ATTENTION`` (Mamba). Loading never depends on it: every text model loads.
+    Returns the source and the probe that recorded the calls (``stack_of_module`` reads their shapes)."""
+    with contextlib.suppress(ValueError, ImportError):  # a model that refuses it computes attention in its own code
         model.set_attn_implementation(recorder.ATTN_IMPLEMENTATION)
-    except Exception as error:
-        raise ModelLoadError(
-            f"The attention of “{name}” ({type(model).__name__}) cannot be captured: it does not dispatch "
-            "through transformers' AttentionInterface."
-        ) from error
+    probe = _probe(model, kind, tokenizer, name)
+    if probe.calls and len(probe.calls) == probe.maps:
+        return recorder.RECORDED, probe
+    # Some or all of its attention bypasses the interface: all of it is read from the model's own eager code.
+    model.set_attn_implementation("eager")
+    probe = _probe(model, kind, tokenizer, name)
+    return (recorder.RETURNED if probe.maps or probe.has_place else recorder.NO_ATTENTION), probe
 
 
-def _probe(lm: LoadedModel) -> None:
-    """One tiny capture at load, so an architecture that bypasses the recorder fails here, clearly."""
-    from explorer.models.capture import capture
+@dataclass(frozen=True)
+class Probe:
+    """What one forward pass over a few tokens showed: the attention calls recorded, how many attention maps the
+    model returned (tensors, or whatever its own layout is), whether its output has a field for them at all, and
+    the encoder's and decoder's lengths (an encoder-decoder's decoder is fed one token)."""
 
+    calls: list = field(repr=False)
+    maps: int
+    has_place: bool
+    lengths: tuple[int, int]
+
+
+def _probe(model: PreTrainedModel, kind: str, tokenizer, name: str) -> Probe:
+    from explorer.models.capture import decoder_start_token_id
+
+    ids = tokenizer("Hello world, hello", return_tensors="pt")["input_ids"][:, :4]
+    if ids.shape[1] < 2:  # cross-attention is told from self-attention by its keys: the encoder's length
+        ids = torch.tensor([[tokenizer.unk_token_id or 0] * 3], dtype=torch.long)
+    ids = ids.to(model.device)
+    inputs = {"input_ids": ids, "output_attentions": True}
+    if kind == KIND_ENCODER_DECODER:
+        try:
+            start = decoder_start_token_id(model)
+        except InputError:  # capture says so when it needs the decoder; the probe starts from the first token
+            start = int(ids[0, 0])
+        inputs["decoder_input_ids"] = torch.full_like(ids[:, :1], start)
+    if kind != KIND_ENCODER:
+        inputs["use_cache"] = False
     try:
-        probe = capture(lm, "Hello world", target="Hello" if lm.kind == KIND_ENCODER_DECODER else None)
+        with torch.inference_mode(), recorder.recording() as calls:
+            out = model(**inputs)
     except Exception as error:
         raise ModelLoadError(
-            f"`{lm.name}` ({type(lm.model).__name__}) loaded, but its attention could not be captured "
-            f"({type(error).__name__}: {error}). This architecture is not supported."
+            f"“{name}” ({type(model).__name__}) loaded, but a forward pass over a few tokens failed "
+            f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no details'})."
         ) from error
-    if not probe.stacks:
-        raise ModelLoadError(
-            f"`{lm.name}` ({type(lm.model).__name__}) computes attention in its own code, outside "
-            "transformers' AttentionInterface, so its weights cannot be captured. This architecture is not supported."
-        )
+    places = [f.name for f in dataclasses.fields(out) if f.name.endswith("attentions")]
+    maps = sum(1 for place in places for layer in getattr(out, place) or () if layer is not None)
+    decoder = inputs.get("decoder_input_ids", ids).shape[1]
+    return Probe(calls=calls, maps=maps, has_place=bool(places), lengths=(ids.shape[1], decoder))
 
 
-def stack_of_module(model: PreTrainedModel, kind: str) -> dict[int, str]:
-    """Which stack each submodule's attention belongs to, decided once from module names."""
+def stack_of_module(model: PreTrainedModel, kind: str, probe: Probe | None = None) -> dict[int, str]:
+    """Which stack each submodule's attention belongs to, decided once: the encoder's modules from
+    ``get_encoder()``; on the decoder's side, a module the ``probe`` saw called with the encoder's length of keys
+    (and not the decoder's) is cross-attention (NLLB-MoE calls it ``cross_attention``), one called with the
+    decoder's is self-attention; modules the probe did not see are told by their names."""
     cross_names = quirks_for(model.config.model_type).cross_attention_names
     encoder_ids = set()
     if kind == KIND_ENCODER_DECODER:
@@ -522,6 +566,11 @@ def stack_of_module(model: PreTrainedModel, kind: str) -> dict[int, str]:
             stacks[id(module)] = STACK_CROSS
         else:
             stacks[id(module)] = STACK_DECODER
+    if probe is not None and kind == KIND_ENCODER_DECODER and probe.lengths[0] != probe.lengths[1]:
+        for call in probe.calls:
+            if id(call.module) not in encoder_ids:
+                cross = call.weights.shape[-1] == probe.lengths[0]
+                stacks[id(call.module)] = STACK_CROSS if cross else STACK_DECODER
     return stacks
 
 

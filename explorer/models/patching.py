@@ -8,11 +8,13 @@ read at the metric's position. No padding, so each row is the single patched run
 matrix products; three extra rows (the whole stream at layer 0 and at layer L, and nothing) measure that
 rounding (``Patching.verification``).
 
-Where the layers and MLPs are is a table keyed by model type (``SITES``); the heads are patched where head
-ablation zeroes them, in the output of the recording attention (``recorder.editing``), with the attention
-modules ``ablation.layout`` found. The hooks live only while a call runs (removed in ``finally``) and act only on
-the forward passes of the call that registered them, named in a context variable: another thread's run of the
-shared model passes through them unchanged.
+Where the layers and MLPs are is found in the module graph (``explorer.models.sites``), with the shapes those
+modules see: OPT's ``fc2`` reads positions flattened into rows, GPT-OSS's MLP returns a tuple. The heads are
+patched where head ablation zeroes them (``recorder.editing``): in the output of the recording attention, or, for
+attention computed in the model's own code, in the input of its output projection (``ablation.layout``). The
+hooks live only while a call runs (removed in ``finally``) and act only on the forward passes of the call that
+registered them, named in a context variable: another thread's run of the shared model passes through them
+unchanged.
 """
 
 from __future__ import annotations
@@ -38,38 +40,12 @@ from explorer.models.capture import dtype_name
 from explorer.models.decoding import special_token_ids
 from explorer.models.head_effects import last_position_only
 from explorer.models.lens import masked_lm_head
+from explorer.models.sites import first_tensor, rows_view, stack_sites
 from explorer.models.tokens import token_labels
 
 ROWS_PER_PASS = 32  # patched runs per forward pass
 TOKENS_PER_PASS = 2048  # and at most this many tokens in one pass (rows × prompt length): bounds the memory
 
-
-@dataclass(frozen=True)
-class PatchSites:
-    """Where one family keeps what is patched, as attribute paths.
-
-    layers  from the loaded model to the list of layers of the stack patched (an encoder-decoder's encoder)
-    mlp     from one layer to the module whose output is the MLP's output (before any residual add or norm)
-    """
-
-    layers: str = "model.layers"
-    mlp: str = "mlp"
-
-
-# Keyed by ``config.model_type``; the default fits the Llama-style decoders (Llama, Mistral, Qwen, Gemma, Phi).
-SITES: dict[str, PatchSites] = {
-    "gpt2": PatchSites("transformer.h"),
-    "gptj": PatchSites("transformer.h"),
-    "falcon": PatchSites("transformer.h"),
-    "bloom": PatchSites("transformer.h", "mlp.dense_4h_to_h"),  # BloomMLP adds the residual itself
-    "gpt_neox": PatchSites("gpt_neox.layers"),
-    "opt": PatchSites("model.decoder.layers", "fc2"),  # OPT's MLP is fc1 and fc2 in the layer itself
-    # Encoders as explorer loads them (AutoModel: no head); BertOutput adds the residual and norms after .dense.
-    "bert": PatchSites("encoder.layer", "output.dense"),
-    "roberta": PatchSites("encoder.layer", "output.dense"),
-    "xlm-roberta": PatchSites("encoder.layer", "output.dense"),
-    "t5": PatchSites("encoder.block", "layer.1.DenseReluDense"),  # encoder blocks: self-attention, then FF
-}
 
 # The stack each kind patches: a decoder's own, an encoder's, an encoder-decoder's encoder.
 STACK_OF_KIND = {KIND_DECODER: STACK_DECODER, KIND_ENCODER: STACK_ENCODER, KIND_ENCODER_DECODER: STACK_ENCODER}
@@ -78,7 +54,7 @@ STACK_OF_KIND = {KIND_DECODER: STACK_DECODER, KIND_ENCODER: STACK_ENCODER, KIND_
 RESIDUAL, HEAD, MLP, STREAM, NOTHING = "residual", "head", "mlp", "stream", "nothing"
 
 # The call whose hooks act on this context's forward pass, and what they do there.
-_active: ContextVar[tuple[object, object] | None] = ContextVar("explorer_patching", default=None)
+_active: ContextVar[tuple[object, object, tuple[int, int]] | None] = ContextVar("explorer_patching", default=None)
 
 
 def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, progress=None) -> Patching:
@@ -125,26 +101,35 @@ class _Model:
     @classmethod
     def of(cls, lm) -> _Model:
         stack = STACK_OF_KIND[lm.kind]
-        sites = SITES.get(lm.model.config.model_type, PatchSites())
-        layers = tuple(_module(lm, lm.model, sites.layers, "layers"))
-        mlps = tuple(_module(lm, layer, sites.mlp, "MLP") for layer in layers)
-        found = ablation.layout(lm)
+        sites = stack_sites(lm, stack)
+        layers, mlps = sites.layers, sites.mlps
+        if len(set(layers)) != len(layers):
+            shared = "its layers are one module called again and again (shared weights): a hook acts at every layer"
+            raise InputError(_not_applicable(lm, shared))
+        if None in mlps:
+            missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
+            raise InputError(_not_applicable(lm, missing))
+        found = _heads_layout(lm)
         attentions, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
         if len(attentions) != len(layers) or len(set(heads)) != 1:
             raise InputError(
-                f"Patching cannot match {lm.name}'s {len(layers)} layers with its {stack}'s attention modules "
-                f"({len(attentions)}, with {heads} heads)."
+                _not_applicable(
+                    lm, f"its {len(layers)} layers do not match its {stack}'s attention modules ({len(attentions)})"
+                )
             )
         return cls(lm, stack, layers, mlps, attentions, heads[0])
 
 
-def _module(lm, root: torch.nn.Module, path: str, what: str):
+def _heads_layout(lm) -> ablation.AttentionLayout:
+    """Where each head's output is (as head ablation finds it), or why there is no head to patch."""
     try:
-        return root.get_submodule(path)
-    except AttributeError:
-        raise InputError(
-            f"Patching does not know where {lm.name}'s {what} are ({type(lm.model).__name__}: looked for {path})."
-        ) from None
+        return ablation.layout(lm)
+    except InputError as error:
+        raise InputError(_not_applicable(lm, f"its heads cannot be patched ({error})")) from None
+
+
+def _not_applicable(lm, why: str) -> str:
+    return f"Activation patching does not apply to {lm.name} ({type(lm.model).__name__}): {why}."
 
 
 # -- inputs and the metric --------------------------------------------------------------------------------------
@@ -339,7 +324,7 @@ class _Call:
         """[row, vocab] float32 logits on the CPU at the metric's position, ``plan`` recording or patching."""
         batch = {name: tensor.expand(rows, -1) for name, tensor in inputs.items()}
         edits = {module: partial(_edit_heads, self, layer) for layer, module in enumerate(self.model.attentions)}
-        token = _active.set((self, plan))
+        token = _active.set((self, plan, (rows, inputs["input_ids"].shape[1])))
         try:
             with torch.inference_mode(), recorder.editing(edits):
                 logits = LOGITS_OF_KIND[self.model.lm.kind](self.model.lm, batch, metric)
@@ -370,18 +355,25 @@ def _layer_input(call: _Call, layer: int, module, args, kwargs):
 
 
 def _layer_output(call: _Call, layer: int, module, args, output):
-    """Layer L: the last layer's output (a tensor, or a tuple whose first item is the hidden states)."""
+    """Layer L: the last layer's output (a tensor, or a tuple or list whose first item is the hidden states)."""
     plan = _plan_of(call)
     if plan is None:
         return None
-    if isinstance(output, tuple):
-        return (plan.at_residual(layer, output[0]), *output[1:])
+    if isinstance(output, tuple | list):
+        return type(output)([plan.at_residual(layer, output[0]), *output[1:]])
     return plan.at_residual(layer, output)
 
 
 def _mlp_output(call: _Call, layer: int, module, args, output):
-    plan = _plan_of(call)
-    return None if plan is None else plan.at_mlp(layer, output)
+    """The MLP's output as [row, position, hidden] whatever shape the module returns it in (OPT's ``fc2``:
+    [row × position, hidden]), put back in that shape (and in its tuple, as GPT-OSS's MLP returns it)."""
+    active = _active.get()
+    if active is None or active[0] is not call or active[1] is None:
+        return None
+    _, plan, (rows, positions) = active
+    tensor = first_tensor(output)
+    patched = plan.at_mlp(layer, rows_view(tensor, rows, positions)).reshape(tensor.shape)
+    return patched if isinstance(output, torch.Tensor) else type(output)([patched, *output[1:]])
 
 
 _hooks_lock = threading.Lock()

@@ -32,6 +32,11 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 ATTN_IMPLEMENTATION = "explorer_capture"
 
+# Where a model's attention is read from, decided once at load by one short probe (``explorer.models.loading``):
+RECORDED = "recorded"  # every attention call runs through ATTN_IMPLEMENTATION: weights, queries, keys, values
+RETURNED = "returned"  # the model computes attention in its own code: its eager output_attentions, weights only
+NO_ATTENTION = "none"  # the model has no attention at all (a state-space model such as Mamba)
+
 
 @dataclass(frozen=True)
 class AttentionCall:
@@ -53,6 +58,8 @@ class AttentionCall:
     scaling: float
     position_bias: torch.Tensor | None
     softcap: float | None
+    # Attention sinks (GPT-OSS): one extra logit per head (or per head and query) in each softmax, dropped after.
+    sinks: torch.Tensor | None = None
 
 
 _recording: ContextVar[list[AttentionCall] | None] = ContextVar("explorer_recording", default=None)
@@ -91,6 +98,7 @@ def _recording_attention(module, query, key, value, attention_mask, **kwargs):
                 scaling=float(query.shape[-1] ** -0.5 if scaling is None else scaling),
                 position_bias=_tensor_or_none(kwargs.get("position_bias")),
                 softcap=kwargs.get("softcap"),
+                sinks=_tensor_or_none(kwargs.get("s_aux", kwargs.get("sinks"))),
             )
         )
     return output, weights
@@ -145,3 +153,17 @@ def editing(edits: dict[int, Callable[[torch.Tensor], torch.Tensor]]) -> Iterato
         yield
     finally:
         _edits.reset(token)
+
+
+def edited_heads(module_id: int, output: torch.Tensor) -> torch.Tensor | None:
+    """``output`` [batch, query, head, head_dim] of the attention module ``module_id`` with this context's ablation
+    and edits applied, or None where neither names it. For models that compute attention in their own code, a hook
+    on the output projection's input calls this (``explorer.models.ablation``)."""
+    keep, edits = _keep.get(), _edits.get()
+    if (keep is None or module_id not in keep) and (edits is None or module_id not in edits):
+        return None
+    if keep is not None and module_id in keep:
+        output = _ablated(output, keep[module_id], output.shape[2])
+    if edits is not None and module_id in edits:
+        output = edits[module_id](output)
+    return output

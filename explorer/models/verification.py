@@ -1,11 +1,15 @@
 """Recomputing attention weights from captured queries and keys, in torch on the capture's device.
 
 ``AttentionStack.verify()`` delegates here: softmax(scale * q . k, softcapped, + position bias, masked) is
-recomputed from the stack's own arrays and compared with the weights the model produced. It runs on the
-device the capture was made on (the stack's ``device``), in float64 there, so the check measures the model's
-rounding, not ours. Apple's MPS has no float64: there it runs in float32, whose own rounding moves the result
-by about 1e-6 (2e-6 measured on the CPU for MiniLM at 512 tokens, against float64), well inside every tolerance
-of ``explorer.data.VERIFY_TOLERANCE``.
+recomputed from the stack's own arrays and compared with the weights the model produced. The mask is the one each
+layer was given (sliding windows included); with attention sinks (GPT-OSS) each row's softmax also covers the
+head's sink logit, whose weight is dropped. A stack of weights alone (``AttentionStack.weights_only``) has nothing
+to recompute from: its ``verify()`` is NaN, which pages show as "not checked" with the reason, not as a failure.
+
+It runs on the device the capture was made on (the stack's ``device``), in float64 there, so the check measures
+the model's rounding, not ours. Apple's MPS has no float64: there it runs in float32, whose own rounding moves
+the result by about 1e-6 (2e-6 measured on the CPU for MiniLM at 512 tokens, against float64), well inside
+every tolerance of ``explorer.data.VERIFY_TOLERANCE``.
 
 A stack is sent to the device one layer at a time (memory stays one layer's worth); the running maximum stays
 on the device, so the host waits once, for the final number. Tests hold it to the step-by-step page's NumPy
@@ -46,7 +50,8 @@ def max_recompute_error(stack, device: str | None = None) -> float:
 
 
 def recompute_layer(stack, layer: int, allowed: np.ndarray, device: torch.device, dtype: torch.dtype):
-    """softmax(scale * q . k (+ softcap) (+ position_bias), masked) [head, query, key] of one layer."""
+    """softmax(scale * q . k (+ softcap) (+ position_bias), masked, beside the sinks) [head, query, key] of one
+    layer."""
     scores = _on(stack.queries[layer], device, dtype) @ _on(stack.keys[layer], device, dtype).transpose(-1, -2)
     scores *= float(stack.scale[layer])
     if stack.softcap is not None and np.isfinite(stack.softcap[layer]):  # inf: this layer has no cap
@@ -54,17 +59,23 @@ def recompute_layer(stack, layer: int, allowed: np.ndarray, device: torch.device
         scores = torch.tanh(scores / cap) * cap
     if stack.position_bias is not None:
         scores += _on(stack.position_bias[layer], device, dtype)
-    return masked_softmax(scores, allowed)
+    sinks = None if stack.sinks is None else _on(stack.sinks[layer], device, dtype)
+    return masked_softmax(scores, allowed, sinks)
 
 
-def masked_softmax(scores: torch.Tensor, allowed: np.ndarray) -> torch.Tensor:
+def masked_softmax(scores: torch.Tensor, allowed: np.ndarray, sinks: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax over keys where ``allowed`` [query, key]; disallowed keys get weight 0. ``scores`` is overwritten.
+    ``sinks`` [head, query]: one more logit in each row's softmax (an attention sink), its weight then dropped.
 
     torch's fused softmax (one kernel, not five passes) gives NaN for a query with no allowed key; the model
     gives it a flat row nobody is shown: such rows are set to 0, as if nothing was attended.
     """
     mask = torch.from_numpy(np.array(allowed, dtype=bool)).to(scores.device)
-    weights = torch.softmax(scores.masked_fill_(~mask, -torch.inf), dim=-1)
+    scores = scores.masked_fill_(~mask, -torch.inf)
+    if sinks is None:
+        weights = torch.softmax(scores, dim=-1)
+    else:
+        weights = torch.softmax(torch.cat([scores, sinks[..., None]], dim=-1), dim=-1)[..., :-1]
     if not allowed.any(axis=-1).all():
         weights = weights.nan_to_num_(nan=0.0)
     return weights

@@ -191,6 +191,8 @@ def colorbar_title(color_max: float, *, stretched: bool, without_first_row: bool
 
 def verification_caption(error: float, *, tolerance: float = 1e-4) -> str:
     """A one-line verdict on ``capture.verify()``: recomputing softmax(q . k) reproduces the weights."""
+    if math.isnan(error):  # a weights-only stack: nothing to recompute from, so nothing is claimed
+        return "⚠ not verified: nothing to recompute from, queries and keys are not available for this architecture"
     if not math.isfinite(error) or error > tolerance:
         return f"⚠ not verified: max |recomputed − captured| = {error:.1e} (above {tolerance:.0e})"
     return f"✓ verified: max |recomputed − captured| = {error:.1e}"

@@ -74,6 +74,17 @@ def run_capture_ui(lm, header=None, *, default_text: str = DEFAULT_TEXT, stacks:
     return CaptureView(text, text_pair, target, capture, stack_name, capture.stacks[stack_name])
 
 
+def require_vectors_ui(stack) -> None:
+    """Stop the page with a note where ``stack`` holds weights alone: a view of queries and keys has nothing to
+    draw (the capture's note, shown above, says why)."""
+    if stack.weights_only:
+        st.info(
+            "This view needs the queries and keys the scores are computed from, and they are not available for "
+            "this architecture. The heatmaps, all heads, BertViz, statistics and rollout pages show its weights."
+        )
+        st.stop()
+
+
 def decoder_rows_caption(stack, stack_name: str, weights: np.ndarray) -> str:
     """What an encoder-decoder's decoder rows are (the target shifted right: each row predicts the next token),
     and for cross-attention an example from the head shown, ``weights`` [query, key] (NaN where masked): the row

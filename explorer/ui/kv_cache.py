@@ -88,7 +88,7 @@ def _explain(trace: KVCacheTrace, rows: int) -> None:
         "Without the cache each pass runs the whole prefix again: the second chart counts what that computes, the "
         f"third times it on {literal(explorer.display_name(trace.model_name))} now."
     )
-    st.markdown(" ".join(lines))
+    st.markdown(" ".join([*trace.notes, *lines]))
 
 
 def _element_bytes(stack) -> int:

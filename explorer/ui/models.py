@@ -187,7 +187,11 @@ def _model_label(name: str) -> str:
 def _model_summary(name: str) -> str:
     lm = cached_model(name)
     bundled = "bundled, works offline · " if name in BUNDLED_MODELS else ""
-    return f"{bundled}{lm.kind} · {lm.num_layers} layers × {lm.num_heads} heads · up to {lm.max_tokens} tokens"
+    shape = (
+        f"{lm.num_layers} layers × {lm.num_heads} heads" if lm.num_heads else f"{lm.num_layers} layers, no attention"
+    )
+    reads = " · attention weights only" if getattr(lm, "weights_only", False) else ""
+    return f"{bundled}{lm.kind} · {shape}{reads} · up to {lm.max_tokens} tokens"
 
 
 def require_model() -> explorer.LoadedModel:

@@ -133,6 +133,7 @@ def _capture_remarks(capture: AttentionCapture) -> str:
         f"{capture.truncated} tokens cut to fit" if capture.truncated else "",
         capture.dtype if capture.dtype != "float32" else "",
         f"{len(capture.ablated)} head{'s' if len(capture.ablated) > 1 else ''} ablated" if capture.ablated else "",
+        "weights only: no queries or keys" if capture.weights_only else "",
     ]
     present = [remark for remark in remarks if remark]
     return f" ({'; '.join(present)})" if present else ""
@@ -339,9 +340,9 @@ class StepByStep(OneQuery):
     def figure(self, capture: AttentionCapture) -> Builder:
         stack, layer, head = capture.stacks[self.stack], self.layer, self.head
         # Copies of what the figure draws, so a later export does not keep the whole capture alive.
+        stages = score_stages(stack, layer, head)  # first: a weights-only stack has no vectors (InputError says so)
         values = None if stack.values is None else stack.values[layer, head].copy()
         query_vector, key_vectors = stack.queries[layer, head, self.query].copy(), stack.keys[layer, head].copy()
-        stages = score_stages(stack, layer, head)
         return builder(
             step_by_step_figure,
             stages,
@@ -415,6 +416,9 @@ def step_setting(
         said.append("softcapping first (Gemma 2)")
     if "biased" in stages:
         said.append("its relative position bias b is added")
+    if "sink" in stages:  # GPT-OSS: the row's softmax covers one more logit, whose weight no key gets
+        share = 1 - float(stages["weights"][query].sum())
+        said.append(f"an attention sink (logit {stages['sink'][query]:.4g}) joins the softmax and takes {share:.3f}")
     masked = int(np.isneginf(stages["masked"][query]).sum())
     keys = stages["masked"].shape[-1]
     if masked:
@@ -436,8 +440,8 @@ class Neuron(OneQuery):
 
     def figure(self, capture: AttentionCapture) -> Builder:
         stack, layer, head, query = capture.stacks[self.stack], self.layer, self.head, self.query
+        scores = {name: row for name, row in self.stages(capture).items() if name != "weights"}  # first: see above
         query_vector, key_vectors = stack.queries[layer, head, query].copy(), stack.keys[layer, head].copy()
-        scores = {name: row for name, row in self.stages(capture).items() if name != "weights"}
         row, token = stack.attentions[layer, head, query].copy(), stack.query_tokens[query]
         return builder(
             neuron_view_figure, query_vector, key_vectors, scores, row, stack.key_tokens, token, info=self.info()

@@ -81,7 +81,8 @@ class Scores:
 
     def caption(self, attribution: Attribution) -> str:
         """The check: "Verified" only where integrated gradients' completeness error is within ``COMPLETE`` of the
-        change, else "Not verified" and what lowers it; or what the other methods are checked against."""
+        change, else "Not verified" and what lowers it, or, where f's jumps along the path make up half the error
+        or more, that steps do not; or what the other methods are checked against."""
         line = attribution.verification()
         if attribution.delta is None:
             return (
@@ -92,10 +93,15 @@ class Scores:
             )
         if abs(attribution.delta) <= COMPLETE * abs(attribution.change):
             return f"Verified: {line}, within {COMPLETE:.0%}."
-        # A gap over the threshold is not a verification: the line says so first, then how to close it.
+        # A gap over the threshold is not a verification: the line says so first, then whether steps close it.
+        said = f"Not verified, the scores miss the change by over {COMPLETE:.0%}: {line}."
+        if abs(attribution.jumps or 0.0) >= abs(attribution.delta) / 2:  # measured on this path, see Attribution
+            return (
+                f"{said} log p jumps along the path by {attribution.jumps:+.2e} in all (as where a mixture of "
+                "experts switches experts): a gradient never sees a jump, so more steps do not close this gap."
+            )
         return (
-            f"Not verified, the scores miss the change by over {COMPLETE:.0%}: {line}. More steps lower it (up to "
-            f"{MAX_STEPS}; T5-family models need about 256 for under {COMPLETE:.0%})."
+            f"{said} More steps lower it (up to {MAX_STEPS}; T5-family models need about 256 for under {COMPLETE:.0%})."
         )
 
 

@@ -47,7 +47,10 @@ class LearnedPositions(Embeddings):
     """The model's learned position embeddings (for a model that has a table of them)."""
 
     def info(self, vectors) -> FigureInfo:
-        where = (f"first {len(vectors.embeddings.position)}",)
+        found = vectors.embeddings
+        where = (f"first {len(found.position)}",)
+        if found.position_offset:  # position 0 reads a later row (RoBERTa, BART, OPT): say which
+            where += (f"table rows from {found.position_offset}",)
         return FigureInfo("Learned position embeddings", model=self.model, where=where)
 
     def figure(self, vectors) -> Builder:

@@ -1,0 +1,1150 @@
+"""Tiny random models of every text family transformers ships, and the coverage matrix over them (issue 40).
+
+``FAMILIES`` maps a ``config.model_type`` to a ``Family``: its kind (how its Hub checkpoints are saved: "encoder"
+as the masked-LM or base class, "decoder" as the causal LM, "encoder-decoder" as the seq2seq LM) and the config
+values that make it tiny and exercise its quirks (sliding and chunked windows of 4 tokens, so that a prompt of 6
+and 3 new tokens exceed them). ``build_family(model_type, folder)`` builds one from the family's own config class
+with seeded random weights and saves it with a word-level tokenizer, so that it loads through
+``explorer.load_model(folder)``.
+
+``coverage(root)`` then checks each feature of the explorer on each family against plain transformers run on the
+same weights (the model's own eager ``output_attentions``, ``generate()``, its logits through transformers' logits
+processors, its own final norm and head, plain forward hooks) and marks each cell ``Y``, ``ERROR`` (a clear
+message), ``NA`` (with the reason), ``FAIL`` (a crash, or a number off its reference) or not checked (the costlier
+features run on ``REPRESENTATIVES`` only; or transformers itself fails on the reference).
+``tests/test_families.py`` asserts the matrix; ``docs/supported-models.md`` is its table::
+
+    python -m tests.families --write-docs   # regenerate docs/supported-models.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import CONFIG_MAPPING
+from transformers.models.auto import modeling_auto
+
+from tests.tiny_models import IDS, word_tokenizer
+
+ENCODER, DECODER, ENCODER_DECODER = "encoder", "decoder", "encoder-decoder"
+
+# Size fields found in the library's configs, shrunk: each is passed only where the family's config has it.
+SHRINK = {
+    "hidden_size": 32,
+    "d_model": 32,
+    "n_embd": 32,
+    "dim": 32,
+    "embed_dim": 32,
+    "intermediate_size": 64,
+    "ffn_dim": 64,
+    "encoder_ffn_dim": 64,
+    "decoder_ffn_dim": 64,
+    "d_ff": 64,
+    "n_inner": 64,
+    "hidden_dim": 64,
+    "num_hidden_layers": 2,
+    "n_layer": 2,
+    "n_layers": 2,
+    "num_layers": 2,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "num_decoder_layers": 2,
+    "num_attention_heads": 4,
+    "n_head": 4,
+    "n_heads": 4,
+    "num_heads": 4,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "d_kv": 8,
+    "max_position_embeddings": 64,
+    "n_positions": 64,
+    "n_ctx": 64,
+    "sliding_window": 4,
+    "attention_chunk_size": 4,
+    "attention_window": 4,
+    "block_size": 4,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "num_experts_per_token": 2,
+    "moe_intermediate_size": 16,
+    "embedding_size": 16,
+}
+
+
+# Multi-head latent attention (DeepSeek-V2 and its kin), shrunk consistently.
+LATENT = {
+    "kv_lora_rank": 16,
+    "q_lora_rank": 16,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 16,
+    "head_dim": 8,
+    "qk_head_dim": 16,
+    "num_key_value_heads": 4,  # no grouped heads: the latent is shared instead
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    kind: str
+    config: dict = field(default_factory=dict)  # values on top of SHRINK (the family's quirks, kept tiny)
+    model_class: str | None = None  # the class its checkpoints are saved as, where the auto mapping's is not it
+
+
+def _kind(model_type: str) -> str:
+    """How the family's Hub checkpoints are saved: seq2seq LM, else masked LM (an encoder), else causal LM."""
+    if model_type in modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        return ENCODER_DECODER
+    if model_type in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        return ENCODER
+    return DECODER
+
+
+# Families the matrix leaves out on purpose, and why (beyond composite configs, see ``_left_out``).
+NOT_TEXT: dict[str, str] = {
+    "whisper": "speech recognition: its encoder reads audio features",
+    "trocr": "the text decoder of an image-to-text model (its checkpoints are vision encoder-decoders)",
+    "seamless_m4t": "speech and text translation: one model of speech and text encoders and decoders",
+    "seamless_m4t_v2": "speech and text translation: one model of speech and text encoders and decoders",
+}
+# Sub-configs that are parts of a text model's own layers (MPT's attention, DBRX's attention and experts).
+TEXT_PARTS = frozenset({"attn_config", "ffn_config"})
+
+# What differs from the defaults (the kind from the mappings, SHRINK's sizes), per family.
+OVERRIDES: dict[str, Family] = {
+    # Its Hub checkpoints are causal LMs (ReformerModelWithLMHead), though it also has a masked-LM class.
+    "reformer": Family(
+        DECODER, {"is_decoder": True, "axial_pos_embds_dim": [16, 16], "axial_pos_shape": [8, 8], "num_buckets": 4}
+    ),
+    # The decoder class of the causal-LM mapping, as encoder-decoders built from it use it.
+    "bert-generation": Family(DECODER, {"is_decoder": True}),
+    # OPT-350m: word embeddings narrower than the hidden states, projected in and out.
+    "opt": Family(DECODER, {"word_embed_proj_dim": 16}),
+    # Attention in layer 1 of 2 (the defaults put it in every 8th layer, so 2 layers would have none).
+    "jamba": Family(
+        DECODER, {"attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1}
+    ),
+    "qwen3_next": Family(DECODER, {"layer_types": ["linear_attention", "full_attention"]}),
+    # LongT5's local attention with a radius of 2 tokens, so that 6 tokens exceed it.
+    "longt5": Family(ENCODER_DECODER, {"local_radius": 2}),
+    # GPT-Neo: a global then a local layer, the local one a window of 4.
+    "gpt_neo": Family(DECODER, {"attention_types": [[["global", "local"], 1]], "window_size": 4}),
+    # Mamba-2 heads: hidden_size * expand = heads * head_dim.
+    "bamba": Family(DECODER, {"mamba_n_heads": 4, "mamba_d_head": 16}),
+    "granitemoehybrid": Family(DECODER, {"mamba_n_heads": 4, "mamba_d_head": 16}),
+    "zamba2": Family(DECODER, {"layers_block_type": ["mamba", "hybrid"]}),
+    # Families whose attention has no grouped key/value heads.
+    "dots3_note_text": Family(DECODER, {"num_key_value_heads": 4}),
+    "esmc": Family(ENCODER, {"num_key_value_heads": 4}),
+    "neomme": Family(ENCODER, {"head_dim": 16}),
+    "squeezebert": Family(ENCODER, {"embedding_size": 32}),
+    "zaya": Family(DECODER, {"num_experts_per_tok": 1}),
+    "gemma3n_text": Family(DECODER, {"num_kv_shared_layers": 0}),
+    "dots1": Family(DECODER, {"n_shared_experts": 1}),
+    "lfm2_moe": Family(DECODER, {"layer_types": ["conv", "full_attention"]}),
+    "cohere_compass_text": Family(
+        DECODER,
+        {
+            "layer_types": ["sliding_attention", "full_attention"],
+            "rope_parameters": {
+                "full_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            },
+        },
+    ),
+    # Rotary dimensions within the 8-wide heads.
+    "gptj": Family(DECODER, {"rotary_dim": 4}),
+    "codegen": Family(DECODER, {"rotary_dim": 4}),
+    "dbrx": Family(DECODER, {"attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}}),
+    "mamba2": Family(DECODER, {"head_dim": 16, "n_groups": 1}),
+    "marian": Family(ENCODER_DECODER, {"decoder_vocab_size": IDS["vocab_size"]}),
+    "funnel": Family(ENCODER, {"block_sizes": [1, 1], "num_decoder_layers": 1}),
+    "xmod": Family(ENCODER, {"default_language": "en_XX"}),
+    # Zamba ties the shared transformer of its hybrid layers: it needs two of them.
+    "zamba": Family(DECODER, {"num_hidden_layers": 3, "layers_block_type": ["mamba", "hybrid", "hybrid"]}),
+}
+
+
+def _left_out(model_type: str) -> str | None:
+    """Why ``model_type`` is not in the matrix, or None: not a text model, or a config made of sub-configs (an
+    image, audio or speech model with a text part, or a composite of other families that are in the matrix)."""
+    if model_type in NOT_TEXT:
+        return NOT_TEXT[model_type]
+    parts = set(getattr(CONFIG_MAPPING[model_type], "sub_configs", None) or ()) - TEXT_PARTS
+    if parts:
+        return f"a composite config ({', '.join(sorted(parts))}): not a text-only family"
+    return None
+
+
+def _candidates() -> list[str]:
+    return sorted(
+        set(modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+        | set(modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
+        | set(modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    )
+
+
+SKIPPED: dict[str, str] = {name: why for name in _candidates() if (why := _left_out(name))}
+FAMILIES: dict[str, Family] = {
+    name: OVERRIDES.get(name) or Family(_kind(name)) for name in _candidates() if name not in SKIPPED
+}
+
+
+# The families issue 40 names, each in the matrix.
+ISSUE_FAMILIES = (
+    "gpt_neo", "gptj", "bloom", "falcon", "codegen", "mpt", "xglm", "openai-gpt", "deberta", "deberta-v2", "mpnet",
+    "megatron-bert", "roformer", "big_bird", "longformer", "mvp", "led", "prophetnet", "m2m_100", "blenderbot",
+    "blenderbot-small", "nllb-moe", "opt", "pegasus_x", "camembert", "data2vec-text", "roberta-prelayernorm",
+    "xlm-roberta-xl", "ernie", "cohere", "cohere2", "granite", "granitemoe", "longt5", "gpt_oss", "mistral", "gemma2",
+    "gemma3_text", "starcoder2", "llama4_text", "olmo3", "exaone4", "ministral", "qwen3_next", "jamba",
+    "switch_transformers", "albert", "electra", "mobilebert", "biogpt", "bart", "mbart", "plbart", "roberta", "mamba",
+    "mixtral", "qwen3_moe", "t5", "gpt2", "llama", "bert", "qwen3", "xlm-roberta", "distilbert", "modernbert",
+    "gpt_neox", "phi", "pegasus", "marian", "mt5", "umt5",
+)  # fmt: skip
+
+
+def tiny_config(model_type: str):
+    """The family's own config class with SHRINK's sizes (where it has them), the word tokenizer's ids and the
+    family's overrides."""
+    family = FAMILIES[model_type]
+    config_class = CONFIG_MAPPING[model_type]
+    present = config_class().to_dict()
+    values = {name: value for name, value in SHRINK.items() if name in present}
+    values |= {name: value for name, value in IDS.items() if name in present or name == "vocab_size"}
+    if "kv_lora_rank" in present:  # multi-head latent attention: its rotary part is the head_dim RoPE sees
+        values |= {name: value for name, value in LATENT.items() if name in present}
+    if family.kind == ENCODER:
+        values["vocab_size"] = len(VOCAB_WITH_MASK)
+    if family.kind == ENCODER_DECODER and present.get("decoder_start_token_id") is None:
+        values["decoder_start_token_id"] = IDS["pad_token_id"]  # as T5's checkpoints name it
+    return config_class(**(values | family.config))
+
+
+def model_class(model_type: str):
+    """The class the family's checkpoints are saved as: its seq2seq LM, causal LM or masked LM (else base)."""
+    import transformers
+
+    family = FAMILIES[model_type]
+    if family.model_class:
+        return getattr(transformers, family.model_class)
+    mapping = {
+        ENCODER: modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+        DECODER: modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        ENCODER_DECODER: modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    }[family.kind]
+    return getattr(transformers, mapping.get(model_type) or modeling_auto.MODEL_MAPPING_NAMES[model_type])
+
+
+VOCAB_WITH_MASK = [*range(IDS["vocab_size"]), "[MASK]"]  # encoders' tokenizers add a [MASK] (patching, attribution)
+
+
+def tokenizer_for(kind: str):
+    """The word tokenizer: [CLS] … [SEP] and a [MASK] for encoders, a trailing </s> for encoder-decoders."""
+    if kind == ENCODER:
+        tokenizer = word_tokenizer(pair_template=True)
+        tokenizer.add_special_tokens({"mask_token": "[MASK]"})
+        return tokenizer
+    return word_tokenizer(eos=kind == ENCODER_DECODER)
+
+
+def build(model_type: str):
+    """(model, tokenizer): the tiny ``model_type`` with seeded random weights, eager attention, in eval mode."""
+    torch.manual_seed(0)
+    config = tiny_config(model_type)
+    model = model_class(model_type)._from_config(config, attn_implementation="eager").eval()
+    return model, tokenizer_for(FAMILIES[model_type].kind)
+
+
+def build_family(model_type: str, folder: str | Path) -> str:
+    """Build the tiny ``model_type`` and save it with its tokenizer in ``folder``: the folder, as a string."""
+    model, tokenizer = build(model_type)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+# -- the coverage matrix ---------------------------------------------------------------------------------------
+
+Y, ERROR, NA, FAIL = "Y", "clear error", "n/a", "FAIL"
+
+PROMPT = "the cat sat on the mat"  # 6 tokens: past the windows of 4 before anything is generated
+CORRUPTED = "the dog sat on the mat"
+MASKED = ("the cat sat on the [MASK] .", "the dog sat on the [MASK] .")  # an encoder predicts its [MASK]
+TARGET = "a dog ran"  # the decoder's text for encoder-decoders
+NEW_TOKENS = 3
+ATOL = 1e-5
+
+
+@dataclass(frozen=True)
+class Cell:
+    mark: str
+    note: str = ""
+
+
+class Mismatch(AssertionError):
+    """A number off its reference: silently wrong."""
+
+
+@dataclass
+class Subject:
+    """One family: the plain model built here (the reference), its tokenizer, and what explorer loaded."""
+
+    model_type: str
+    kind: str
+    reference: torch.nn.Module
+    tokenizer: object
+    lm: object = None
+    cached: dict = field(default_factory=dict)
+
+    def ids(self, text: str) -> torch.Tensor:
+        return self.tokenizer(text, return_tensors="pt")["input_ids"]
+
+    def start(self) -> torch.Tensor:
+        from explorer.models.decoding import special_token_ids
+
+        return torch.tensor([[special_token_ids(self.lm)["decoder_start"]]])
+
+    def teacher_ids(self) -> torch.Tensor:
+        """The decoder's input for TARGET as the model's own ``prepare_decoder_input_ids_from_labels`` shifts the
+        labels (mBART moves the last token to the front), else the start token and all labels but the last."""
+        labels = self.tokenizer(text_target=TARGET, return_tensors="pt")["input_ids"]
+        try:
+            return self.reference.prepare_decoder_input_ids_from_labels(labels=labels)
+        except Exception:  # a family without it, or whose version fails (M2M100): shifted as T5's is
+            return torch.cat([self.start(), labels[:, :-1]], dim=1)
+
+    def run(self, ids: torch.Tensor, decoder_ids: torch.Tensor | None = None, **options):
+        """The reference model's own forward pass (without a cache unless asked)."""
+        extra = {} if decoder_ids is None else {"decoder_input_ids": decoder_ids}
+        with torch.inference_mode(), reference_runs("own forward pass"):
+            return self.reference(input_ids=ids, **extra, **({"use_cache": False} | options))
+
+
+class ReferenceFailure(Exception):
+    """Plain transformers itself failed on the reference: the feature cannot be checked here."""
+
+
+@contextmanager
+def reference_runs(what: str):
+    """Failures inside transformers' own code on the reference model become ``ReferenceFailure``; the hooks a
+    reference adds raise nothing of their own."""
+    try:
+        yield
+    except Mismatch:
+        raise
+    except Exception as error:
+        raise ReferenceFailure(f"transformers' {what} fails: {type(error).__name__}: {_one_line(error)}") from error
+
+
+def close(what: str, ours, theirs, atol: float = ATOL) -> None:
+    ours, theirs = np.asarray(ours, dtype=np.float64), np.asarray(theirs, dtype=np.float64)
+    if ours.shape != theirs.shape:
+        raise Mismatch(f"{what}: shape {ours.shape}, the reference's {theirs.shape}")
+    error = float(np.nanmax(np.abs(ours - theirs))) if ours.size else 0.0
+    if not error <= atol:  # NaN fails too
+        raise Mismatch(f"{what} off by {error:.2g}")
+
+
+def _layers(layers, length: int | None = None) -> np.ndarray:
+    """[layer, head, query, key] from the model's own per-layer weights (layers without attention left out); a
+    self-attention stack of ``length`` tokens with its local bands placed as squares."""
+    found = [layer[0] if length is None else _square(layer[0], length) for layer in layers if layer is not None]
+    return torch.stack(found).float().numpy()
+
+
+def _square(weights: torch.Tensor, length: int | None) -> torch.Tensor:
+    """[head, query, key], with every key at its absolute position. Local attention comes in bands: Longformer's
+    [head, query, window + 1] (keys from query - window/2 to query + window/2), LongT5's [block, head, block_len,
+    3 * block_len] (each block's queries over the previous, own and next block's keys)."""
+    if weights.dim() == 3 and weights.shape[-1] == weights.shape[-2]:
+        return weights
+    if weights.dim() == 3:
+        heads, queries, width = weights.shape
+        full = torch.zeros(heads, queries, queries + width - 1, dtype=weights.dtype)
+        for query in range(queries):
+            full[:, query, query : query + width] = weights[:, query]
+        return full[:, :, (width - 1) // 2 : (width - 1) // 2 + queries]
+    blocks, heads, size, _ = weights.shape
+    full = torch.zeros(heads, blocks * size, (blocks + 2) * size, dtype=weights.dtype)
+    for block in range(blocks):
+        full[:, block * size : (block + 1) * size, block * size : (block + 3) * size] = weights[block]
+    full = full[:, :, size : (blocks + 1) * size]  # the padding blocks before the first and after the last cut off
+    return full[:, :length, :length]  # and the padding to a whole number of blocks
+
+
+def _only_encoder_decoder_decoders(subject: Subject) -> Cell | None:
+    if subject.kind == ENCODER:
+        return Cell(NA, "an encoder has no language-model head: it predicts no next token")
+    return None
+
+
+# -- capture -----------------------------------------------------------------------------------------------------
+
+
+def _capture(subject: Subject):
+    import explorer
+
+    if "capture" not in subject.cached:
+        target = TARGET if subject.kind == ENCODER_DECODER else None
+        subject.cached["capture"] = explorer.capture(subject.lm, PROMPT, target=target)
+    return subject.cached["capture"]
+
+
+def check_capture(subject: Subject) -> Cell:
+    """The captured weights equal the model's own eager ``output_attentions``, stack by stack."""
+    cap = _capture(subject)
+    ids = torch.as_tensor(cap.token_ids)[None]
+    if subject.kind == ENCODER_DECODER:
+        out = subject.run(ids, subject.teacher_ids(), output_attentions=True)
+        encoder = _layers(out.encoder_attentions, ids.shape[1])  # LongT5's local blocks cut to the input
+        expected = {"encoder": encoder, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    else:
+        out = subject.run(ids, output_attentions=True)
+        expected = {"encoder" if subject.kind == ENCODER else "decoder": out.attentions}
+    notes = []
+    for stack, layers in expected.items():
+        if stack not in cap.stacks:
+            if not cap.notes:
+                raise Mismatch(f"the {stack} stack is missing, and the capture has no note saying why")
+            notes.append(f"{stack}: {' '.join(cap.notes)}")
+            continue
+        length = None if stack == "cross" else cap.stacks[stack].attentions.shape[-2]
+        weights = layers if isinstance(layers, np.ndarray) else _layers(layers, length)
+        close(f"{stack} weights", cap.stacks[stack].attentions, weights)
+    return Cell(NA, "; ".join(notes)) if notes and len(notes) == len(expected) else Cell(Y, "; ".join(notes))
+
+
+def check_verify(subject: Subject) -> Cell:
+    """``verify()``: the weights recomputed from the captured queries and keys, within its tolerance."""
+    cap = _capture(subject)
+    if any(stack.queries is None for stack in cap.stacks.values()):
+        return Cell(NA, " ".join(cap.notes) or "no queries and keys")
+    error = cap.verify()
+    if not error <= cap.tolerance:
+        raise Mismatch(f"verify() = {error:.2g} (tolerance {cap.tolerance:g})")
+    return Cell(Y)
+
+
+# -- decoding ----------------------------------------------------------------------------------------------------
+
+DECODING = {
+    "greedy": dict(strategy="greedy", max_new_tokens=NEW_TOKENS),
+    "beam": dict(strategy="beam", num_beams=2, max_new_tokens=NEW_TOKENS, num_return_sequences=2),
+    "sample": dict(strategy="sample", max_new_tokens=NEW_TOKENS, temperature=0.8, top_k=10, seed=7),
+}
+
+
+def _generate(subject: Subject, case: dict):
+    from tests.test_decoding import reference_config
+
+    if case["strategy"] == "sample":
+        torch.manual_seed(case["seed"])
+    config = reference_config(subject.lm, case)
+    with torch.inference_mode(), reference_runs("generate()"):
+        return subject.reference.generate(subject.ids(PROMPT), generation_config=config)
+
+
+def check_decoding(strategy: str):
+    def check(subject: Subject) -> Cell:
+        """``decode()`` equals ``generate()`` with the same settings (and seed)."""
+        import explorer
+        from tests.test_decoding import assert_same_as_generate, fill_tokens
+
+        if cell := _only_encoder_decoder_decoders(subject):
+            return cell
+        case = DECODING[strategy]
+        trace = explorer.decode(subject.lm, PROMPT, **case)
+        reference = _generate(subject, case)
+        try:
+            assert_same_as_generate(trace, reference, fill_tokens(subject.lm))
+        except AssertionError as error:  # said the same with or without pytest's assertion rewriting
+            ours, theirs = [list(map(int, s)) for s in trace.sequences], reference.sequences.tolist()
+            raise Mismatch(f"differs from generate(): {ours} against {theirs}") from error
+        return Cell(Y)
+
+    check.__name__ = f"check_{strategy}"
+    return check
+
+
+def check_next_token(subject: Subject) -> Cell:
+    """The next-token distribution: the model's last logits through transformers' own warpers."""
+    import explorer
+    from tests.test_distribution import transformers_final
+
+    if cell := _only_encoder_decoder_decoders(subject):
+        return cell
+    settings = dict(temperature=0.7, top_k=10, top_p=0.9, min_p=0.0)
+    dist = explorer.next_token_distribution(subject.lm, PROMPT, **settings)
+    decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
+    logits = subject.run(subject.ids(PROMPT), decoder_ids).logits[0, -1].float().numpy()
+    close("logits", dist.logits, logits, 1e-4)
+    close("final distribution", dist.final, transformers_final(logits, **settings))
+    return Cell(Y)
+
+
+def check_record_attention(subject: Subject) -> Cell:
+    """``decode(record_attention=True)`` past the window equals one eager pass over what it generated."""
+    import explorer
+
+    if cell := _only_encoder_decoder_decoders(subject):
+        return cell
+    trace = explorer.decode(subject.lm, PROMPT, strategy="greedy", max_new_tokens=NEW_TOKENS, record_attention=True)
+    fed = torch.as_tensor(trace.sequences[0][:-1])[None]  # the last token is never fed back
+    if subject.kind == ENCODER_DECODER:
+        out = subject.run(torch.as_tensor(trace.prompt_ids)[None], fed, output_attentions=True, use_cache=False)
+        expected = {"decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    else:
+        expected = {"decoder": subject.run(fed, output_attentions=True, use_cache=False).attentions}
+    recorded = trace.attention or {}
+    if not set(expected) <= set(recorded):
+        if not trace.notes:
+            raise Mismatch(f"no {' or '.join(set(expected) - set(recorded))} attention recorded, and no note why")
+        return Cell(NA, " ".join(trace.notes))
+    for stack, layers in expected.items():
+        close(f"{stack} weights", recorded[stack].attentions, _layers(layers))
+    return Cell(Y)
+
+
+def check_kv_cache(subject: Subject) -> Cell:
+    """The KV cache view picks each pass's argmax of the model's own logits (whole prefix, no cache), with and
+    without the cache alike."""
+    import explorer
+
+    if cell := _only_encoder_decoder_decoders(subject):
+        return cell
+    trace = explorer.kv_cache(subject.lm, PROMPT, steps=NEW_TOKENS - 1)
+    ids, chosen = subject.ids(PROMPT), []
+    decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
+    for _ in range(NEW_TOKENS):
+        token = subject.run(ids, decoder_ids).logits[:, -1:].argmax(-1)
+        chosen.append(int(token))
+        if decoder_ids is None:
+            ids = torch.cat([ids, token], dim=1)
+        else:
+            decoder_ids = torch.cat([decoder_ids, token], dim=1)
+    if trace.chosen_ids.tolist() != chosen:
+        raise Mismatch(f"chose {trace.chosen_ids.tolist()}, the model's own argmax {chosen}")
+    if not float(np.max(trace.logit_difference)) <= trace.tolerance:
+        raise Mismatch(f"logits with and without the cache differ by {np.max(trace.logit_difference):.2g}")
+    return Cell(Y)
+
+
+# -- the model's own modules: its layers, found by the order its forward calls them ------------------------------
+
+
+def _layer_lists(subject: Subject, ids, decoder_ids) -> list[list]:
+    """Each ``ModuleList`` the forward calls, as [[module, first start, last end, calls]] of its elements."""
+    clock, seen, handles = iter(range(1, 1 << 30)), {}, []
+
+    def watch(record):
+        def before(module, args):
+            record[1] = record[1] or next(clock)
+            record[3] += 1
+
+        def after(module, args, output):
+            record[2] = next(clock)
+
+        return before, after
+
+    lists = [m for m in subject.reference.modules() if isinstance(m, torch.nn.ModuleList)]
+    for element in (element for module_list in lists for element in module_list):
+        if id(element) not in seen:
+            seen[id(element)] = [element, None, None, 0]
+            before, after = watch(seen[id(element)])
+            handles += [element.register_forward_pre_hook(before), element.register_forward_hook(after)]
+    try:
+        subject.run(ids, decoder_ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    called = ([seen[id(e)] for e in module_list if seen[id(e)][3]] for module_list in lists)
+    return [records for records in called if records]
+
+
+def layer_calls(subject: Subject, ids, decoder_ids, layers: int, last: bool) -> list:
+    """The modules that run the ``layers`` layers of the stack that runs last (the decoder's) or first (the
+    encoder's), in order; a shared layer (ALBERT) appears once per call."""
+    stacks = [called for called in _layer_lists(subject, ids, decoder_ids) if sum(c[3] for c in called) == layers]
+    if not stacks:
+        raise ReferenceFailure(f"the reference finds no module list that runs the {layers} layers")
+    chosen = max(stacks, key=lambda c: c[-1][2]) if last else min(stacks, key=lambda c: c[0][1])
+    return [record[0] for record in chosen for _ in range(record[3])]
+
+
+def _hidden(output):
+    return output[0] if isinstance(output, tuple) else output
+
+
+def _with_hidden(output, hidden):
+    return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+
+def _replace_last_call(module, calls: int, make):
+    """A forward hook that replaces ``module``'s hidden output (``make(hidden)``) on its ``calls``-th call."""
+    count = [0]
+
+    def hook(module, args, output):
+        count[0] += 1
+        return _with_hidden(output, make(_hidden(output))) if count[0] == calls else output
+
+    return module.register_forward_hook(hook)
+
+
+# -- the logit lens ----------------------------------------------------------------------------------------------
+
+
+def lens_reference(subject: Subject, ids, decoder_ids) -> np.ndarray:
+    """[layer + 1, position, vocab] log-probabilities: each layer's residual stream put in place of the last
+    layer's output, so that the model's own final norm, scaling, head and softcapping read it."""
+    out = subject.run(ids, decoder_ids, output_hidden_states=True)
+    states = out.decoder_hidden_states if subject.kind == ENCODER_DECODER else out.hidden_states
+    modules = layer_calls(subject, ids, decoder_ids, len(states) - 1, last=True)
+    last, calls = modules[-1], modules.count(modules[-1])
+    readings = []
+    for state in states[:-1]:
+        handle = _replace_last_call(last, calls, lambda hidden, state=state: state.to(hidden.dtype))
+        try:
+            readings.append(subject.run(ids, decoder_ids).logits[0])
+        finally:
+            handle.remove()
+    readings.append(out.logits[0])
+    return torch.log_softmax(torch.stack(readings).float(), dim=-1).numpy()
+
+
+def check_lens(subject: Subject) -> Cell:
+    """The logit lens: every layer read through the model's own final norm and head (scales included)."""
+    import explorer
+
+    text = MASKED[0] if subject.kind == ENCODER else PROMPT
+    target = TARGET if subject.kind == ENCODER_DECODER else None
+    lens = explorer.logit_lens(subject.lm, text, top_n=3, target=target)
+    decoder_ids = subject.teacher_ids() if subject.kind == ENCODER_DECODER else None
+    expected = lens_reference(subject, subject.ids(text), decoder_ids)
+    close("top log-probabilities", lens.top_logprobs, -np.sort(-expected, axis=-1)[..., :3], 1e-4)
+    close(
+        "final token's log-probability",
+        lens.final_logprobs,
+        np.take_along_axis(expected, np.asarray(lens.final_ids)[None, :, None].repeat(len(expected), 0), axis=-1)[
+            ..., 0
+        ],
+        1e-4,
+    )
+    if np.asarray(lens.final_ids).tolist() != expected[-1].argmax(-1).tolist():
+        raise Mismatch("the last layer's top tokens are not the model's own")
+    return Cell(Y)
+
+
+# -- attribution -------------------------------------------------------------------------------------------------
+
+
+def check_attribution(subject: Subject) -> Cell:
+    """Integrated gradients: its log-probabilities are the model's, and its scores add up to their change."""
+    import explorer
+
+    prompt = MASKED[0] if subject.kind == ENCODER else PROMPT
+    result = explorer.attribute(subject.lm, prompt, steps=subject.lm.integrated_gradients_steps)  # the page's
+    encoded = subject.tokenizer(prompt, return_tensors="pt")
+    position = _metric_position(subject, encoded["input_ids"])
+    decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
+    logits = subject.run(encoded["input_ids"], decoder_ids).logits[0, position]
+    close("log p(target)", result.logprob, torch.log_softmax(logits.float(), -1)[result.target_id], 1e-4)
+    delta = float(result.scores.sum()) - result.change
+    if not abs(delta) <= 0.01 * abs(result.change) + 1e-6:
+        raise Mismatch(f"completeness error {delta:+.2g} ({abs(delta) / max(abs(result.change), 1e-12):.0%})")
+    return Cell(Y)
+
+
+def _metric_position(subject: Subject, ids: torch.Tensor) -> int:
+    if subject.kind == ENCODER:
+        return int((ids[0] == subject.tokenizer.mask_token_id).nonzero()[0, 0])
+    return -1
+
+
+# -- activation patching and head ablation, by plain forward hooks ----------------------------------------------
+
+# Where a layer's MLP output and the input of its attention's output projection are, as paths inside a layer:
+# the reference's own sites (test code), tried in order.
+MLP_SITES = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "output.dense", "layer.1.DenseReluDense", "fc2")
+PROJECTION_SITES = tuple(
+    f"{attention}.{projection}"
+    for attention in ("self_attn", "attn", "attention", "self_attention", "attention.output", "layer.0.SelfAttention")
+    for projection in ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo")
+)
+
+
+def _site(layer: torch.nn.Module, paths) -> torch.nn.Module | None:
+    """The first of ``paths`` in ``layer``; None where there is none, or where the module adds the residual
+    stream itself (BLOOM's MLP takes it as an argument): its output is then not the MLP's alone."""
+    modules = {name: m for name, m in layer.named_modules() if not isinstance(m, torch.nn.ModuleList)}  # callables
+    path = next((path for path in paths if path in modules), None)
+    if path is None or "residual" in inspect.signature(modules[path].forward).parameters:
+        return None
+    parent = path.rpartition(".")[0]
+    if any(name.startswith(parent) and name.endswith("sub_norm") for name in modules):
+        return None  # a norm over all heads before the projection (BitNet): its input is not the heads' outputs
+    return modules[path]
+
+
+class Patcher:
+    """The reference: one plain run per patched cell, hooks on the reference model's own modules."""
+
+    def __init__(self, subject: Subject, layers: list):
+        self.subject, self.layers = subject, layers
+        # MobileBERT runs several feed-forward networks per layer (a ModuleList "ffn"): which output is the MLP's
+        # is a choice, so its MLP cells are left to the residual stream's check
+        several = [isinstance(getattr(layer, "ffn", None), torch.nn.ModuleList) for layer in layers]
+        self.mlps = [None if many else _site(layer, MLP_SITES) for layer, many in zip(layers, several, strict=True)]
+        self.projections = [_site(layer, PROJECTION_SITES) for layer in layers]
+
+    def logits(self, ids) -> torch.Tensor:
+        decoder_ids = self.subject.start() if self.subject.kind == ENCODER_DECODER else None
+        return self.subject.run(ids, decoder_ids).logits[0, _metric_position(self.subject, ids)].float()
+
+    def record(self, ids) -> dict:
+        found, handles = {}, []
+        for index, layer in enumerate(self.layers):
+            handles.append(layer.register_forward_pre_hook(_keeper(found, ("in", index)), with_kwargs=True))
+            if self.mlps[index] is not None:
+                handles.append(self.mlps[index].register_forward_hook(_output_keeper(found, ("mlp", index))))
+            if self.projections[index] is not None:
+                handles.append(self.projections[index].register_forward_pre_hook(_input_keeper(found, index)))
+        handles.append(self.layers[-1].register_forward_hook(_output_keeper(found, ("in", len(self.layers)))))
+        try:
+            self.logits(ids)
+        finally:
+            for handle in handles:
+                handle.remove()
+        return found
+
+    def patched(self, ids, handle) -> torch.Tensor:
+        try:
+            return self.logits(ids)
+        finally:
+            handle.remove()
+
+    def residual(self, ids, clean, layer: int, position: int):
+        def replace(hidden):
+            hidden = hidden.clone()
+            hidden[0, position] = clean["in", layer][0, position]
+            return hidden
+
+        if layer == len(self.layers):
+            return self.layers[-1].register_forward_hook(lambda m, a, o: _with_hidden(o, replace(_hidden(o))))
+
+        def layer_input(module, args, kwargs):
+            if args:
+                return (replace(args[0]), *args[1:]), kwargs
+            return args, {**kwargs, "hidden_states": replace(kwargs["hidden_states"])}
+
+        return self.layers[layer].register_forward_pre_hook(layer_input, with_kwargs=True)
+
+    def mlp(self, clean, layer: int):
+        return self.mlps[layer].register_forward_hook(lambda m, a, o: _with_hidden(o, clean["mlp", layer]))
+
+    def head(self, clean, layer: int, head: int, heads: int, value=None):
+        def hook(module, args):
+            patched = args[0].clone()
+            width = patched.shape[-1] // heads
+            cut = slice(head * width, (head + 1) * width)
+            patched[..., cut] = 0.0 if value is None else value[..., cut]
+            return (patched, *args[1:])
+
+        return self.projections[layer].register_forward_pre_hook(hook)
+
+
+def _keeper(found, key):
+    def hook(module, args, kwargs):
+        found.setdefault(key, (args[0] if args else kwargs["hidden_states"]).clone())
+
+    return hook
+
+
+def _output_keeper(found, key):
+    def hook(module, args, output):
+        found[key] = _hidden(output).clone()
+
+    return hook
+
+
+def _input_keeper(found, index):
+    def hook(module, args):
+        found["heads", index] = args[0].clone()
+
+    return hook
+
+
+def check_patching(subject: Subject) -> Cell:
+    """Activation patching: each recovered fraction equals one plain run with that cell patched by hand."""
+    import explorer
+
+    clean_text, corrupted_text = MASKED if subject.kind == ENCODER else (PROMPT, CORRUPTED)
+    clean_ids, corrupted_ids = subject.ids(clean_text), subject.ids(corrupted_text)
+    layers = layer_calls(
+        subject,
+        clean_ids,
+        subject.start() if subject.kind == ENCODER_DECODER else None,
+        _stack_layers(subject),
+        last=subject.kind != ENCODER_DECODER,
+    )
+    patcher = Patcher(subject, layers)
+    moved = patcher.logits(clean_ids) - patcher.logits(corrupted_ids)
+    answer, counterfactual = int(moved.argmax()), int(moved.argmin())
+    result = explorer.patch(subject.lm, clean_text, corrupted_text, answer=answer, counterfactual=counterfactual)
+
+    def ld(logits):
+        return float(logits[answer] - logits[counterfactual])
+
+    clean, corrupted = patcher.record(clean_ids), ld(patcher.logits(corrupted_ids))
+    change = result.ld_clean - result.ld_corrupted
+    # Compared as logit differences (a fraction of a tiny change is rounding): within 0.1% of the change, so that a
+    # fraction off by 0.001 fails however small the tiny model's change is.
+    atol = 1e-6 + 1e-3 * abs(change)
+    close("logit differences", [result.ld_clean, result.ld_corrupted], [ld(patcher.logits(clean_ids)), corrupted])
+    for layer in range(len(layers) + 1):
+        for position in range(clean_ids.shape[1]):
+            handle = patcher.residual(corrupted_ids, clean, layer, position)
+            expected = ld(patcher.patched(corrupted_ids, handle)) - corrupted
+            close(f"residual [{layer}, {position}]", result.residual[layer, position] * change, expected, atol)
+    unchecked = []
+    for layer in range(len(layers)):
+        if patcher.mlps[layer] is None:
+            unchecked.append("MLP")
+        else:
+            expected = ld(patcher.patched(corrupted_ids, patcher.mlp(clean, layer))) - corrupted
+            close(f"MLP [{layer}]", result.mlp[layer] * change, expected, atol)
+        if patcher.projections[layer] is None:
+            unchecked.append("heads")
+            continue
+        heads = result.heads.shape[1]
+        for head in range(heads):
+            hook = patcher.head(clean, layer, head, heads, value=clean["heads", layer])
+            expected = ld(patcher.patched(corrupted_ids, hook)) - corrupted
+            close(f"head [{layer}, {head}]", result.heads[layer, head] * change, expected, atol)
+    return Cell(
+        Y, f"reference checks the residual stream only, not {' or '.join(sorted(set(unchecked)))}" if unchecked else ""
+    )
+
+
+def _stack_layers(subject: Subject) -> int:
+    return subject.lm.num_layers
+
+
+def check_ablation(subject: Subject) -> Cell:
+    """Head ablation: each head zeroed at its output projection's input, one plain run per head."""
+    import explorer
+
+    if cell := _only_encoder_decoder_decoders(subject):
+        return cell
+    effects = explorer.head_ablation_effects(subject.lm, PROMPT)
+    ids = subject.ids(PROMPT)
+    decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
+    heads = effects.logprobs.shape[1]
+    layers = layer_calls(subject, ids, decoder_ids, effects.logprobs.shape[0], last=True)
+    patcher = Patcher(subject, layers)
+    plain = torch.log_softmax(patcher.logits(ids), -1)[effects.target_id]
+    close("log p(target)", effects.baseline_logprob, plain, 1e-4)
+    if any(projection is None for projection in patcher.projections):
+        return Cell(Y, "reference checks the unablated log-probability only")
+    expected = [
+        [
+            torch.log_softmax(patcher.patched(ids, patcher.head({}, layer, head, heads)), -1)[effects.target_id]
+            for head in range(heads)
+        ]
+        for layer in range(len(layers))
+    ]
+    close("ablated log p(target)", effects.logprobs, np.array(expected, dtype=np.float64), 1e-4)
+    return Cell(Y)
+
+
+# -- the Tokens page's input vectors -----------------------------------------------------------------------------
+
+
+def check_input_vectors(subject: Subject) -> Cell:
+    """The Tokens page's check (the first layer's input) is what the first layer really receives, and its summed
+    embeddings are too, or the page says by how much they differ."""
+    from explorer import gateway
+
+    vectors = gateway._input_vectors(subject.lm, PROMPT)
+    encoded = subject.tokenizer(PROMPT, return_tensors="pt")
+    found: dict = {}
+    decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
+    first = layer_calls(subject, encoded["input_ids"], decoder_ids, _stack_layers(subject), last=False)[0]
+    handle = first.register_forward_pre_hook(_keeper(found, "in"), with_kwargs=True)
+    try:
+        subject.run(encoded["input_ids"], decoder_ids, **{k: v for k, v in encoded.items() if k == "token_type_ids"})
+    finally:
+        handle.remove()
+    received = found["in"].squeeze().float()  # [token, hidden]; other shapes are other architectures
+    if received.dim() == 2 and len(received) > len(vectors.first_layer):
+        received = received[: len(vectors.first_layer)]  # padded to a multiple of a window (Longformer, LED)
+    close("the first layer's input", vectors.first_layer, received.numpy())  # the page's check is true
+    if getattr(vectors.embeddings, "note", None):  # the page says the rows do not add up, and why
+        return Cell(NA, vectors.embeddings.note)
+    summed = np.asarray(vectors.summed, dtype=np.float64)
+    if summed.shape != tuple(received.shape):
+        raise Mismatch(f"the summed rows: shape {summed.shape}, what the first layer receives {tuple(received.shape)}")
+    difference = float(np.abs(summed - received.double().numpy()).max())
+    if difference <= ATOL:
+        return Cell(Y)
+    close("the difference the page shows", vectors.largest_difference, difference)
+    return Cell(NA, f"the page says the model does more before its first layer than the sum (by {difference:.2g})")
+
+
+FEATURES = {
+    "capture": check_capture,
+    "verify": check_verify,
+    "greedy": check_decoding("greedy"),
+    "beam": check_decoding("beam"),
+    "sample": check_decoding("sample"),
+    "next token": check_next_token,
+    "attention while decoding": check_record_attention,
+    "kv cache": check_kv_cache,
+    "logit lens": check_lens,
+    "attribution": check_attribution,
+    "patching": check_patching,
+    "head ablation": check_ablation,
+    "input vectors": check_input_vectors,
+}
+
+
+# Checked on every family: loading, capture and its check, greedy search and the next token (the core the issue asks
+# of every family), the Tokens page. The rest cost more (beams, samples, the cache's timed runs, a lens and a
+# patched run per layer and position, integrated gradients' points): checked on one family per attention style
+# and quirk, and on the families issue 40 names, to keep the module within its share of the suite (about 90 s of
+# CPU).
+EVERY_FAMILY = ("capture", "verify", "greedy", "next token", "input vectors")
+REPRESENTATIVES = (
+    # decoders: learned positions and a fused projection; RoPE with grouped heads; sliding windows; softcapping;
+    # logit scales and multipliers; OPT-350m's projections; ALiBi and their own attention code; local attention;
+    # attention sinks; chunked attention; hybrid linear attention and Mamba layers; no attention at all; experts
+    "gpt2", "llama", "mistral", "gemma2", "gemma3_text", "cohere", "granite", "opt", "bloom", "falcon", "gpt_neo",
+    "gptj", "gpt_oss", "llama4_text", "qwen3_next", "jamba", "mamba", "mixtral", "phi",
+    # encoders: absolute positions; RoBERTa's offset positions; factorized embeddings; disentangled attention;
+    # local and global layers; a family with a causal-LM class too
+    "bert", "roberta", "albert", "electra", "deberta-v2", "modernbert", "camembert",
+    # encoder-decoders: relative bias; learned and sinusoidal positions; local attention; experts; block-local
+    "t5", "bart", "m2m_100", "longt5", "switch_transformers", "pegasus_x",
+    # and the other families whose failures issue 40 names (windows, caches, kinds, positions, heads)
+    "starcoder2", "olmo3", "cohere2", "exaone4", "ministral", "granitemoe", "qwen3_moe", "codegen", "xglm",
+    "openai-gpt", "biogpt", "mpnet", "megatron-bert", "roformer", "big_bird", "longformer", "data2vec-text",
+    "roberta-prelayernorm", "xlm-roberta-xl", "ernie", "mobilebert", "mvp", "led", "prophetnet", "blenderbot",
+    "blenderbot-small", "nllb-moe", "mbart", "plbart",
+)  # fmt: skip
+NOT_CHECKED = Cell("not checked", "")
+
+
+def features_for(model_type: str) -> tuple[str, ...]:
+    return tuple(FEATURES) if model_type in REPRESENTATIVES else EVERY_FAMILY
+
+
+def judge(check, subject: Subject) -> Cell:
+    """A feature's cell: Y, its own clear message (an explorer.errors exception), or FAIL (off its reference,
+    or any other exception)."""
+    from explorer.errors import InputError, ModelLoadError
+
+    try:
+        return check(subject)
+    except (InputError, ModelLoadError) as error:
+        return Cell(ERROR, _one_line(error))
+    except Mismatch as error:
+        return Cell(FAIL, _one_line(error))
+    except ReferenceFailure as error:
+        return Cell(NOT_CHECKED.mark, _one_line(error))
+    except Exception as error:  # a crash: the page would show a traceback
+        return Cell(FAIL, f"{type(error).__name__}: {_one_line(error)}")
+
+
+def _one_line(error) -> str:
+    return " ".join(str(error).split())
+
+
+def _short(note: str, root: str) -> str:
+    """A note as the page shows it: the build folder named FOLDER (it differs per run), cut to 160 characters,
+    markup escaped."""
+    text = note.replace(root, "FOLDER") if root else note
+    text = text[:160] + ("…" if len(text) > 160 else "")
+    return "".join("\\" + c if c in MARKDOWN else c for c in text)  # shown as written, never as markup
+
+
+MARKDOWN = set("\\`*_[]<>|#")
+
+
+def family_row(model_type: str, root: Path) -> dict[str, Cell]:
+    """Every feature's cell for one family (built, saved under ``root``, loaded through explorer)."""
+    import explorer
+    from explorer.errors import ModelLoadError
+
+    kind = FAMILIES[model_type].kind
+    try:
+        model, tokenizer = build(model_type)
+        folder = root / model_type
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    except Exception as error:
+        return {"load": Cell(FAIL, f"the test could not build it: {type(error).__name__}: {_one_line(error)}")}
+    subject, chosen = Subject(model_type, kind, model, tokenizer), features_for(model_type)
+    try:  # the tiny model runs in transformers itself, or nothing here can be checked
+        subject.run(subject.ids(PROMPT), torch.tensor([[0]]) if kind == ENCODER_DECODER else None)
+    except ReferenceFailure as error:
+        return {"load": Cell(NOT_CHECKED.mark, f"the tiny model: {error}")} | dict.fromkeys(FEATURES, NOT_CHECKED)
+    try:
+        subject.lm = explorer.load_model(str(folder), device="cpu")
+    except ModelLoadError as error:  # every feature is refused with the model
+        refused = Cell(ERROR, "refused at load")
+        cells = {f: refused if f in chosen else NOT_CHECKED for f in FEATURES}
+        return {"load": Cell(ERROR, _one_line(error))} | cells
+    except Exception as error:  # the crash is the load's FAIL; nothing else can be checked
+        crash = Cell(FAIL, f"{type(error).__name__}: {_one_line(error)}")
+        return {"load": crash} | dict.fromkeys(FEATURES, NOT_CHECKED)
+    loaded = subject.lm.kind == kind
+    row = {
+        "load": Cell(Y, _tokenizer_note(subject))
+        if loaded
+        else Cell(FAIL, f"loads as a {subject.lm.kind}, not an {kind}")
+    }
+    return row | {f: judge(check, subject) if f in chosen else NOT_CHECKED for f, check in FEATURES.items()}
+
+
+def _tokenizer_note(subject: Subject) -> str:
+    """Where ``AutoTokenizer`` reads the saved word-level tokenizer as the family's own class (Qwen2's BPE), the
+    reference takes that tokenizer too, so that both run on the same ids; said in the load cell's note."""
+    loaded = subject.lm.tokenizer
+    ids = loaded(PROMPT)["input_ids"]
+    if ids == subject.tokenizer(PROMPT)["input_ids"]:
+        return ""
+    subject.tokenizer = loaded
+    return f"AutoTokenizer loads {type(loaded).__name__}, which reads the prompt as {len(ids)} tokens"
+
+
+def coverage(root: Path, families=None) -> dict[str, dict[str, Cell]]:
+    """{family: {feature: Cell}} for ``families`` (default: all of ``FAMILIES``), on one CPU thread: on models
+    this small, more threads only wait in each other's barriers (and the suite's workers share the cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {model_type: family_row(model_type, Path(root)) for model_type in families or FAMILIES}
+    finally:
+        torch.set_num_threads(threads)
+
+
+# -- the docs page -----------------------------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "supported-models.md"
+COLUMNS = ("load", *FEATURES)
+SHORT = {Y: "Y", ERROR: "error", NA: "n/a", FAIL: "**FAIL**", NOT_CHECKED.mark: "·"}
+
+INTRO = """# Supported models
+
+Which families of Hugging Face text models the explorer supports, feature by feature: the coverage matrix of
+`tests/test_families.py`, run in the suite. Each family is a tiny model built from transformers' own config class
+for it ({version}; 2 layers, hidden size 32, 4 heads, 2 key/value heads where the family has grouped heads, a
+vocabulary of {vocab} words, sliding and chunked windows of 4 tokens) with seeded random weights, saved as its Hub
+checkpoints are (encoders as their masked-LM class, decoders as their causal LM, encoder-decoders as their
+seq2seq LM) and loaded through `explorer.load_model`. Every feature is then checked against plain transformers
+on a prompt of 6 tokens (past the windows) and {new} new tokens:
+
+| feature | reference it must equal |
+|---|---|
+| load | `explorer.load_model` loads it as its kind (encoder, decoder, encoder-decoder) |
+| capture | the model's own eager `output_attentions=True`, every stack, to 1e-5 |
+| verify | `verify()` (the weights recomputed from the captured queries and keys) within its tolerance |
+| greedy, beam, sample | `model.generate()` with the same settings and seed: the same sequences (and beam scores) |
+| next token | the model's logits through transformers' temperature, top-k and top-p warpers |
+| attention while decoding | `decode(record_attention=True)` past the window = one eager pass over what it generated |
+| kv cache | the argmax of the model's own logits at each pass; logits with and without the cache alike |
+| logit lens | each layer's residual stream in place of the last layer's output: the model's own norm and head read it |
+| attribution | integrated gradients: log p(target) as the model gives it, scores adding up to its change within 1% |
+| patching | each cell = one plain run patched by forward hooks (residual, MLP output, a head's slice) |
+| head ablation | each head zeroed at its output projection's input by a forward hook, one plain run per head |
+| input vectors | the Tokens page's check = what the first layer receives; its sum too, or the page says how far off |
+
+Marks: **Y** equals its reference; **error** the explorer refuses with a message saying why (an `explorer.errors`
+exception); **n/a** the feature does not apply (the reason is in the notes); **FAIL** a crash or a number off its
+reference (silently wrong). Every FAIL is a known gap of issue 40 listed in `KNOWN_GAPS` (`tests/test_families.py`):
+the test fails on any other FAIL, and on a listed gap that now passes. **·** not checked: {every} are checked on
+every family; the other features, which cost more per family, on {count} representatives, one per attention style
+and per quirk (learned, rotary, ALiBi and relative positions; sliding, chunked, local and global windows;
+softcapping, logit scales, attention sinks; grouped heads; experts; hybrid linear-attention and Mamba layers; no
+attention at all; factorized embeddings; encoders with a causal-LM class) and the families issue 40 names, to keep
+the matrix within its share of the suite's time: {representatives}.
+
+Regenerate this page with `python -m tests.families --write-docs`; the suite fails when it differs from the matrix.
+"""
+
+
+def render(matrix: dict[str, dict[str, Cell]], root: str = "") -> str:
+    """The docs page for ``matrix``: the introduction, counts per feature, the table, then the notes."""
+    import transformers
+
+    facts = dict(
+        version=f"transformers {transformers.__version__}",
+        new=NEW_TOKENS,
+        vocab=IDS["vocab_size"],
+        every=", ".join(("load", *EVERY_FAMILY)),
+        count=len(REPRESENTATIVES),
+        representatives=", ".join(REPRESENTATIVES),
+    )
+    lines = [INTRO.format(**facts)]
+    lines += ["## Counts", "", "| feature | Y | error | n/a | FAIL | not checked |", "|---|---|---|---|---|---|"]
+    for feature in COLUMNS:
+        marks = [row.get(feature, Cell(FAIL)).mark for row in matrix.values()]
+        counts = (marks.count(mark) for mark in (Y, ERROR, NA, FAIL, NOT_CHECKED.mark))
+        lines.append(f"| {feature} | " + " | ".join(map(str, counts)) + " |")
+    lines += ["", f"## The matrix ({len(matrix)} families)", ""]
+    lines += ["| family | kind | " + " | ".join(COLUMNS) + " |", "|---|---|" + "---|" * len(COLUMNS)]
+    for model_type, row in matrix.items():
+        cells = [SHORT[row.get(feature, Cell(FAIL, "not run")).mark] for feature in COLUMNS]
+        lines.append(f"| {model_type} | {FAMILIES[model_type].kind} | " + " | ".join(cells) + " |")
+    lines += ["", "## Notes", ""]
+    for model_type, row in matrix.items():
+        notes = [f"{feature}: {_short(cell.note, root)}" for feature, cell in row.items() if cell.note]
+        if notes:
+            lines.append(f"- **{model_type}**: " + "; ".join(_unique(notes)))
+    if SKIPPED:
+        lines += ["", "## Not in the matrix", ""]
+        lines += [f"- **{model_type}**: {reason}" for model_type, reason in sorted(SKIPPED.items())]
+    return "\n".join(lines) + "\n"
+
+
+def _unique(notes: list[str]) -> list[str]:
+    return list(dict.fromkeys(notes))
+
+
+def main(argv=None) -> None:
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write-docs", action="store_true", help="regenerate docs/supported-models.md")
+    parser.add_argument("--gaps", action="store_true", help="print the FAIL cells as KNOWN_GAPS entries")
+    parser.add_argument("families", nargs="*", help="only these families (default: all); printed, never written")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as root:
+        matrix = coverage(Path(root), args.families or None)
+        page = render(matrix, root)
+        gaps = [
+            f"    ({family!r}, {feature!r}): {'issue 40: ' + cell.note.replace(root, 'FOLDER')[:90]!r},"
+            for family, row in matrix.items()
+            for feature, cell in row.items()
+            if cell.mark == FAIL
+        ]
+    if args.gaps:
+        print("\n".join(gaps))
+    if args.write_docs and not args.families:
+        DOCS.write_text(page)
+        print(f"wrote {DOCS}")
+    if not (args.gaps or args.write_docs):
+        print(page)
+
+
+if __name__ == "__main__":
+    main()
