@@ -256,8 +256,8 @@ def test_sampling_leaves_the_global_random_state_alone_and_is_thread_safe(models
     assert np.array_equal(unseeded.sequences[0], again.sequences[0])  # the drawn seed reproduces the trace
 
 
-def test_the_prompt_runs_once_and_each_step_feeds_one_token(models, monkeypatch):
-    lm = models["gpt2"]
+def _input_shapes_of_each_pass(lm, monkeypatch) -> list[tuple[int, ...]]:
+    """A list that the model's forward passes append their input_ids' shapes to, from now on."""
     shapes = []
     real_forward = lm.model.forward
 
@@ -266,6 +266,12 @@ def test_the_prompt_runs_once_and_each_step_feeds_one_token(models, monkeypatch)
         return real_forward(*args, **kwargs)
 
     monkeypatch.setattr(lm.model, "forward", counting)
+    return shapes
+
+
+def test_the_prompt_runs_once_and_each_step_feeds_one_token(models, monkeypatch):
+    lm = models["gpt2"]
+    shapes = _input_shapes_of_each_pass(lm, monkeypatch)
     trace = explorer.decode(lm, PROMPTS["gpt2"], strategy="beam", num_beams=4, max_new_tokens=6)
     prompt_length = len(trace.prompt_ids)
     assert shapes[0] == (1, prompt_length)  # the prompt once, not once per beam
@@ -402,14 +408,7 @@ def test_a_hybrid_cache_runs_the_prompt_again_with_a_row_per_beam(families, monk
     """Qwen3-Next's linear-attention layers cannot repeat their cache's rows: the prompt's pass, run once, is run
     again with a row per beam (as generate() runs it), then one token per row, and beam search equals generate()'s."""
     lm, _ = families["qwen3_next"]
-    shapes = []
-    real_forward = lm.model.forward
-
-    def counting(*args, **kwargs):
-        shapes.append(tuple(kwargs["input_ids"].shape))
-        return real_forward(*args, **kwargs)
-
-    monkeypatch.setattr(lm.model, "forward", counting)
+    shapes = _input_shapes_of_each_pass(lm, monkeypatch)
     trace = explorer.decode(lm, FAMILY_PROMPT, **FAMILY_CASES["beam"])
     prompt = len(trace.prompt_ids)
     assert shapes[:2] == [(1, prompt), (3, prompt)] and all(shape == (3, 1) for shape in shapes[2:])
