@@ -21,6 +21,7 @@ No Streamlit here: ``explorer.ui.results`` supplies the pages' progress (a spinn
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -33,6 +34,7 @@ import numpy as np
 import explorer
 from explorer import settings
 from explorer.caching import MIB, ByteBudgetCache
+from explorer.compute.inputs import reconcile
 from explorer.data._freeze import freeze_arrays
 from explorer.data.anatomy import Embeddings, TokenRow
 from explorer.hosting import POLICY
@@ -206,9 +208,11 @@ class InputVectors:
 
     rows          the tokenization table (``explorer.tokenize``)
     embeddings    token, position and token-type embeddings (at least 32 positions, for the position chart)
-    summed        [token, hidden]: their sum, normalised as the model does (``explorer.summed_embeddings``)
+    summed        [token, hidden]: their sum, normalised as the model does (``explorer.summed_embeddings``); in
+                  ``first_layer``'s shape where that layer reads copies of it (``explorer.compute.inputs``)
     norm          the name of the norm applied to the sum, or None
-    first_layer   [token, hidden]: what the model's first layer receives, from a forward pass (the check)
+    first_layer   [token, hidden]: what the model's first layer receives, from a forward pass (the check); with a
+                  stream axis, or the model's own rows first, where it reads those (``embeddings.note`` says so)
     """
 
     rows: tuple[TokenRow, ...]
@@ -234,7 +238,9 @@ def _input_vectors(lm, text: str, text_pair: str | None = None) -> InputVectors:
     types = [0 if row.segment != "B" else 1 for row in rows]
     found = explorer.embeddings(lm, ids, types, positions=max(len(ids), 32))
     summed, norm = explorer.summed_embeddings(lm, found)
-    return InputVectors(rows, found, summed, norm, explorer.first_layer_input(lm, ids, types))
+    first_layer = explorer.first_layer_input(lm, ids, types)
+    summed, note = (summed, found.note) if found.note else reconcile(summed, first_layer)
+    return InputVectors(rows, dataclasses.replace(found, note=note), summed, norm, first_layer)
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,6 @@ if toy:
 
 require_vectors_ui(stack)  # the model's own queries and keys: none where the model returns weights alone
 stages = score_stages(stack, layer, head)
-head_dim = stack.queries.shape[-1]
 inputs = (lm.name, view.text, view.text_pair, view.target, view.stack_name)
 step_view = views.attention.StepByStep(*inputs, layer, head, query)
 st.latex(step_view.formula(view.capture))
@@ -112,12 +111,12 @@ st.dataframe(
 st.caption(step_view.caption(view.capture))
 
 if stack.values is not None:
-    output = head_outputs(
-        stack.attentions[layer : layer + 1, head : head + 1], stack.values[layer : layer + 1, head : head + 1]
-    )[0, 0, query]
+    values = stack.head_vectors(layer, head)[2]  # at this layer's own width
+    output = head_outputs(stack.attentions[layer : layer + 1, head : head + 1], values[None, None])[0, 0, query]
+    width = len(output)  # the values' width: MiMo-V2-Flash's are wider than its queries and keys
     st.markdown(
-        f"**Output of this head for this query**: a vector of {head_dim} numbers (first ones: "
+        f"**Output of this head for this query**: a vector of {width} numbers (first ones: "
         f"{', '.join(f'{v:.3f}' for v in output[:6])}, …). All {stack.num_heads} heads' outputs are concatenated "
-        f"({stack.num_heads} × {head_dim} = {stack.num_heads * head_dim} numbers) and multiplied by the output "
+        f"({stack.num_heads} × {width} = {stack.num_heads * width} numbers) and multiplied by the output "
         "projection, giving this token's attention output for the layer."
     )

@@ -81,7 +81,9 @@ st.dataframe(
             position_offset=found.position_offset,
             token_projection=found.token_projection,
             projection=found.projection,
-            hidden=vectors.first_layer.shape[1],
+            hidden=vectors.first_layer.shape[-1],
+            received=vectors.first_layer.shape,
+            copied=vectors.summed.shape == vectors.first_layer.shape,
             trigram=found.trigram,
             token_scale=found.token_scale,
         )

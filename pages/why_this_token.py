@@ -67,9 +67,10 @@ with ui.controls():
                 key="steps",
                 step=8,
                 help="Points on the path from the all-zero input to the text: more points, a smaller completeness "
-                f"error. The default, {lm.integrated_gradients_steps}, keeps it under 1% on this architecture "
-                "(T5's ReLUs and norms need 256), unless log p jumps on the path (a mixture of experts switching "
-                "experts): the check line says so.",
+                f"error. The default, {lm.integrated_gradients_steps}, is chosen to keep it under 1% on this "
+                "architecture (T5's ReLUs and norms need 256); the check line under the chart gives this text's "
+                "error, and says so where log p jumps on the path (a mixture of experts switching experts), which "
+                "no number of points closes.",
             )
     with target_column:
         chosen = ui.choice_ui(

@@ -57,15 +57,15 @@ def pytest_report_header(config):
 # side by side and the short ones fill the gaps at the end, instead of one long module starting last and running
 # alone. Every other module keeps its place after these; a stale order costs minutes, never a test.
 LONGEST_FIRST = (
-    "test_browser_projector", "test_browser_class", "test_browser_lecture", "test_browser_links",
-    "test_browser_drawn", "test_families", "test_browser_attention", "test_browser_server", "test_browser_slides",
-    "test_browser_decoding", "test_export_labels", "test_package", "test_bench_scripts", "test_deck_export",
-    "test_browser_class_redis", "test_app_lecture", "test_app_class", "test_browser_drawn_values",
-    "test_app_decoding", "test_browser_exports", "test_app_words", "test_bench_class", "test_docker",
-    "test_browser_inside", "test_classroom_store", "test_docs", "test_app", "test_browser",
-    "test_browser_html_exports", "test_notebook", "test_prose_llama", "test_app_attention", "test_class_poll",
-    "test_app_inside", "test_renderer", "test_gateway", "test_bench_lecture", "test_export_sizes", "test_prefix",
-    "test_protocol", "test_app_class_faults", "test_decoding", "test_attribution", "test_decode_together",
+    "test_browser_projector", "test_browser_class", "test_browser_lecture", "test_browser_drawn", "test_families",
+    "test_browser_links", "test_browser_server", "test_browser_attention", "test_package", "test_browser_slides",
+    "test_export_labels", "test_browser_decoding", "test_browser_class_redis", "test_bench_scripts",
+    "test_deck_export", "test_app_lecture", "test_browser_drawn_values", "test_app_class", "test_app_decoding",
+    "test_bench_class", "test_docker", "test_browser_inside", "test_notebook", "test_docs", "test_classroom_store",
+    "test_app", "test_prose_llama", "test_browser_exports", "test_class_poll", "test_app_words",
+    "test_browser_html_exports", "test_decode_together", "test_app_attention", "test_app_inside", "test_renderer",
+    "test_browser", "test_export_sizes", "test_bench_lecture", "test_app_class_faults", "test_prefix",
+    "test_gateway", "test_protocol",
 )  # fmt: skip
 
 

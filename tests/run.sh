@@ -38,7 +38,8 @@ python3 -m ruff check .
 python3 -m ruff format --check .
 # Two workers, one a core. A module runs whole on one worker (its module fixtures are made once, its tests keep
 # their order); the app server and the models are shared within a worker, and the longest modules start first
-# (tests/conftest.py). Four workers were no faster on two cores (each test took 2.3 times as long, and pages under
-# that load ran past the browser tests' 60 s waits). Set EXPLORER_TEST_WORKERS=0 for one process (pytest's own -n
+# (tests/conftest.py; without --no-loadscope-reorder pytest-xdist starts the modules with the most tests first and
+# leaves a long module of few tests, such as the coverage matrix, to the end). Four workers were no faster on two
+# cores (each test took 2.3 times as long, and pages under that load ran past the browser tests' 60 s waits). Set EXPLORER_TEST_WORKERS=0 for one process (pytest's own -n
 # given after it wins too).
-python3 -m pytest -n "${EXPLORER_TEST_WORKERS:-2}" --dist loadfile "$@"
+python3 -m pytest -n "${EXPLORER_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"

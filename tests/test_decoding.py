@@ -91,12 +91,12 @@ def reference_config(lm, case: dict) -> GenerationConfig:
     )
 
 
-def generate(lm, prompt: str, case: dict):
+def generate(lm, prompt: str, case: dict, use_cache: bool = True):
     ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"].to(DEVICE)
     if case["strategy"] == "sample":
         torch.manual_seed(case["seed"])
     with torch.inference_mode():
-        return lm.model.generate(ids, generation_config=reference_config(lm, case))
+        return lm.model.generate(ids, generation_config=reference_config(lm, case), use_cache=use_cache)
 
 
 def assert_same_as_generate(trace, reference, fill: set[int]) -> None:
@@ -362,6 +362,13 @@ SEQ2SEQ_MOE = "switch_transformers"
 # Families whose attention is not recorded but returned (output_attentions, weights only): GPT-Neo's local layers,
 # OpenAI GPT (no cache: each step runs the whole sequence), MVP (an encoder-decoder), ProphetNet (n-gram streams).
 WEIGHTS_ONLY = ("gpt_neo", "openai-gpt", "mvp", "prophetnet")
+# XLNet prepares its own generation inputs (a token to predict appended, hidden by its permutation mask) and returns
+# its cache (mems) as a new tuple after every pass.
+OWN_INPUTS = "xlnet"
+# RecurrentGemma's tiny model has recurrent layers alone (its attention comes every third layer): a cache of them
+# cannot say how many tokens it holds (transformers' get_seq_length raises), so generate() decodes it only with
+# use_cache=False.
+STATES_ONLY = "recurrent_gemma"
 FAMILY_PROMPT = "the cat sat on the mat"
 FAMILY_CASES = {
     "beam": dict(strategy="beam", num_beams=3, max_new_tokens=4, num_return_sequences=2),
@@ -391,7 +398,7 @@ def build_cheap(name: str, folder) -> str:
 def families(tmp_path_factory):
     """{model_type: (the tiny model loaded through the public path, its folder)}."""
     root = tmp_path_factory.mktemp("families")
-    names = (*WINDOWED, "qwen3_next", "falcon_h1", "mamba", SEQ2SEQ_MOE, *WEIGHTS_ONLY, "bart")
+    names = (*WINDOWED, "qwen3_next", "falcon_h1", "mamba", SEQ2SEQ_MOE, *WEIGHTS_ONLY, "bart", OWN_INPUTS, STATES_ONLY)
     folders = {name: build_cheap(name, root / name) for name in names}
     return {name: (explorer.load_model(folder, device=DEVICE), folder) for name, folder in folders.items()}
 
@@ -402,6 +409,46 @@ def test_decode_equals_generate_through_a_state_space_cache_and_a_moe_encoder(fa
     lm, _ = families[name]
     trace = explorer.decode(lm, FAMILY_PROMPT, **FAMILY_CASES[case])
     assert_same_as_generate(trace, generate(lm, FAMILY_PROMPT, FAMILY_CASES[case]), fill_tokens(lm))
+
+
+def test_a_model_that_prepares_its_own_generation_inputs_decodes_as_generate(families):
+    """XLNet's first pass too is prepared by its own prepare_inputs_for_generation, and each step takes the cache the
+    pass before returned: greedy and beam search (scores too) equal generate(), forced tokens equal generate() given
+    them, and the distribution before a forced token is generate()'s first one given the ids before it."""
+    lm, _ = families[OWN_INPUTS]
+    for case in (dict(strategy="greedy", max_new_tokens=6), FAMILY_CASES["beam"]):
+        trace = explorer.decode(lm, FAMILY_PROMPT, **case)
+        assert_same_as_generate(trace, generate(lm, FAMILY_PROMPT, case), fill_tokens(lm))
+    forced = explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=5, force=(7, 8))
+    ids = torch.tensor(forced.sequences[0][: len(forced.prompt_ids) + 2], device=DEVICE)[None]
+    with torch.inference_mode():
+        reference = lm.model.generate(ids, generation_config=generation_config_for(lm, forced.settings))
+        before_8 = lm.model.generate(ids[:, :-1], generation_config=reference_config(lm, GREEDY_ONE)).scores[0]
+    assert forced.sequences[0].tolist() == reference.sequences[0].tolist()
+    expected = torch.log_softmax(before_8[0].float(), dim=-1)[8]
+    np.testing.assert_allclose(forced.steps[1].forced_logprob[0], expected.item(), atol=1e-5)
+
+
+GREEDY_ONE = dict(strategy="greedy", max_new_tokens=1)
+
+
+def test_a_cache_that_cannot_count_its_tokens_is_not_used_and_decoding_equals_generate_without_one(families):
+    lm, _ = families[STATES_ONLY]
+    with pytest.raises(ValueError, match="get_seq_length"):
+        generate(lm, FAMILY_PROMPT, GREEDY_ONE)  # transformers' own decoding with the cache
+    for case in (dict(strategy="greedy", max_new_tokens=4), *FAMILY_CASES.values()):
+        trace = explorer.decode(lm, FAMILY_PROMPT, **case)
+        assert any("generate(use_cache=False)" in note for note in trace.notes)
+        assert_same_as_generate(trace, generate(lm, FAMILY_PROMPT, case, use_cache=False), fill_tokens(lm))
+
+
+def test_a_model_without_attention_layers_refuses_attention_while_generating_and_the_kv_cache(families):
+    """Its passes return no attention maps and its cache holds states, not keys per token: both say so."""
+    lm, _ = families[STATES_ONLY]
+    with pytest.raises(explorer.InputError, match="no attention weights"):
+        explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=2, record_attention=True)
+    with pytest.raises(explorer.InputError, match="no KV cache to show"):
+        explorer.kv_cache(lm, FAMILY_PROMPT, steps=2)
 
 
 def test_a_hybrid_cache_runs_the_prompt_again_with_a_row_per_beam(families, monkeypatch):
@@ -482,7 +529,10 @@ def test_attention_returned_while_generating_equals_the_models_eager_attention(f
         np.testing.assert_allclose(trace.attention[stack].attentions, expected, atol=1e-5)
 
 
-def test_attention_returned_in_another_layout_is_refused_clearly(families):
-    lm, _ = families["prophetnet"]  # its n-gram streams add rows of their own to the cross-attention
+# ProphetNet's n-gram streams add rows of their own to the cross-attention; XLNet returns its content and query
+# streams' weights as a pair.
+@pytest.mark.parametrize("name", ["prophetnet", OWN_INPUTS])
+def test_attention_returned_in_another_layout_is_refused_clearly(families, name):
+    lm, _ = families[name]
     with pytest.raises(explorer.InputError, match="cannot be stitched"):
         explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=4, record_attention=True)

@@ -151,6 +151,41 @@ def test_a_sliding_window_and_layers_without_keys_are_read_from_the_models_own_c
         )
 
 
+def test_logits_that_the_model_itself_computes_otherwise_without_its_cache_are_shown_and_said(tmp_path, monkeypatch):
+    """transformers' ProphetNet gathers its n-gram stream's relative-position terms in another order over a whole
+    prefix than for one cached step: its own logits with and without its cache differ by more than rounding. The
+    trace shows the differences plain transformers gives, and a note says they are the model's."""
+    from tests.families import build_family, model_class
+
+    monkeypatch.setattr("explorer.models.kv_cache.REPEATS", 1)  # times are not checked here
+    folder = build_family("prophetnet", tmp_path / "prophetnet")
+    model = model_class("prophetnet").from_pretrained(folder).to(DEVICE).eval()
+    lm = explorer.load_model(folder, device=DEVICE)
+    trace = explorer.kv_cache(lm, FAMILY_PROMPT, steps=2)
+    chosen = trace.chosen_ids.tolist()
+    start = torch.tensor([[model.config.decoder_start_token_id]], device=DEVICE)
+    prompt_ids = lm.tokenizer(FAMILY_PROMPT, return_tensors="pt")["input_ids"].to(DEVICE)
+    own, cache = [], None
+    with torch.inference_mode():
+        encoder = model.get_encoder()(input_ids=prompt_ids)
+        for index in range(len(chosen)):
+            fed = start if index == 0 else torch.tensor([[chosen[index - 1]]], device=DEVICE)
+            out = model(encoder_outputs=encoder, decoder_input_ids=fed, past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            prefix = torch.cat([start, torch.tensor([chosen[:index]], dtype=torch.long, device=DEVICE)], dim=1)
+            whole = model(encoder_outputs=encoder, decoder_input_ids=prefix, use_cache=False).logits[0, -1]
+            own.append(float((out.logits[0, -1] - whole).abs().max()))
+    np.testing.assert_allclose(trace.logit_difference, own, atol=1e-6)
+    largest = trace.logit_difference.max()
+    assert max(own) > trace.tolerance  # the model's own: more than rounding
+    assert trace.notes == (
+        f"The logits with the cache and without it differ by up to {largest:.1e}, more than rounding (0.0001 for "
+        "float32): both runs are this model's own forward passes over the same tokens, so the model itself computes "
+        "a step from its cache otherwise than from the whole prefix. The tokens here are chosen with the cache, as "
+        "generate() chooses them.",
+    )
+
+
 @pytest.mark.parametrize(("name", "says"), [("mamba", "keeps no keys and values"), ("openai-gpt", "keeps no KV cache")])
 def test_a_model_that_keeps_no_keys_says_it_has_no_kv_cache(tmp_path, name, says):
     from tests.families import build_family

@@ -146,6 +146,68 @@ def test_a_model_that_returns_no_attention_loads_and_its_capture_says_so(tmp_pat
         explorer.capture(lm, "the cat")
 
 
+# Two families without attention heads: RWKV (recurrent) returns each layer's output as its `attentions`, FNet
+# (tokens mixed by Fourier transforms) returns none. Saved as their Hub checkpoints are (RWKV's init needs 2 layers).
+NO_HEADS = {
+    "rwkv": (
+        "AutoModelForCausalLM",
+        dict(hidden_size=16, attention_hidden_size=16, intermediate_size=32, num_hidden_layers=2),
+    ),
+    "fnet": (
+        "AutoModelForMaskedLM",
+        dict(hidden_size=16, intermediate_size=32, max_position_embeddings=64, num_hidden_layers=1),
+    ),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(NO_HEADS))
+def test_a_model_whose_config_names_no_heads_loads_without_attention(tmp_path, model_type):
+    """Neither config names attention heads, so neither model has any, whatever its output holds: each loads as
+    Mamba does (attention "none", no heads); a capture and head ablation say they do not apply, and RWKV decodes
+    as generate() does."""
+    import torch
+    import transformers
+    from transformers import CONFIG_MAPPING
+
+    from tests.test_decoding import assert_same_as_generate, fill_tokens, reference_config
+    from tests.tiny_models import IDS, word_tokenizer
+
+    auto_class, settings = NO_HEADS[model_type]
+    torch.manual_seed(0)
+    config = CONFIG_MAPPING[model_type](**IDS, **settings)
+    getattr(transformers, auto_class).from_config(config).save_pretrained(tmp_path)
+    word_tokenizer().save_pretrained(tmp_path)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    assert (lm.attention, lm.num_heads) == ("none", 0)
+    with pytest.raises(explorer.InputError, match="attention views do not apply"):
+        explorer.capture(lm, "the cat sat")
+    if lm.kind == "decoder":
+        case = dict(strategy="greedy", max_new_tokens=3)
+        ids = lm.tokenizer("the cat sat", return_tensors="pt")["input_ids"].to(lm.device)
+        with torch.inference_mode():
+            expected = lm.model.generate(ids, generation_config=reference_config(lm, case))
+        assert_same_as_generate(explorer.decode(lm, "the cat sat", **case), expected, fill_tokens(lm))
+        with pytest.raises(explorer.InputError, match=r"Head ablation is not supported .* no attention weights"):
+            explorer.head_ablation_effects(lm, "the cat sat")  # what RWKV returns as attentions are no heads
+
+
+def test_a_model_that_reads_no_token_ids_is_refused_saying_so(tmp_path):
+    """Perceiver's base model (what an encoder loads as) requires `inputs`, values its preprocessor makes, not token
+    ids: it is refused with that reason, not with its forward's TypeError."""
+    from transformers import PerceiverConfig, PerceiverForMaskedLM
+
+    from tests.tiny_models import VOCAB, word_tokenizer
+
+    config = PerceiverConfig(
+        num_latents=4, d_latents=16, d_model=16, num_blocks=1, num_self_attends_per_block=1,
+        num_self_attention_heads=2, num_cross_attention_heads=2, vocab_size=len(VOCAB), max_position_embeddings=64,
+    )  # fmt: skip
+    PerceiverForMaskedLM(config).save_pretrained(tmp_path)
+    word_tokenizer().save_pretrained(tmp_path)
+    with pytest.raises(explorer.ModelLoadError, match=r"does not read token ids: its forward requires `inputs`"):
+        explorer.load_model(tmp_path, device=DEVICE)
+
+
 def test_loading_reports_its_stages(tiny_models):
     stages = []
     explorer.load_model(tiny_models["gpt2"], device=DEVICE, progress=stages.append)

@@ -185,3 +185,45 @@ def test_temperature_two_falls_apart_where_half_stays_coherent(reference):
         unknown[t] = sum(w not in vocabulary for w in words) / len(words)
     assert mean_nll[2.0] >= 2 * mean_nll[0.5], mean_nll
     assert unknown[2.0] >= 0.2 and unknown[0.5] <= 0.05, unknown
+
+
+def test_training_schedule_follows_the_step_not_the_clock(tmp_path, monkeypatch):
+    """``training/train_llama.py`` on a tiny prepared corpus: a run stopped by ``--time-limit`` (here a clock that
+    jumps 150 s per reading) trained the very steps of the full run, loss for loss, and says it is incomplete; the
+    full run's learning rate at every evaluation is the step's."""
+    from tests.tiny_models import IDS, word_tokenizer
+
+    monkeypatch.syspath_prepend(str(REPO / "training"))
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)  # the script sets it; undone after the test
+    train_llama = __import__("train_llama")
+    prep = tmp_path / "prep"
+    prep.mkdir()
+    rng = np.random.default_rng(0)
+    for name, size in (("train", 3000), ("val", 200)):
+        np.save(prep / f"{name}.npy", rng.integers(4, IDS["vocab_size"], size).astype(np.uint16))
+    word_tokenizer(eos=True).save_pretrained(prep / "tokenizer")
+    (prep / "corpus.json").write_text("{}")
+    tiny = "--layers 1 --hidden 16 --heads 2 --kv-heads 1 --intermediate 32 --context 16 --batch-size 4"
+    tiny += f" --steps 8 --warmup 2 --eval-every 4 --time-limit 1000 --prep {prep}"
+
+    def run(out: str, clock=None) -> dict:
+        if clock is not None:
+            monkeypatch.setattr(train_llama, "time", clock)
+        args = train_llama.parse_args(["train", *tiny.split(), "--out", str(tmp_path / out)])
+        with torch.random.fork_rng():
+            train_llama.train(args)
+        return __import__("json").loads((tmp_path / out / "metrics.json").read_text())
+
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", torch.backends.cudnn.deterministic)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
+    was = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    try:
+        full = run("full")
+        readings = iter(range(0, 10**6, 150))
+        cut = run("cut", clock=type("Clock", (), {"time": staticmethod(lambda: next(readings))}))
+    finally:
+        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
+    assert full["complete"] and full["steps"] == 8 and not cut["complete"], (full["steps"], cut["steps"])
+    assert 2 < cut["steps"] < 8 and cut["train_losses"] == full["train_losses"][: cut["steps"]]
+    args = train_llama.parse_args(["train", *tiny.split()])
+    assert [h["lr"] for h in full["history"]] == [train_llama.lr_at(h["step"] - 1, args) for h in full["history"]]

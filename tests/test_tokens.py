@@ -117,7 +117,13 @@ def _tiny_lm(family: str, **overrides):
     kind = infer_kind(config)
     torch.manual_seed(0)
     model = AUTO_CLASS_OF_KIND[kind].from_config(config, attn_implementation="eager").to(DEVICE).eval()
-    return SimpleNamespace(model=model, tokenizer=word_tokenizer(), kind=kind, device=DEVICE, max_tokens=64)
+    return _as_loaded(model, word_tokenizer(), kind)
+
+
+def _as_loaded(model, tokenizer, kind: str):
+    """What the input functions read of a loaded model."""
+    layers = model.config.get_text_config().num_hidden_layers
+    return SimpleNamespace(model=model, tokenizer=tokenizer, kind=kind, device=DEVICE, max_tokens=64, num_layers=layers)
 
 
 def _first_layer_hooked(lm, ids) -> np.ndarray:
@@ -134,7 +140,7 @@ def _first_layer_hooked(lm, ids) -> np.ndarray:
             stack(input_ids=torch.tensor([ids], device=DEVICE))
     finally:
         hook.remove()
-    return seen[0][0].float().cpu().numpy()
+    return seen[0].squeeze().float().cpu().numpy()  # without the batch axis, wherever the model keeps it
 
 
 @pytest.mark.parametrize("family", sorted(_EMBEDDINGS_CONFIGS))
@@ -182,3 +188,75 @@ def test_the_shape_trail_names_each_projection_where_the_model_applies_it(family
     steps = [row["step"] for row in trail]
     assert steps.index(before) + 1 == steps.index(after)
     assert trail[1]["shape"] == f"[{len(ids)}, 8]" and trail[-1]["shape"] == f"[{len(ids)}, 16]"
+
+
+# Families whose first layer does not receive what their hidden states report, or not as one row per token, and
+# what the page must then say (None: the sum is what the first layer receives, checked; "": no note, the page
+# gives the difference).
+FIRST_LAYERS = {
+    "mamba": None,  # its hidden states start after its first layer
+    "neomme": None,  # a factorized table and a norm without weights, found in the module graph
+    "fsmt": None,  # an encoder without get_input_embeddings, which scales the table's rows itself
+    "ibert": None,  # tables and a norm that return (rows, scale)
+    "pegasus_x": "",  # padded after the text to a multiple of its block; sinusoidal positions from a module
+    "cpmant": "rows of its own",  # its prompt's rows before the text's
+}  # several vectors per token (DeepSeek-V4's copies, Gemma 3n's AltUp): test_the_sum_is_put_in_the_first_layers_shape
+
+
+@pytest.mark.parametrize("family", sorted(FIRST_LAYERS))
+def test_the_first_layers_input_is_what_a_hook_on_it_sees(family):
+    from explorer import gateway
+    from tests.families import FAMILIES, build
+
+    model, tokenizer = build(family)
+    lm = _as_loaded(model.to(DEVICE), tokenizer, FAMILIES[family].kind)
+    vectors = gateway._input_vectors(lm, "the cat sat on the mat")
+    ids = [row.token_id for row in vectors.rows]
+    hooked = _first_layer_hooked(lm, ids)
+    if len(hooked) > len(ids) and FIRST_LAYERS[family] != "rows of its own":
+        hooked = hooked[: len(ids)]  # the block's padding after the text
+    np.testing.assert_allclose(vectors.first_layer, hooked, atol=1e-6)
+    note, expected = vectors.embeddings.note, FIRST_LAYERS[family]
+    if expected is None:
+        assert note is None
+        np.testing.assert_allclose(vectors.summed, vectors.first_layer, atol=1e-5)
+    elif expected:
+        assert expected in note and vectors.largest_difference == float("inf")
+    else:
+        assert note is None and 0.5 < vectors.largest_difference < float("inf")
+
+
+def test_the_sum_is_put_in_the_first_layers_shape():
+    """A first layer that reads copies of each row gets the sum copied (hyper-connections, [token, stream, hidden]);
+    one that reads the model's own maps of it (AltUp, [stream, token, hidden]) or rows of its own gets a note with
+    how far off the sum is."""
+    from explorer.compute.inputs import reconcile
+
+    summed = np.arange(12, dtype=np.float32).reshape(3, 4)
+    copied, note = reconcile(summed, np.repeat(summed[:, None], 2, axis=1))
+    assert note is None and copied.shape == (3, 2, 4) and np.array_equal(copied[:, 1], summed)
+    mapped = np.stack([summed, summed * 2, summed + 1])
+    kept, note = reconcile(summed, mapped)
+    assert kept is summed and "3 vectors per token" in note and "vector 1 is this sum" in note and "up to 11" in note
+    _, note = reconcile(summed, np.concatenate([np.zeros((5, 4)), summed + 0.5]))
+    assert "8 rows for the text's 3 tokens" in note and "5 rows of its own" in note and "by 0.5" in note
+
+
+def test_a_model_whose_cache_cannot_count_its_tokens_shows_its_first_layers_input():
+    """LFM3's tiny model has convolution layers alone: a cache of them cannot say how many tokens it holds
+    (transformers' get_seq_length raises), so the page's pass asks for none and shows what the first layer receives."""
+    from explorer import gateway
+    from tests.families import build
+
+    model, tokenizer = build("lfm3")
+    lm = _as_loaded(model.to(DEVICE), tokenizer, "decoder")
+    vectors = gateway._input_vectors(lm, "the cat sat on the mat")
+    seen = []
+    hook = model.model.layers[0].register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    try:
+        with torch.inference_mode():
+            model(input_ids=torch.tensor([[row.token_id for row in vectors.rows]], device=DEVICE), use_cache=False)
+    finally:
+        hook.remove()
+    np.testing.assert_allclose(vectors.first_layer, seen[0][0].float().cpu().numpy(), atol=1e-6)
+    np.testing.assert_allclose(vectors.summed, vectors.first_layer, atol=1e-5)

@@ -1,12 +1,19 @@
 """verify() on the families whose attention has more than softmax(q·k): GPT-OSS's sinks and sliding windows; LongT5's
-local encoder attention, returned in blocks, laid out as [query, key] maps. Tiny random models, built here."""
+local encoder attention, returned in blocks, laid out as [query, key] maps; Granite SWA's sinks after the weights;
+layers of different KV grouping (MiMo-V2-Flash) or head width (Gemma 4). Tiny random models, built here."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, GptOssConfig, LongT5Config, LongT5ForConditionalGeneration
+from transformers import (
+    CONFIG_MAPPING,
+    AutoModelForCausalLM,
+    GptOssConfig,
+    LongT5Config,
+    LongT5ForConditionalGeneration,
+)
 
 import explorer
 from explorer.compute.attention import score_stages
@@ -139,3 +146,104 @@ def test_long_t5_transient_global_attention_is_named_not_drawn(tmp_path):
     lm = _long_t5_lm(tmp_path, "transient-global")
     with pytest.raises(explorer.InputError, match=r"transient-global: .* to 6 summaries of token blocks"):
         explorer.capture(lm, TEXT, target="the cat")
+
+
+# -- issue 40: sinks after the weights, layers that group or size their heads differently ---------------------------
+
+_SMALL = dict(
+    hidden_size=32,
+    intermediate_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    max_position_embeddings=64,
+    sliding_window=3,
+    **IDS,
+)
+
+
+def _tiny(model_type: str, **settings):
+    torch.manual_seed(0)
+    config = CONFIG_MAPPING[model_type](**_SMALL, **settings)
+    return AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+
+
+def _with_sinks(model):
+    """Sinks large enough to take a visible share of each row, in the layers that have them."""
+    with torch.no_grad():
+        for layer in model.model.layers:
+            if getattr(layer.self_attn, "sinks", None) is not None:
+                layer.self_attn.sinks.copy_(torch.linspace(-1.0, 2.0, 4))
+    return model
+
+
+def _captured_as_eager(lm):
+    """The capture of TEXT, its weights checked against the model's own eager output_attentions."""
+    capture = explorer.capture(lm, TEXT)
+    ids = lm.tokenizer(TEXT, return_tensors="pt")["input_ids"].to(lm.device)
+    lm.model.set_attn_implementation("eager")
+    try:
+        with torch.inference_mode():
+            eager = lm.model(ids, output_attentions=True, use_cache=False).attentions
+    finally:
+        lm.model.set_attn_implementation(explorer.models.recorder.ATTN_IMPLEMENTATION)
+    for layer, weights in enumerate(eager):
+        np.testing.assert_allclose(capture.main.attentions[layer], weights[0].float().cpu().numpy(), atol=1e-6)
+    return capture
+
+
+def test_granite_swa_sinks_act_after_the_weights_it_returns(tmp_path):
+    """Granite SWA returns a plain softmax and scales each head's output by sigmoid(lse - sink) after it: its weights
+    are recomputed without the sinks (with them, verify() was 0.5 off), and the capture says so."""
+    model = _with_sinks(_tiny("granite_swa", layer_types=["sliding_attention", "full_attention"]))
+    capture = _captured_as_eager(explorer.load_model(_saved(tmp_path, model), device=DEVICE))
+    np.testing.assert_allclose(capture.main.attentions.sum(axis=-1), 1.0, atol=1e-5)  # no share taken by a sink
+    assert capture.main.sinks is None and capture.verify() <= 1e-5
+    assert any("sigmoid(logsumexp(scores) - sink)" in note for note in capture.notes)
+
+
+def test_layers_that_group_kv_heads_differently_verify_each_by_its_own(tmp_path):
+    """MiMo-V2-Flash's sliding layer has twice the KV heads of its full one (and sinks, and values wider than its
+    keys): each layer's keys are paired with its query heads by its own grouping (by the first layer's, verify()
+    was 0.01 off)."""
+    model = _tiny(
+        "mimo_v2_flash",
+        v_head_dim=16,
+        n_routed_experts=2,
+        moe_intermediate_size=16,
+        num_experts_per_tok=1,
+        mlp_layer_types=["dense", "dense"],
+        layer_types=["full_attention", "sliding_attention"],
+    )
+    capture = _captured_as_eager(explorer.load_model(_saved(tmp_path, _with_sinks(model)), device=DEVICE))
+    stack = capture.main
+    assert stack.kv_head_of(0).tolist() == [0, 0, 1, 1] and stack.kv_head_of(1).tolist() == [0, 1, 2, 3]
+    assert np.isinf(stack.sinks[0]).all() and np.isfinite(stack.sinks[1]).all()
+    assert stack.head_dims is None and stack.values.shape[-1] == 16
+    assert capture.verify() <= 1e-5
+
+
+def test_layers_of_different_head_widths_are_padded_and_verify(tmp_path):
+    """Gemma 4's global layers have wider heads than its sliding ones (16 and 8 here; 512 and 256 in its checkpoints)
+    and one KV head used as keys and values: the capture (which crashed) pads the narrower layer's vectors with
+    zeros, which add nothing to q . k, keeps each layer's width, and verify() recomputes every layer."""
+    model = _tiny(
+        "gemma4_text",
+        global_head_dim=16,
+        num_global_key_value_heads=1,
+        attention_k_eq_v=True,
+        vocab_size_per_layer_input=IDS["vocab_size"],
+        hidden_size_per_layer_input=8,
+        layer_types=["sliding_attention", "full_attention"],
+    )
+    capture = _captured_as_eager(explorer.load_model(_saved(tmp_path, model), device=DEVICE))
+    stack = capture.main
+    assert stack.head_dims.tolist() == [8, 16] and stack.queries.shape[-1] == 16
+    assert not stack.queries[0, ..., 8:].any() and not stack.keys[0, ..., 8:].any()  # the padding
+    assert [vector.shape[-1] for vector in stack.head_vectors(0, 3)] == [8, 8, 8]
+    assert [vector.shape[-1] for vector in stack.head_vectors(1, 3)] == [16, 16, 16]
+    assert stack.kv_head_of(0).tolist() == [0, 0, 1, 1] and stack.kv_head_of(1).tolist() == [0, 0, 0, 0]
+    assert capture.verify() <= 1e-5
+    for layer in range(2):
+        np.testing.assert_allclose(score_stages(stack, layer, 3)["weights"], stack.attentions[layer, 3], atol=1e-6)

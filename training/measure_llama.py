@@ -58,6 +58,8 @@ def heldout(reference) -> dict:
             ),
             "word_perplexity (new sample)": round(math.exp(t.per_word(real, text)), 1),
             "word_perplexity (prose-gpt2 sample)": round(math.exp(t.per_word(old_real, old_text)), 1),
+            "nll_ratio (new sample)": round(shuffled / real, 2),
+            "nll_ratio (prose-gpt2 sample)": round(old_shuffled / old_real, 2),
         }
     return out
 
@@ -74,19 +76,32 @@ def deck(folder: Path) -> dict:
         "loop told (32 steps)": loop_slide.revealed(trace_32)[0],
         "greedy 32 tokens": "".join(trace_32.generated_tokens[0]),
         "beam vs greedy": beam_slide.question.explanation(traces),
+        "ban told": beam_slide.revealed(traces),
         "continuations": {label: "".join(tr.generated_tokens[0]) for label, tr in traces.items()},
         "temperature": temp_slide.question.explanation(logits),
     }
 
 
 def temperature_samples(reference) -> dict:
+    """Seed 0, no top-k, 48 tokens; each with its mean NLL per token under the model and the share of its words
+    that are not words of the training text (as the temperature test counts them)."""
     model, tokenizer = reference
     ids = tokenizer(PROMPT, return_tensors="pt").input_ids
+    vocabulary = set((t.DATA / "prose_llama_words.txt").read_text(encoding="utf-8").split())
     out = {}
     for temperature in (0.5, 1.0, 2.0):
         torch.manual_seed(0)
         sample = model.generate(ids, do_sample=True, temperature=temperature, top_k=0, max_new_tokens=48)
-        out[f"T={temperature}"] = tokenizer.decode(sample[0, ids.shape[1] :])
+        new = sample[0, ids.shape[1] :]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(sample).logits[0, :-1].double(), dim=-1)
+        words = [w.strip(".,;:!?\"'()-").lower() for w in tokenizer.decode(new).split()]
+        words = [w for w in words if w]
+        out[f"T={temperature}"] = {
+            "text": tokenizer.decode(new),
+            "mean_nll": round(-float(logp[ids.shape[1] - 1 :].gather(1, new[:, None]).mean()), 2),
+            "not_training_words": round(sum(w not in vocabulary for w in words) / len(words), 2),
+        }
     return out
 
 

@@ -5,14 +5,20 @@ heads form (Olsson et al., 2022).
 Two steps, so that the GPU gets only numbers::
 
     python training/train_llama.py prepare                    # CPU: corpus, split, tokenizer, token ids
-    python training/train_llama.py train --device cuda --out /tmp/run   # GPU: stops by --time-limit
+    python training/train_llama.py train --device cuda --out /tmp/run   # GPU: --steps steps, then stops
 
 ``prepare`` writes ``--prep`` (default ``.llama_prep/``, ignored by git): ``train.npy`` / ``val.npy`` (uint16
 token ids, chapters separated by ``<|endoftext|>``), the tokenizer files and ``corpus.json``. ``train`` reads
 only that folder and writes the model folder (float16 safetensors, tokenizer, generation config) and
 ``metrics.json`` (settings, corpus, loss history, wall time, hardware) under ``--out``. The weights exported are
-those of the evaluation with the lowest held-out loss (the corpus is small: later steps may overfit). On a CPU,
-``--ckpt-dir`` + ``--resume`` continue an interrupted run.
+those of the evaluation with the lowest held-out loss (the corpus is small: later steps may overfit); with
+``--export-last`` also the last step's. On a CPU, ``--ckpt-dir`` + ``--resume`` continue an interrupted run.
+
+Reproducible: the learning rate depends on the step alone, the initial weights on ``--seed`` (drawn on the CPU,
+whatever the device) and the batches on ``--seed`` alone; on a GPU, deterministic kernels are asked for
+(``_make_repeatable``) and attention is the eager path (plain matrix products; under ``warn_only`` the fused
+SDPA kernels would keep their non-deterministic backward). ``--time-limit`` is only a safety cap: a run it stops
+is reported incomplete, the schedule never sees it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -59,8 +66,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--dropout", type=float, default=0.0, help="attention dropout (Llama has no other)")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--steps", type=int, default=1400, help="planned steps: the cosine schedule's length")
-    p.add_argument("--time-limit", type=float, default=55.0, help="seconds of training at most")
+    p.add_argument("--steps", type=int, default=1300, help="the run's length, and the cosine schedule's")
+    p.add_argument("--time-limit", type=float, default=None, help="safety cap in seconds (an incomplete run)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--min-lr-frac", type=float, default=0.1)
     p.add_argument("--warmup", type=int, default=200)
@@ -71,6 +78,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--export-last", action="store_true", help="also export the last step's weights (to --out/last)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU)")
+    p.add_argument("--attn", choices=("eager", "sdpa"), default="eager", help="attention kernel while training")
     return p.parse_args(argv)
 
 
@@ -131,7 +139,9 @@ def build_model(args, vocab_size: int, eos_id: int) -> LlamaForCausalLM:
         eos_token_id=eos_id,
         pad_token_id=eos_id,
         tie_word_embeddings=True,
+        attn_implementation=args.attn,  # not saved in config.json: a loader picks its own
     )
+    # Drawn on the CPU (then moved), so the initial weights depend on the seed, not on the device.
     return LlamaForCausalLM(config)
 
 
@@ -143,11 +153,11 @@ def make_optimizer(model, args):
     return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), fused=args.device.startswith("cuda"))
 
 
-def lr_at(progress: float, args) -> float:
-    """Linear warmup, then cosine decay to min_lr_frac * lr; ``progress`` in steps (a time limit shortens it)."""
-    if progress < args.warmup:
-        return args.lr * (progress + 1) / args.warmup
-    done = min(1.0, (progress - args.warmup) / max(1, args.steps - args.warmup))
+def lr_at(step: int, args) -> float:
+    """Linear warmup, then cosine decay to min_lr_frac * lr at ``args.steps``: a function of the step alone."""
+    if step < args.warmup:
+        return args.lr * (step + 1) / args.warmup
+    done = min(1.0, (step - args.warmup) / max(1, args.steps - args.warmup))
     floor = args.lr * args.min_lr_frac
     return floor + 0.5 * (args.lr - floor) * (1 + math.cos(math.pi * done))
 
@@ -217,29 +227,36 @@ def _autocast(device: str):
 
 
 # --------------------------------------------------------------------------- train (GPU or CPU)
+def _make_repeatable() -> None:
+    """Ask for the same numbers on every run of the same settings on the same GPU, where that is cheap."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts: before any CUDA work
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=True)  # an op without such a kernel warns, never stops
+
+
 def train(args) -> None:
+    _make_repeatable()
     torch.manual_seed(args.seed)
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(args.seed)  # the batches: their order depends on the seed alone
     train_ids, val = np.load(args.prep / "train.npy"), torch.from_numpy(np.load(args.prep / "val.npy").astype(np.int64))
     hf_tok = PreTrainedTokenizerFast.from_pretrained(args.prep / "tokenizer")
     vocab = len(hf_tok)
     model = build_model(args, vocab, hf_tok.eos_token_id).to(args.device)
     opt = make_optimizer(model, args)
-    step, history, best = 0, [], {"val_loss": float("inf")}
+    step, history, best, losses = 0, [], {"val_loss": float("inf")}, []
     if args.resume:
-        step, history, best, rng = _resume(args, model, opt)
+        step, history, best, rng, losses = _resume(args, model, opt)
     forward = torch.compile(model) if args.compile else model
     t0, elapsed_before = time.time(), (history[-1]["elapsed_s"] if history else 0.0)
     last = history[-1]["train_loss"] if history else float("nan")
     model.train()
     while step < args.steps:
-        elapsed = elapsed_before + time.time() - t0
-        if elapsed >= args.time_limit:
+        if args.time_limit is not None and elapsed_before + time.time() - t0 >= args.time_limit:
+            print(f"time limit: stopped at step {step} of {args.steps} (an incomplete run)", flush=True)
             break
-        # The schedule follows whichever ends first: the planned steps or the time limit.
-        progress = max(step, args.steps * elapsed / args.time_limit) if step > args.warmup else step
         for group in opt.param_groups:
-            group["lr"] = lr_at(progress, args)
+            group["lr"] = lr_at(step, args)
         x, y = get_batch(train_ids, args, vocab, rng)
         with _autocast(args.device):
             loss = loss_of(forward, x.to(args.device, non_blocking=True), y.to(args.device, non_blocking=True))
@@ -248,25 +265,27 @@ def train(args) -> None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         opt.step()
         step, last = step + 1, loss.item()
+        losses.append(last)
         if step % args.eval_every == 0:
             entry = _evaluate(model, val, args, step, last, elapsed_before + time.time() - t0, opt)
             history.append(entry)
             if entry["val_loss"] < best["val_loss"]:
                 best = {"step": step, "val_loss": entry["val_loss"], "state": _cpu_state(model)}
             if args.ckpt_dir:
-                _checkpoint(args, model, opt, step, history, best, rng)
+                _checkpoint(args, model, opt, step, history, best, rng, losses)
     wall = elapsed_before + time.time() - t0
-    entry = _evaluate(model, val, args, step, last, wall, opt)
-    history.append(entry)
-    if entry["val_loss"] < best["val_loss"]:
-        best = {"step": step, "val_loss": entry["val_loss"], "state": _cpu_state(model)}
+    if not history or history[-1]["step"] != step:  # the last step, unless just evaluated
+        entry = _evaluate(model, val, args, step, last, wall, opt)
+        history.append(entry)
+        if entry["val_loss"] < best["val_loss"]:
+            best = {"step": step, "val_loss": entry["val_loss"], "state": _cpu_state(model)}
     if args.ckpt_dir:
-        _checkpoint(args, model, opt, step, history, best, rng)
+        _checkpoint(args, model, opt, step, history, best, rng, losses)
     if args.export_last:
         export(model.float().cpu(), hf_tok, args.out / "last")
     model.load_state_dict(best["state"])
     export(model.float().cpu(), hf_tok, args.out / "model")
-    _write_metrics(args, model, history, best, step, wall)
+    _write_metrics(args, model, history, best, step, wall, losses)
 
 
 def _evaluate(model, val, args, step, train_loss, elapsed, opt) -> dict:
@@ -285,9 +304,10 @@ def _cpu_state(model) -> dict:
     return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
 
-def _checkpoint(args, model, opt, step, history, best, rng) -> None:
+def _checkpoint(args, model, opt, step, history, best, rng, losses) -> None:
     args.ckpt_dir.mkdir(parents=True, exist_ok=True)
     state = {"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "history": history}
+    state["train_losses"] = losses
     state |= {"best": best, "rng": rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
     tmp = args.ckpt_dir / "last.tmp"
     torch.save(state, tmp)
@@ -302,7 +322,7 @@ def _resume(args, model, opt):
     rng = np.random.default_rng()
     rng.bit_generator.state = state["rng"]
     print(f"resumed at step {state['step']}", flush=True)
-    return state["step"], state["history"], state["best"], rng
+    return state["step"], state["history"], state["best"], rng, state.get("train_losses", [])
 
 
 def export(model, hf_tok, folder: Path) -> None:
@@ -316,13 +336,14 @@ def export(model, hf_tok, folder: Path) -> None:
     hf_tok.save_pretrained(folder)
 
 
-def _write_metrics(args, model, history, best, step, wall) -> None:
+def _write_metrics(args, model, history, best, step, wall, losses) -> None:
     gpu = torch.cuda.get_device_name(0) if args.device.startswith("cuda") else "none"
     metrics = {
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "corpus": json.loads((args.prep / "corpus.json").read_text()),
         "params": sum(p.numel() for p in model.parameters()),
         "steps": step,
+        "complete": step == args.steps,  # False: --time-limit stopped it before --steps
         "tokens_seen": step * args.batch_size * args.context,
         "best_step": best["step"],
         "best_val_loss": best["val_loss"],
@@ -334,6 +355,7 @@ def _write_metrics(args, model, history, best, step, wall) -> None:
         },
         "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
         "history": history,
+        "train_losses": losses,  # every step's batch loss: two runs of the same settings compare step by step
     }
     (args.out / "metrics.json").write_text(json.dumps(metrics, indent=1))
     print(f"done: {step} steps in {wall:.0f} s; best val loss {best['val_loss']:.4f} at step {best['step']}")

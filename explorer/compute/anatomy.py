@@ -331,12 +331,16 @@ def shape_trail(
     hidden: int | None = None,
     trigram: bool = False,
     token_scale: float = 1.0,
+    received: tuple[int, ...] | None = None,
+    copied: bool = False,
 ) -> list[dict]:
     """From token ids to the first layer's input, each step with its shape ([token] is the input's length n,
     [hidden] the model width d). ``position_rows`` is the learned position table's length, None without one;
     ``position_offset`` the row position 0 reads. ``width`` is the embedding matrix's; a model whose layers are wider
     (``hidden``) maps its token rows (``token_projection``, each beside its neighbours' with ``trigram``) or its
-    normalised sum (``projection``) to it. ``token_scale``: what the embedding module multiplies its rows by."""
+    normalised sum (``projection``) to it. ``token_scale``: what the embedding module multiplies its rows by.
+    ``received``: the first layer's input's shape where it is not [token, hidden] (several vectors per token, or
+    rows of the model's own), ``copied`` where those are the sum copied into each stream."""
     n, d = tokens, width
     rows = [
         {"step": "token ids", "shape": f"[{n}]", "how": "the tokenizer's ids, one per token"},
@@ -379,8 +383,11 @@ def shape_trail(
         rows.append({"step": "LayerNorm", "shape": f"[{n}, {d}]", "how": f"the model's {norm}, per token"})
     if projection:
         rows.append({"step": "projection", "shape": f"[{n}, {hidden}]", "how": f"the model's {projection}"})
-    rows.append({"step": "→ layer 1's input", "shape": f"[{n}, {hidden}]", "how": "what the first layer receives"})
-    return rows
+    last = {"step": "→ layer 1's input", "shape": f"[{n}, {hidden}]", "how": "what the first layer receives"}
+    if received and tuple(received) != (n, hidden):
+        how = "the sum copied into each of its streams" if copied else "more than the sum (the note below says why)"
+        last |= {"shape": f"[{', '.join(map(str, received))}]", "how": f"what the first layer receives: {how}"}
+    return [*rows, last]
 
 
 def stack_layer_against_textbook(anatomy, row) -> tuple[BlockComparison, ...]:

@@ -4,10 +4,13 @@ errors are read, on arrays of f(α·x) already computed (``explorer.models.attri
 ``GRID`` is where f is scanned (0, then three points a decade from 10⁻³⁰ to 1); ``along`` is f at ``GRID``.
 ``smooth_from_zero`` decides, from ``PROBES`` alone, whether one plain Gauss-Legendre rule on [0, 1] fits; where it
 does not, ``plan_panels`` and ``quadrature`` place Gauss-Legendre panels where f changes and refine those whose own
-completeness is missed most. ``suspect_cells`` and ``sections`` serve the search for jumps of f.
+completeness is missed most. Where f' jumps (a ReLU's kinks) ``bisected_trapezoid`` splits trapezoid cells where
+they miss instead. ``suspect_cells`` and ``sections`` serve the search for jumps of f.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -51,6 +54,8 @@ ROUND_SHARE = 0.5  # a refining round takes the panels missing at least this sha
 MOST_SUSPECTS = 8  # parts the jump search follows in a round
 SECTIONS, ROUNDS = 4, 6  # the jump search narrows each suspect cell 4⁶ = 4,096 times
 MAX_PANEL_CELLS = 6  # two decades
+MOVES = 1e-4  # a grid cell where f moves by less than this share of Σ|Δf| gets no trapezoid node
+SPLITS = 16  # cells the trapezoid splits at a time: one batch of points
 FLOOR = 1e-3  # share of the whole change every grid cell counts as, however flat f is there
 
 
@@ -132,3 +137,43 @@ def _counts(shares: np.ndarray, steps: int) -> np.ndarray:
     rest = steps - counts.sum()
     counts[np.argsort(-(wanted - np.floor(wanted)))[:rest]] += 1
     return counts
+
+
+def bisected_trapezoid(along: np.ndarray, steps: int, slopes) -> dict | None:
+    """Where f' jumps (ReLU kinks, hundreds along T5's path): the trapezoid rule on cells between nodes, in log α
+    (in α from 0), with ``slopes(alphas)`` giving at each α (an array whose sum is df/dα, f there). The nodes start
+    at 0 and the grid points from where f moves (``along`` = f at ``GRID``); then, while the points last, the cells
+    that miss their own completeness (Σ their part = f(end) − f(start)) most are split at their middle, up to
+    ``SPLITS`` at a time: a split reads one point and keeps both ends', so the points go where the kinks are and a
+    cell's error shrinks with its width. {(first α, last α): its part}; None where ``steps`` cannot cover the grid
+    points where f moves."""
+    cells = np.abs(np.diff(along))
+    first = max(int(np.flatnonzero(cells > MOVES * cells.sum())[0]), 1) if cells.sum() > 0 else len(GRID) - 1
+    alphas = [0.0, *GRID[first:].tolist()]
+    if len(alphas) > steps:
+        return None
+    known = dict(zip(alphas, slopes(np.array(alphas)), strict=True))
+    left = steps - len(alphas)
+
+    def part(start: float, end: float):
+        (low, _), (high, _) = known[start], known[end]
+        if start == 0:
+            return (low + high) * (end / 2)
+        return (start * low + end * high) * (float(np.log(end / start)) / 2)  # dα = α d(log α)
+
+    def missed(cell) -> float:
+        return abs(float(part(*cell).sum()) - (known[cell[1]][1] - known[cell[0]][1]))
+
+    done = list(itertools.pairwise(alphas))
+    while left:
+        worst = sorted(done, key=missed, reverse=True)[: min(SPLITS, left)]
+        middles = [end / 2 if start == 0 else float(np.sqrt(start * end)) for start, end in worst]
+        known.update(zip(middles, slopes(np.array(middles)), strict=True))
+        left -= len(middles)
+        done = [cell for cell in done if cell not in worst]
+        done += [
+            half
+            for (start, end), middle in zip(worst, middles, strict=True)
+            for half in ((start, middle), (middle, end))
+        ]
+    return {cell: part(*cell) for cell in done}

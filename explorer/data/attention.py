@@ -67,7 +67,12 @@ class AttentionStack:
     softcap     [layer] or None: scores pass through softcap * tanh(score / softcap) (Gemma 2)
     sinks       [layer, head, query] or None: attention sinks (GPT-OSS): one more logit in each row's softmax,
                 whose weight is dropped, so rows sum to less than 1; -inf in a layer without sinks
-    kv_head_of_query [head] int: the key/value head each query head reads
+    kv_head_of_query [head] int: the key/value head each query head reads (the first layer's, where layers differ)
+    layer_kv_head_of_query [layer, head] int or None: only when layers group their heads differently (MiMo-V2-Flash's
+                sliding layers have twice the KV heads); ``kv_head_of(layer)`` reads either
+    head_dims   [layer] int or None: only when layers' queries and keys differ in width (Gemma 4: 512 in global
+                layers, 256 in sliding ones): each layer's own; the arrays are zero-padded to the widest, and zeros
+                add nothing to q . k. ``value_dims`` likewise for the values. ``head_vectors(layer, head)`` cuts them
     device, dtype  where and in what precision the model ran ("cuda:0", "bfloat16"): ``verify()`` runs there
     """
 
@@ -86,6 +91,9 @@ class AttentionStack:
     device: str = "cpu"
     dtype: str = "float32"
     sinks: np.ndarray | None = None
+    layer_kv_head_of_query: np.ndarray | None = None
+    head_dims: np.ndarray | None = None
+    value_dims: np.ndarray | None = None
 
     def __post_init__(self):
         freeze_arrays(self)
@@ -120,6 +128,23 @@ class AttentionStack:
         if self.layer_mask is not None:
             return self.layer_mask
         return np.broadcast_to(self.mask, (self.num_layers, *self.mask.shape))
+
+    def kv_head_of(self, layer: int) -> np.ndarray:
+        """[head] int: the key/value head each query head reads in ``layer``."""
+        return self.kv_head_of_query if self.layer_kv_head_of_query is None else self.layer_kv_head_of_query[layer]
+
+    def head_dim(self, layer: int) -> int:
+        """The width of ``layer``'s queries and keys (narrower than the arrays where layers differ)."""
+        return self.queries.shape[-1] if self.head_dims is None else int(self.head_dims[layer])
+
+    def head_vectors(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(queries [query, head_dim], keys [key, head_dim], values [key, value width] or None) of one head, at
+        its layer's own widths: views of the arrays without the padding of layers narrower than the widest."""
+        width = self.head_dim(layer)
+        values = None if self.values is None else self.values[layer, head]
+        if values is not None and self.value_dims is not None:
+            values = values[:, : int(self.value_dims[layer])]
+        return self.queries[layer, head, :, :width], self.keys[layer, head, :, :width], values
 
     def verify(self, device: str | None = None) -> float:
         """Largest |recomputed - captured| over this stack's weights, recomputed on ``device`` (by default the

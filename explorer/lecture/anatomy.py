@@ -162,7 +162,7 @@ def _scaled_and_unscaled(capture, view=None) -> tuple[float, float]:
 def _scaling_against(capture, view=None) -> tuple[str, ...]:
     view = view or STEPS
     stages, query = _head_stages(capture, view), view.query
-    head_dim = capture.stacks[view.stack].queries.shape[-1]
+    head_dim = capture.stacks[view.stack].head_dim(view.layer)
     token = _quoted(capture.stacks[view.stack].query_tokens[query])
     scaled, unscaled = _scaled_and_unscaled(capture, view)
     return (

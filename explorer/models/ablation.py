@@ -63,6 +63,8 @@ def layout(lm) -> AttentionLayout:
 
 
 def _probe(lm) -> AttentionLayout:
+    if getattr(lm, "attention", recorder.RECORDED) == recorder.NO_ATTENTION:  # what RWKV returns are not weights
+        raise InputError(_unsupported(lm, "it returns no attention weights"))
     ids = sites.probe_ids(lm, "Hello world")[:, :4]
     with torch.inference_mode(), recorder.recording() as calls:
         if lm.kind == KIND_ENCODER_DECODER:

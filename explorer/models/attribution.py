@@ -16,7 +16,9 @@ model's parameters: concurrent calls on one model leave nothing behind for each 
   positions and biases keep every norm's input off zero); then the points are Captum's, one Gauss-Legendre rule
   uniform in α. Otherwise (a model whose first norm sees the embeddings alone, Llama's and T5's bias-free RMSNorm,
   changes f over decades of α far below 0.01, where uniform points never land) Gauss-Legendre on panels of α
-  placed where f changes, written here. Every batch carries the points of all panels it can. Σ scores = f(x) −
+  placed where f changes, written here; where the model runs a ReLU (T5's feed-forward: f' jumps at hundreds of
+  points), the trapezoid rule in log α on cells split where they miss their own completeness, which converges
+  there faster than any polynomial rule. Every batch carries the points of all panels it can. Σ scores = f(x) −
   f(0) up to ``delta``; ``jumps`` is what of the change f makes in jumps (a mixture of experts switching experts
   along the path), which no gradient sees and no number of steps closes.
 - ``gradient_x_input``: ∇f(x)·x per token.
@@ -24,6 +26,8 @@ model's parameters: concurrent calls on one model leave nothing behind for each 
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import torch
@@ -37,6 +41,7 @@ from explorer.compute.quadrature import (
     PROBES,
     ROUNDS,
     SECTIONS,
+    bisected_trapezoid,
     panel_points,
     quadrature,
     sections,
@@ -53,6 +58,9 @@ from explorer.models.tokens import token_labels
 METHODS = ("integrated_gradients", "gradient_x_input", "occlusion")
 MIN_STEPS, MAX_STEPS = 8, 512
 INTERNAL_BATCH = 16  # path points per forward pass: bounds integrated gradients' memory (Captum batches all)
+# The jump search starts from the panels that miss too where the completeness error is over this share of the
+# change (the page's "Verified" bound): below it, no jump changes what the check line says.
+SEARCH_PANELS_PAST = 0.01
 
 
 def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradients", steps: int = 64) -> Attribution:
@@ -64,7 +72,10 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
         logprobs = predict(embeddings, mask)[0]
         target_id = int(logprobs.argmax()) if target is None else _target_id(lm, target)
         baseline = float(predict(torch.zeros_like(embeddings), mask)[0, target_id])
-    scores, delta, jumps = _SCORERS[method](predict, embeddings, mask, target_id, steps)
+    scorer = _SCORERS[method]
+    if method == "integrated_gradients":
+        scorer = functools.partial(scorer, kinks=kinked(lm.model))
+    scores, delta, jumps = scorer(predict, embeddings, mask, target_id, steps)
     return Attribution(
         model_name=lm.name,
         method=method,
@@ -186,9 +197,16 @@ _PREDICTORS = {KIND_DECODER: _decoder, KIND_ENCODER_DECODER: _encoder_decoder, K
 # -- the three methods ---------------------------------------------------------------------------------------------
 
 
-def _integrated_gradients(predict, embeddings, mask, target_id, steps):
+def kinked(model: torch.nn.Module) -> bool:
+    """Whether the model runs a ReLU (T5's feed-forward): f' jumps wherever a ReLU's input changes sign along the
+    path, and Gauss-Legendre panels then converge at first order only."""
+    return any(isinstance(module, torch.nn.ReLU) for module in model.modules())
+
+
+def _integrated_gradients(predict, embeddings, mask, target_id, steps, kinks=False):
     """∫₀¹ ∇f(α·x)·x dα with ``steps`` points: one Gauss-Legendre rule on [0, 1], as Captum's, where the scan finds
-    f smooth down to α = 0 (``smooth_from_zero``), else panels placed where f changes (``plan_panels``)."""
+    f smooth down to α = 0 (``smooth_from_zero``), else panels placed where f changes (``plan_panels``), or, where
+    the model runs a ReLU (``kinks``), the trapezoid rule on cells split where they miss (``bisected_trapezoid``)."""
     path = _Path(predict, embeddings, mask, target_id)
     along = np.full(len(GRID), np.nan)
     along[PROBES] = path.values(GRID[PROBES])
@@ -197,10 +215,26 @@ def _integrated_gradients(predict, embeddings, mask, target_id, steps):
     else:
         unread = np.isnan(along)
         along[unread] = path.values(GRID[unread])
-        parts = quadrature(along, steps, lambda panels: path.integrals([panel_points(*p) for p in panels])).values()
+        cells = bisected_trapezoid(along, steps, path.slopes) if kinks else None
+        panels = {} if cells is not None else quadrature(along, steps, path.panels)
+        parts = (cells or panels).values()
     scores = sum(parts)
-    delta = float(scores.sum()) - (along[-1] - along[0])
-    return scores, delta, path.jumps(delta)
+    change = along[-1] - along[0]
+    delta = float(scores.sum()) - change
+    searched = not smooth_from_zero(along) and abs(delta) > SEARCH_PANELS_PAST * abs(change)
+    missed = _missed(panels, along, delta) if searched else []
+    return scores, delta, path.jumps(delta, missed)
+
+
+def _missed(panels: dict, along: np.ndarray, delta: float) -> list:
+    """(first α, last α, f there, f there) of each panel that misses its own completeness (Σ its part = f(end) −
+    f(start)) by a sixteenth of ``delta`` or more, either way: where a jump may hide between its points (each jump
+    adds −jump to the miss of the panel it falls in, and jumps of both signs make up ``delta``)."""
+    return [
+        (GRID[low], GRID[high], along[low], along[high])
+        for (low, high, _), part in panels.items()
+        if abs(float(part.sum()) - (along[high] - along[low])) >= abs(delta) / 16
+    ]
 
 
 class _Path:
@@ -224,6 +258,17 @@ class _Path:
             ]
         return torch.cat(chunks).double().cpu().numpy()
 
+    def panels(self, panels: list[tuple[int, int, int]]) -> list[torch.Tensor]:
+        """``integrals`` of each panel's Gauss-Legendre rule (``panel_points``)."""
+        return self.integrals([panel_points(*panel) for panel in panels])
+
+    def slopes(self, alphas: np.ndarray) -> list[tuple[torch.Tensor, float]]:
+        """(df/dα per token [1, token], f) at each α."""
+        read = len(self.samples)
+        parts = self.integrals([(np.array([alpha]), np.ones(1)) for alpha in alphas])
+        values = torch.cat([chosen for _, chosen, _ in self.samples[read:]]).double().cpu().tolist()
+        return list(zip(parts, values, strict=True))
+
     def integrals(self, rules: list[tuple[np.ndarray, np.ndarray]]) -> list[torch.Tensor]:
         """Σ sizes·∇f(α·x)·x per token for each rule (points α, sizes), all rules' points in one stream of batches:
         one [1, token] tensor per rule."""
@@ -241,9 +286,10 @@ class _Path:
             self.samples.append([alphas[batch], chosen.detach(), per_point.sum(-1)])
         return list(totals.detach().split(1))
 
-    def jumps(self, delta: float) -> float:
+    def jumps(self, delta: float, missed=()) -> float:
         """Σ of f's jumps along the path (a mixture of experts switching experts at some α, say), searched for
-        where the sampled points' values and slopes disagree (``suspect_cells``): each such cell is cut in
+        where the sampled points' values and slopes disagree (``suspect_cells``), or, where none do, in the panels
+        that miss their own completeness (``missed``: (first α, last α, f there, f there) each): each cell is cut in
         ``SECTIONS``, ``ROUNDS`` times, following every part where f still moves by a sixteenth of ``delta`` (the
         ``MOST_SUSPECTS`` that move most): a continuous f moves by about a 4,096th of the cell's change in the last
         parts, a jump by all of it. A gradient never sees a jump, so no number of steps closes it: ``delta`` ≈
@@ -252,6 +298,11 @@ class _Path:
         alphas, values, slopes = (column[np.argsort(read[0])] for column in read)
         cells = suspect_cells(alphas, values, slopes, delta)
         lows, highs, at_low, at_high = alphas[cells], alphas[cells + 1], values[cells], values[cells + 1]
+        if len(missed) and not len(cells):  # no two points disagree: the panels that miss are where to look
+            lows, highs, at_low, at_high = (
+                np.r_[mine, theirs]
+                for mine, theirs in zip((lows, highs, at_low, at_high), np.array(missed).T, strict=True)
+            )
         least = abs(delta) / 16 + NOISE * (1 + np.abs(values).max())
         for _ in range(ROUNDS):
             moving = np.argsort(-np.abs(at_high - at_low))[:MOST_SUSPECTS]

@@ -12,7 +12,7 @@ from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER, AttentionCa
 from explorer.data.attention import TOLERANCE, WEIGHTS_ONLY_NOTE
 from explorer.errors import InputError
 from explorer.models import ablation, recorder
-from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER, module_quirks
 from explorer.models.local_attention import as_query_key_maps
 from explorer.models.tokens import token_labels
 from explorer.models.transfer import to_host
@@ -65,7 +65,7 @@ def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start)
         stacks, hidden_states = _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens)
     else:
         stacks, hidden_states = _assemble(lm, calls, hidden, tokens, target_tokens)
-    notes = (WEIGHTS_ONLY_NOTE,) if source == recorder.RETURNED else ()
+    notes = (WEIGHTS_ONLY_NOTE,) if source == recorder.RETURNED else _quirk_notes(calls)
     return AttentionCapture(
         model_name=lm.name,
         tokens=tokens,
@@ -80,6 +80,12 @@ def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start)
         dtype=dtype_name(lm.model),
         ablated=ablated,
     )
+
+
+def _quirk_notes(calls) -> tuple[str, ...]:
+    """What the recorded modules' families say of their attention beyond q, k and the weights, once each."""
+    notes = {module_quirks(call.module).sinks_after_weights for call in calls}
+    return tuple(sorted(note for note in notes if note))
 
 
 def attention_source(lm) -> str:
@@ -338,9 +344,9 @@ def layer_tensors(calls) -> dict[str, list[torch.Tensor]]:
     """What a stack's arrays are made of, one tensor per layer, still on the model's device."""
     tensors = {
         "attentions": [call.weights[0] for call in calls],
-        "queries": [call.query[0] for call in calls],
-        "keys": _per_query_head([call.key[0] for call in calls], _kv_head_of_query(calls)),
-        "values": _per_query_head([call.value[0] for call in calls], _kv_head_of_query(calls)),
+        "queries": _padded([call.query[0] for call in calls]),
+        "keys": _padded([_per_query_head(call.key[0], call) for call in calls]),
+        "values": _padded([_per_query_head(call.value[0], call) for call in calls]),
         "masks": [_allowed(call) for call in calls],
     }
     if any(call.position_bias is not None for call in calls):
@@ -363,24 +369,45 @@ def _sink_logits(call) -> torch.Tensor:
     return (sinks[:, None] if sinks.dim() == 1 else sinks[0, ..., 0]).expand(heads, queries)
 
 
-def _per_query_head(tensors: list[torch.Tensor], kv_head_of_query: torch.Tensor) -> list[torch.Tensor]:
-    """With grouped KV heads, each query head is given the key or value head it shares (a gather per layer)."""
-    if len(kv_head_of_query) == tensors[0].shape[0]:  # one KV head per query head: nothing to repeat
-        return tensors
-    index = kv_head_of_query.to(tensors[0].device)
-    return [tensor.index_select(0, index.to(tensor.device)) for tensor in tensors]
+def _per_query_head(tensor: torch.Tensor, call) -> torch.Tensor:
+    """[kv_head, ...] of one call as [head, ...]: with grouped KV heads, each query head is given the key or value
+    head it shares (a gather). Layers may group differently (MiMo-V2-Flash), so each call by its own heads."""
+    index = _kv_head_of_query(call)
+    if len(index) == tensor.shape[0]:  # one KV head per query head: nothing to repeat
+        return tensor
+    return tensor.index_select(0, index.to(tensor.device))
 
 
-def _kv_head_of_query(calls) -> torch.Tensor:
-    """[head] int64: the key/value head each query head reads."""
-    num_heads, num_kv_heads = calls[0].query.shape[1], calls[0].key.shape[1]
+def _kv_head_of_query(call) -> torch.Tensor:
+    """[head] int64: the key/value head each query head of ``call`` reads."""
+    num_heads, num_kv_heads = call.query.shape[1], call.key.shape[1]
     return torch.arange(num_heads) // (num_heads // num_kv_heads)
+
+
+def _padded(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Per-layer [head, position, width] tensors, zero-padded to the widest layer's width where layers differ
+    (Gemma 4's global layers have wider heads than its sliding ones): zeros add nothing to q . k."""
+    widest = max(tensor.shape[-1] for tensor in tensors)
+    return [torch.nn.functional.pad(tensor, (0, widest - tensor.shape[-1])) for tensor in tensors]
+
+
+def _layer_kv_heads(calls) -> tuple[np.ndarray, np.ndarray | None]:
+    """The first layer's ``kv_head_of_query`` [head], and [layer, head] too where layers group heads differently."""
+    by_layer = np.stack([_kv_head_of_query(call).numpy() for call in calls])
+    return by_layer[0], None if (by_layer == by_layer[0]).all() else by_layer
+
+
+def _widths(tensors) -> np.ndarray | None:
+    """[layer] int: each layer's vector width, where layers differ (else None: the arrays' own width)."""
+    widths = np.array([tensor.shape[-1] for tensor in tensors])
+    return None if (widths == widths[0]).all() else widths
 
 
 def stack_from_host(arrays: dict[str, np.ndarray], calls, query_tokens, key_tokens) -> AttentionStack:
     """An ``AttentionStack`` from the host arrays of ``layer_tensors`` and what the calls say besides."""
     layer_masks = arrays["masks"]
     same_mask = bool((layer_masks == layer_masks[0]).all())
+    kv_head_of_query, layer_kv_head_of_query = _layer_kv_heads(calls)
     return AttentionStack(
         query_tokens=tuple(query_tokens),
         key_tokens=tuple(key_tokens),
@@ -393,10 +420,13 @@ def stack_from_host(arrays: dict[str, np.ndarray], calls, query_tokens, key_toke
         mask=layer_masks.any(axis=0),
         layer_mask=None if same_mask else layer_masks,
         softcap=_softcap(calls),
-        kv_head_of_query=_kv_head_of_query(calls).numpy(),
+        kv_head_of_query=kv_head_of_query,
         device=str(calls[0].weights.device),
         dtype=str(calls[0].weights.dtype).removeprefix("torch."),
         sinks=arrays.get("sinks"),
+        layer_kv_head_of_query=layer_kv_head_of_query,
+        head_dims=_widths([call.query for call in calls]),
+        value_dims=_widths([call.value for call in calls]),
     )
 
 

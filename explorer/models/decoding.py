@@ -7,7 +7,8 @@ step's top candidates with their raw and processed probabilities, every candidat
 considered (the pruned ones too), and the tokens a no-repeat n-gram ban removed. The prompt is run
 once and its KV cache reused (for beams, repeated ``num_beams`` times and reordered every step). A cache whose
 layers cannot repeat their rows (a hybrid model's linear-attention or state-space layers) is not repeated: the
-prompt then runs once per row, as in generate(). A model without a cache runs the whole sequence at every step.
+prompt then runs once per row, as in generate(). A model without a cache runs the whole sequence at every step, and so
+does one whose cache cannot count its tokens (linear-attention or state-space layers alone: see ``_counts_tokens``).
 An encoder-decoder's encoder output is passed on as the encoder returned it (its own class, each tensor repeated
 per row), as generate() does.
 
@@ -44,7 +45,12 @@ from transformers import (
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
-from transformers.cache_utils import LinearAttentionCacheLayerMixin
+from transformers.cache_utils import (
+    DYNAMIC_LAYER_TYPE_MAPPING,
+    CacheLayerMixin,
+    LinearAttentionCacheLayerMixin,
+    get_layer_types_and_kwargs,
+)
 from transformers.generation.utils import ALL_CACHE_NAMES
 
 from explorer.checks import given_seed, given_text
@@ -391,6 +397,14 @@ class _Run:
         self.keeps_logits = "logits_to_keep" in parameters
         # What the model calls its cache, in its inputs and outputs (state-space models: "cache_params").
         self.cache_name = next((name for name in ALL_CACHE_NAMES if name in parameters), "past_key_values")
+        self.cache_input = self.cache_name  # the name each step hands it back under (see _start)
+        self.use_cache = self.seq2seq or _counts_tokens(self.model, self.cache_name)
+        if not self.use_cache:
+            self.notes.append(
+                f"{lm.name}'s layers are all linear-attention or state-space layers, whose cache cannot say how many "
+                "tokens it holds (transformers' generate() fails with it): every step ran the whole sequence, as "
+                "generate(use_cache=False) does."
+            )
 
     # -- inputs ---------------------------------------------------------------------------------------------
 
@@ -435,27 +449,46 @@ class _Run:
         # with layers that cannot repeat their rows (a linear-attention or state-space layer's state) is not
         # repeated: the prompt then runs once per row, as in generate().
         ids = torch.cat([self.prompt_ids, forced], dim=1)
-        outputs = self._prefill(ids, keep)
+        outputs, logits = self._prefill(ids, keep)
         if rows > 1 and not _repeats_rows(getattr(outputs, self.cache_name, None)):
             ids = ids.repeat_interleave(rows, dim=0)
-            outputs = self._prefill(ids, keep)
+            outputs, logits = self._prefill(ids, keep)
         self._keep_returned(outputs)
-        cache, logits = getattr(outputs, self.cache_name, None), _final_logits(outputs, keep)
+        cache = getattr(outputs, self.cache_name, None)
         self.cacheless = cache is None
+        # generate() hands the cache back to prepare_inputs_for_generation under its own name for it (XLNet's "mems"
+        # go back as past_key_values): what its _update_model_kwargs_for_generation makes of this pass's output.
+        handed = self.model._update_model_kwargs_for_generation(outputs, {})
+        self.cache_input = next(iter(handed), self.cache_name)
         if ids.shape[0] < rows:
             cache.batch_repeat_interleave(rows)
             logits = logits.repeat_interleave(rows, dim=0)
         return ids.repeat_interleave(rows // ids.shape[0], dim=0), logits, cache, {}
 
     def _prefill(self, ids: torch.Tensor, keep: int):
-        return self.model(
-            input_ids=ids,
+        """(outputs, logits [rows, keep, vocab]) of the first pass over ``ids``, prepared by the model's own
+        ``prepare_inputs_for_generation`` as generate() prepares it: XLNet's appends a token to predict, hidden
+        from the others by its permutation mask, and predicts that one position only. Then the distribution
+        before each forced token is that of a first pass over the ids before it, as generate() given them runs."""
+        outputs = self._first_pass(ids, keep)
+        logits = _final_logits(outputs, keep)
+        missing = keep - logits.shape[1]
+        if missing:
+            ends = range(ids.shape[1] - keep + 1, ids.shape[1] - keep + 1 + missing)
+            earlier = [_final_logits(self._first_pass(ids[:, :end], 1), 1) for end in ends]
+            logits = torch.cat([*earlier, logits], dim=1)
+        return outputs, logits
+
+    def _first_pass(self, ids: torch.Tensor, keep: int):
+        inputs = self.model.prepare_inputs_for_generation(
+            ids,
+            is_first_iteration=True,
             attention_mask=torch.ones_like(ids),
-            use_cache=True,
-            return_dict=True,
+            use_cache=self.use_cache,
             **self._logits_to_keep(keep),
             **self._asked(),
         )
+        return self.model(return_dict=True, **inputs)
 
     def _asked(self) -> dict:
         """What a forward pass is asked for besides its logits: its attention weights, where they are kept."""
@@ -478,8 +511,10 @@ class _Run:
         # matrix product per prompt token).
         return {"logits_to_keep": count} if self.keeps_logits else {}
 
-    def _step(self, ids: torch.Tensor, cache, extra: dict) -> torch.Tensor:
-        """Logits [rows, vocab] for the next token of every row, feeding only each row's last token."""
+    def _step(self, ids: torch.Tensor, cache, extra: dict) -> tuple[torch.Tensor, object]:
+        """(logits [rows, vocab] for the next token of every row, feeding only each row's last token; the cache
+        after the pass: the one the pass returned, as generate() takes it, since some are new objects each pass
+        (XLNet's mems), not updated in place)."""
         if self.seq2seq:
             inputs = {"decoder_input_ids": ids[:, -1:], "past_key_values": cache, "use_cache": True, **extra}
             inputs |= self._asked()
@@ -493,14 +528,15 @@ class _Run:
                 ids,
                 next_sequence_length=None if cache is None else 1,
                 attention_mask=torch.ones_like(ids),
-                use_cache=True,
-                **{self.cache_name: cache},
+                use_cache=self.use_cache,
+                **{self.cache_input: cache},
                 **self._logits_to_keep(1),
                 **self._asked(),
             )
         outputs = self.model(return_dict=True, **inputs)
         self._keep_returned(outputs)
-        return _final_logits(outputs, 1)[:, -1]
+        returned = getattr(outputs, self.cache_name, None)
+        return _final_logits(outputs, 1)[:, -1], cache if returned is None else returned
 
     @property
     def prompt_length(self) -> int:
@@ -572,7 +608,7 @@ class _Run:
             self.progress(step + 1, s.max_new_tokens)
             if search.should_stop(found):
                 break
-            logits = self._step(search.sequences, cache, extra)
+            logits, cache = self._step(search.sequences, cache, extra)
         return self._beam_result(tree, search, steps, bans)
 
     def _reordered(self, cache, beams: torch.Tensor):
@@ -774,7 +810,7 @@ def _sample_lanes(runs: list[_Run]) -> list[_Result]:
         live = [alive and not full and bool(unfinished[lane].any()) for alive, lane in zip(live, lanes, strict=True)]
         if not any(live):
             break
-        logits = lead._step(ids, cache, extra)
+        logits, cache = lead._step(ids, cache, extra)
     return [
         _Result(
             sequences=[_trim(row.tolist(), run.prompt_length, run.ids["eos"]) for row in ids[lane]],
@@ -853,6 +889,18 @@ def _repeats_rows(cache) -> bool:
         hasattr(layer, "batch_repeat_interleave") and not isinstance(layer, LinearAttentionCacheLayerMixin)
         for layer in layers
     )
+
+
+def _counts_tokens(model, cache_name: str) -> bool:
+    """Whether a decoder's cache can say how many tokens it holds, as generate() and the model's own forward ask it
+    (``get_seq_length``) when it is passed as ``past_key_values``: the ``DynamicCache`` they build from its config
+    needs one layer of keys and values; one of linear-attention or state-space layers alone raises. A layer kind
+    without a dynamic layer class is the model's own cache, which speaks for itself."""
+    if cache_name != "past_key_values":
+        return True  # Mamba's cache_params: generate() never asks it
+    kinds, _ = get_layer_types_and_kwargs(model.config.get_text_config(decoder=True))
+    classes = [DYNAMIC_LAYER_TYPE_MAPPING.get(kind) for kind in kinds]
+    return not classes or any(layer is None or issubclass(layer, CacheLayerMixin) for layer in classes)
 
 
 def _final_logits(outputs, count: int) -> torch.Tensor:

@@ -57,7 +57,14 @@ def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: lis
     attention returned in blocks or bands is not a [query, key] map of the positions)."""
     from explorer.models.capture import _as_map, weights_only_stack
 
-    rows = sum(found[STACK_DECODER][0].shape[-2] for found in passes)
+    if not any(found.get(STACK_DECODER) for found in passes):
+        raise InputError(
+            f"{lm.name} returns no attention weights while it generates (its layers are linear-attention or "
+            "state-space layers here): there is no attention to show."
+        )
+    # Rows of the passes' [1, head, query, key] maps; another layout (XLNet's content and query streams, a pair) is
+    # refused by _stitch_weights below.
+    rows = sum(getattr(found[STACK_DECODER][0], "shape", (0, 0))[-2] for found in passes)
     fed, prompt_tokens = token_labels(lm.tokenizer, sequence)[:rows], token_labels(lm.tokenizer, prompt_ids)
     axes = {STACK_DECODER: (fed, fed), STACK_CROSS: (fed, prompt_tokens), STACK_ENCODER: (prompt_tokens, prompt_tokens)}
     stacks = {}

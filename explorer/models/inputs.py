@@ -2,7 +2,9 @@
 
 ``tokenize`` lists each token with its id, whether it is special, its character span and its segment.
 ``embeddings`` reads the model's own embedding tables (token, learned position, token type) and, for
-rotary models, the inverse frequencies of its rotary module.
+rotary models, the inverse frequencies of its rotary module. ``first_layer_input`` is what the first layer
+receives, from a hook on it; the modules between the table and that layer that no name below finds (a factorized
+table's projection, a norm) come from the module graph (``explorer.models.first_layer``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from explorer.checks import given_text
 from explorer.data.anatomy import Embeddings, TokenRow
 from explorer.errors import InputError
 from explorer.models.anatomy import _quirks
-from explorer.models.architectures import KIND_ENCODER_DECODER
+from explorer.models.first_layer import embedding_stack, entry, first_layer_rows, input_table
+from explorer.models.sites import first_tensor
 from explorer.models.tokens import token_labels
 
 # Where models keep their learned absolute position and token-type tables (module names), tried in order.
@@ -71,21 +74,23 @@ def embeddings(lm, token_ids, token_type_ids=None, *, positions: int | None = No
     positions), read from the stack whose first layer the page shows (an encoder-decoder's encoder)."""
     stack = embedding_stack(lm)
     ids = torch.as_tensor(list(token_ids), dtype=torch.long, device=lm.device)
-    table = stack.get_input_embeddings()
+    table = input_table(lm)
     with torch.inference_mode():
-        token = table(ids)  # the module's own forward: BART's scale included
-        position_table = _named(stack, POSITION_MODULES, torch.nn.Embedding)[1]
+        token = first_tensor(table(ids))  # the module's own forward: BART's scale included
+        if _scale(table) is None and _scale(stack) is not None:  # FSMT's encoder scales the table's rows itself
+            token = token * _scale(stack)
+        position_table = _named(stack, POSITION_MODULES, _table)[1]
         position, offset = None, 0
         if position_table is not None:
             offset = position_offset(position_table)
-            count = min(positions or len(ids), position_table.num_embeddings - offset)
+            count = min(positions or len(ids), len(position_table.weight) - offset)
             position = position_table.weight[offset : offset + count]
-        type_table = _named(stack, TOKEN_TYPE_MODULES, torch.nn.Embedding)[1]
+        type_table = _named(stack, TOKEN_TYPE_MODULES, _table)[1]
         token_type = None
         if type_table is not None:
             types = torch.as_tensor(token_type_ids if token_type_ids is not None else [0] * len(ids), device=lm.device)
-            token_type = type_table(types)
-    token_projection, trigram, note = _token_projection(stack, token.shape[-1], position)
+            token_type = first_tensor(type_table(types))  # I-BERT's tables return (rows, scale)
+    token_projection, trigram, note = _token_projection(lm, token.shape[-1], position)
     rotary = next((m for name, m in lm.model.named_modules() if name.endswith("rotary_emb")), None)
     inverse_frequency = None if rotary is None else _numpy(getattr(rotary, "inv_freq", None))
     return Embeddings(
@@ -99,14 +104,22 @@ def embeddings(lm, token_ids, token_type_ids=None, *, positions: int | None = No
         projection=_named(stack, SUM_PROJECTION_MODULES, torch.nn.Linear)[0],
         note=note,
         trigram=trigram,
-        token_scale=float(getattr(table, "embed_scale", None) or 1.0),
+        token_scale=_scale(table) or _scale(stack) or 1.0,
     )
 
 
-def embedding_stack(lm) -> torch.nn.Module:
-    """The module whose embeddings feed the first layer the page shows: an encoder-decoder's encoder, else the
-    model."""
-    return lm.model.get_encoder() if lm.kind == KIND_ENCODER_DECODER else lm.model
+def _table(module) -> bool:
+    """A lookup table: ``nn.Embedding`` or a module that keeps one the same way (I-BERT's ``QuantEmbedding``)."""
+    weight = getattr(module, "weight", None)
+    return isinstance(module, torch.nn.Embedding) or (
+        isinstance(weight, torch.nn.Parameter) and weight.dim() == 2 and hasattr(module, "padding_idx")
+    )
+
+
+def _scale(module) -> float | None:
+    """The ``embed_scale`` a module multiplies token rows by (BART's scaled table; FSMT's encoder), or None."""
+    scale = getattr(module, "embed_scale", None)
+    return float(scale) if isinstance(scale, (int, float, torch.Tensor)) else None
 
 
 def position_offset(table: torch.nn.Embedding) -> int:
@@ -119,12 +132,17 @@ def position_offset(table: torch.nn.Embedding) -> int:
     return 0 if table.padding_idx is None else table.padding_idx + 1
 
 
-def _token_projection(stack, width: int, position) -> tuple[str | None, bool, str | None]:
+def _token_projection(lm, width: int, position) -> tuple[str | None, bool, str | None]:
     """(the module that maps token rows to the position rows' width, or None; whether it reads each row with its
     neighbours' (a config's ``trigram_input``: MobileBERT); a note where it reads rows some other way). Applied only
-    where the widths differ: a model whose widths agree skips it (MobileBERT without trigrams)."""
+    where the widths differ: a model whose widths agree skips it (MobileBERT without trigrams). Where no module has
+    a known name, the ``Linear`` the probe saw read the table's rows (NeoMME's factorized embedding)."""
+    stack = embedding_stack(lm)
     name, module = _named(stack, TOKEN_PROJECTION_MODULES, torch.nn.Linear)
-    trigram = bool(getattr(stack.config, "trigram_input", False))
+    if module is None and entry(lm).token_projection:
+        name = entry(lm).token_projection
+        module = stack.get_submodule(name)
+    trigram = bool(getattr(lm.model.config, "trigram_input", False))
     if module is None or (position is not None and position.shape[-1] == width and not trigram):
         return None, False, None
     if module.in_features == width * (3 if trigram else 1):
@@ -136,10 +154,12 @@ def _token_projection(stack, width: int, position) -> tuple[str | None, bool, st
     return None, False, note
 
 
-def _named(model, names: tuple[str, ...], kind: type) -> tuple[str | None, torch.nn.Module | None]:
-    """The first submodule of class ``kind`` whose dotted name ends with one of ``names``: (name, module)."""
+def _named(model, names: tuple[str, ...], kind) -> tuple[str | None, torch.nn.Module | None]:
+    """The first submodule of class ``kind`` (or for which ``kind(module)`` holds) whose dotted name ends with one
+    of ``names``: (name, module)."""
+    matches = (lambda module: isinstance(module, kind)) if isinstance(kind, type) else kind
     for name, module in model.named_modules():
-        if isinstance(module, kind) and any(name == n or name.endswith("." + n) for n in names):
+        if matches(module) and any(name == n or name.endswith("." + n) for n in names):
             return name, module
     return None, None
 
@@ -165,7 +185,7 @@ def summed_embeddings(lm, found: Embeddings) -> tuple[np.ndarray, str | None]:
         total = total + found.position[:count]
     if found.token_type is not None and found.token_type.shape[-1] == total.shape[-1]:
         total = total + found.token_type
-    name = _named(stack, EMBEDDING_NORM_MODULES, torch.nn.Module)[0]
+    name = _named(stack, EMBEDDING_NORM_MODULES, torch.nn.Module)[0] or entry(lm).norm
     return _through(stack, found.projection, _through(stack, name, total)), name
 
 
@@ -181,21 +201,19 @@ def _through(stack, name: str | None, rows: np.ndarray) -> np.ndarray:
     if name is None:
         return rows.copy()
     module = stack.get_submodule(name)
-    with torch.inference_mode():
-        parameter = next(module.parameters())  # torch.tensor copies: the rows may be read-only
-        return _numpy(module(torch.tensor(rows, device=parameter.device, dtype=parameter.dtype)))
+    like = next(module.parameters(), None)
+    like = next(stack.parameters()) if like is None else like  # NeoMME's norm has no weight
+    with torch.inference_mode():  # torch.tensor copies: the rows may be read-only; I-BERT's norm wants a batch
+        return _numpy(first_tensor(module(torch.tensor(rows, device=like.device, dtype=like.dtype)[None]))[0])
 
 
 def first_layer_input(lm, token_ids, token_type_ids=None) -> np.ndarray:
-    """What the model's first layer really receives for these ids: ``output_hidden_states[0]`` (the encoder's,
-    for an encoder-decoder). [token, hidden]"""
+    """What the model's first layer really receives for these ids (the encoder's, for an encoder-decoder), seen
+    by a pre-hook on it (``first_layer.first_layer_rows``): [token, hidden], [token, stream, hidden] or [stream,
+    token, hidden] where it reads several vectors per token, more rows where the model adds its own before the
+    text's. ``output_hidden_states[0]`` where no module list runs once per layer."""
     ids = torch.as_tensor([list(token_ids)], dtype=torch.long, device=lm.device)
     extra = {}
     if token_type_ids is not None and _named_embedding(lm.model, TOKEN_TYPE_MODULES) is not None:
         extra["token_type_ids"] = torch.as_tensor([list(token_type_ids)], dtype=torch.long, device=lm.device)
-    with torch.inference_mode():
-        if lm.kind == "encoder-decoder":
-            outputs = lm.model.get_encoder()(input_ids=ids, output_hidden_states=True, return_dict=True)
-        else:
-            outputs = lm.model(input_ids=ids, output_hidden_states=True, return_dict=True, **extra)
-    return _numpy(outputs.hidden_states[0][0])
+    return first_layer_rows(lm, ids, **extra)

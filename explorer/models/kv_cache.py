@@ -31,10 +31,10 @@ from transformers.generation.utils import ALL_CACHE_NAMES
 
 from explorer.checks import given_text
 from explorer.data import STACK_CROSS, STACK_DECODER
-from explorer.data.kv_cache import KV, CachedStack, KVCacheTrace
+from explorer.data.kv_cache import KV, LOGIT_TOLERANCE, CachedStack, KVCacheTrace
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
-from explorer.models.decoding import MAX_NEW_TOKENS, special_token_ids
+from explorer.models.decoding import MAX_NEW_TOKENS, _counts_tokens, special_token_ids
 from explorer.models.tokens import token_labels
 
 # Where a cache object keeps each stack's layers, by the cache's class: (stack, attribute holding a cache whose
@@ -65,10 +65,14 @@ def kv_cache(lm, prompt: str, *, steps: int = 8) -> KVCacheTrace:
         ]
     chosen = np.array(cached["chosen"], dtype=np.int64)
     prefill = passes.prefill_ids[0].tolist()
+    dtype = str(next(lm.model.parameters()).dtype).removeprefix("torch.")
+    difference = np.array(
+        [float((a - b).abs().max()) for a, b in zip(cached["logits"], uncached["logits"], strict=True)]
+    )
     return KVCacheTrace(
         model_name=lm.name,
         prompt=prompt,
-        dtype=str(next(lm.model.parameters()).dtype).removeprefix("torch."),
+        dtype=dtype,
         num_heads=lm.num_heads,
         stacks=_stacks(cached["caches"]),
         prefill_tokens=token_labels(lm.tokenizer, prefill),
@@ -79,11 +83,24 @@ def kv_cache(lm, prompt: str, *, steps: int = 8) -> KVCacheTrace:
         uncached_reads=np.arange(steps + 1, dtype=np.int64) + len(prefill),
         cached_times=np.array([with_cache for with_cache, _ in times]),
         uncached_times=np.array([without for _, without in times]),
-        logit_difference=np.array(
-            [float((a - b).abs().max()) for a, b in zip(cached["logits"], uncached["logits"], strict=True)]
-        ),
+        logit_difference=difference,
         truncated=passes.truncated,
-        notes=cached["notes"],
+        notes=(*cached["notes"], *_unequal(difference, dtype)),
+    )
+
+
+def _unequal(difference: np.ndarray, dtype: str) -> tuple[str, ...]:
+    """A note where the logits with and without the cache differ by more than rounding. Both runs are the model's own
+    forward passes over the same tokens, so the difference is the model's: transformers' ProphetNet, for one, gathers
+    its n-gram stream's relative-position terms in another order over a whole prefix than for one cached step."""
+    largest, tolerance = float(difference.max()), LOGIT_TOLERANCE[dtype]
+    if largest <= tolerance:
+        return ()
+    return (
+        f"The logits with the cache and without it differ by up to {largest:.1e}, more than rounding ({tolerance:g} "
+        f"for {dtype}): both runs are this model's own forward passes over the same tokens, so the model itself "
+        "computes a step from its cache otherwise than from the whole prefix. The tokens here are chosen with the "
+        "cache, as generate() chooses them.",
     )
 
 
@@ -93,10 +110,23 @@ def _check(lm, prompt: str, steps: int) -> None:
             f"{lm.name} is an encoder: it reads the whole text in one pass and generates nothing, so it keeps no KV "
             "cache. Load a decoder (the bundled prose-gpt2, gpt2, ...) or an encoder-decoder (t5-small)."
         )
+    if lm.kind == KIND_DECODER and not _counts_tokens(lm.model, _cache_name(lm.model)):
+        raise InputError(
+            f"{lm.name}'s layers are all linear-attention or state-space layers: its cache holds a running state, "
+            "not keys and values per token, and transformers' generate() cannot decode with it, so there is no KV "
+            "cache to show."
+        )
     if not given_text(prompt, "prompt").strip():
         raise InputError("Type a prompt to decode from.")
     if not isinstance(steps, int | np.integer) or isinstance(steps, bool) or not 1 <= steps <= MAX_NEW_TOKENS:
         raise InputError(f"steps must be a whole number from 1 to {MAX_NEW_TOKENS} (got {steps!r}).")
+
+
+def _cache_name(model) -> str:
+    """The name the model's forward takes its cache under (Mamba's ``cache_params``, most models'
+    ``past_key_values``)."""
+    parameters = inspect.signature(model.forward).parameters
+    return next((name for name in ALL_CACHE_NAMES if name in parameters), "past_key_values")
 
 
 def _cached_run(passes, steps: int) -> dict:
@@ -158,9 +188,11 @@ def _state_notes(lm, cache) -> tuple[str, ...]:
     keys and values): those without keys are left out of the stacks, the others' state is not counted.
     ``InputError`` when no layer holds keys."""
     part = dict(CACHE_STACKS[type(cache).__name__])[STACK_DECODER]
-    layers = (getattr(cache, part) if part else cache).layers
-    keyless = [str(index) for index, layer in enumerate(layers) if not _holds_keys(layer)]
-    stateful = [str(index) for index, layer in enumerate(layers) if _holds_state(layer) and _holds_keys(layer)]
+    # A slot no layer wrote is none of the decoder's layers (ProphetNet's cache has as many as its encoder's layers).
+    every = (getattr(cache, part) if part else cache).layers
+    layers = [(index, layer) for index, layer in enumerate(every) if getattr(layer, "is_initialized", True)]
+    keyless = [str(index) for index, layer in layers if not _holds_keys(layer)]
+    stateful = [str(index) for index, layer in layers if _holds_state(layer) and _holds_keys(layer)]
     if len(keyless) == len(layers):
         raise InputError(
             f"{lm.name} keeps no keys and values: each of its layers carries a fixed-size state (a linear-attention "
@@ -220,7 +252,7 @@ class _Passes:
         parameters = inspect.signature(self.model.forward).parameters
         keeps = "logits_to_keep" in parameters
         # What the model calls its cache (state-space models: "cache_params", a state that holds no keys).
-        self.cache_name = next((name for name in ALL_CACHE_NAMES if name in parameters), "past_key_values")
+        self.cache_name = _cache_name(self.model)
         # As generate() does: only the last position's logits (the others cost a vocabulary-wide product each).
         self.last_only = {"logits_to_keep": 1} if keeps else {}
         ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]

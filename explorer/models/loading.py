@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
+import inspect
 import json
 import os
 from collections.abc import Callable
@@ -493,8 +494,11 @@ def _load_weights(
 def _attention_source(model: PreTrainedModel, kind: str, tokenizer, name: str) -> tuple[str, Probe]:
     """Where this model's attention can be read, decided from the model itself by a short forward pass with its
     own ``output_attentions``: ``recorder.RECORDED`` where every attention map it returns ran through the recording
-    attention (transformers' AttentionInterface), else ``RETURNED`` (those maps, weights only) where its output
-    has a place for them, else ``NO_ATTENTION`` (Mamba). Loading never depends on it: every text model loads.
+    attention (transformers' AttentionInterface), else ``RETURNED`` (those maps, weights only) where it has
+    attention heads (its config names how many, or it returns maps per head) and its output has a place for them,
+    else ``NO_ATTENTION``: no attention layers (Mamba's state spaces, RWKV's recurrence, FNet's Fourier transforms;
+    what RWKV returns as ``attentions`` is each layer's output, not weights over keys, and its config names no
+    heads). Loading never depends on it: every text model loads.
     Returns the source and the probe that recorded the calls (``stack_of_module`` reads their shapes)."""
     with contextlib.suppress(ValueError, ImportError):  # a model that refuses it computes attention in its own code
         model.set_attn_implementation(recorder.ATTN_IMPLEMENTATION)
@@ -504,24 +508,28 @@ def _attention_source(model: PreTrainedModel, kind: str, tokenizer, name: str) -
     # Some or all of its attention bypasses the interface: all of it is read from the model's own eager code.
     model.set_attn_implementation("eager")
     probe = _probe(model, kind, tokenizer, name)
-    return (recorder.RETURNED if probe.maps or probe.has_place else recorder.NO_ATTENTION), probe
+    attends = probe.per_head or _config_int(model.config, _HEAD_ATTRS) is not None
+    return (recorder.RETURNED if attends and (probe.maps or probe.has_place) else recorder.NO_ATTENTION), probe
 
 
 @dataclass(frozen=True)
 class Probe:
     """What one forward pass over a few tokens showed: the attention calls recorded, how many attention maps the
-    model returned (tensors, or whatever its own layout is), whether its output has a field for them at all, and
-    the encoder's and decoder's lengths (an encoder-decoder's decoder is fed one token)."""
+    model returned (tensors, or whatever its own layout is), whether any is per head ([batch, head, query, key]),
+    whether its output has a field for them at all, and the encoder's and decoder's lengths (an encoder-decoder's
+    decoder is fed one token)."""
 
     calls: list = field(repr=False)
     maps: int
     has_place: bool
     lengths: tuple[int, int]
+    per_head: bool = False
 
 
 def _probe(model: PreTrainedModel, kind: str, tokenizer, name: str) -> Probe:
     from explorer.models.capture import decoder_start_token_id
 
+    _check_reads_token_ids(model, name)
     ids = tokenizer("Hello world, hello", return_tensors="pt")["input_ids"][:, :4]
     if ids.shape[1] < 2:  # cross-attention is told from self-attention by its keys: the encoder's length
         ids = torch.tensor([[tokenizer.unk_token_id or 0] * 3], dtype=torch.long)
@@ -544,9 +552,24 @@ def _probe(model: PreTrainedModel, kind: str, tokenizer, name: str) -> Probe:
             f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no details'})."
         ) from error
     places = [f.name for f in dataclasses.fields(out) if f.name.endswith("attentions")]
-    maps = sum(1 for place in places for layer in getattr(out, place) or () if layer is not None)
+    returned = [layer for place in places for layer in getattr(out, place) or () if layer is not None]
+    per_head = any(isinstance(layer, torch.Tensor) and layer.dim() == 4 for layer in returned)
     decoder = inputs.get("decoder_input_ids", ids).shape[1]
-    return Probe(calls=calls, maps=maps, has_place=bool(places), lengths=(ids.shape[1], decoder))
+    return Probe(calls, len(returned), bool(places), (ids.shape[1], decoder), per_head)
+
+
+def _check_reads_token_ids(model: PreTrainedModel, name: str) -> None:
+    """The explorer feeds a model token ids: one whose forward requires another input (Perceiver's base model
+    requires ``inputs``, values its input preprocessor would make, and the base model saved without a head has no
+    text preprocessor) cannot read text, and is refused with that reason rather than its forward's TypeError."""
+    parameters = inspect.signature(model.forward).parameters.values()
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    required = [p.name for p in parameters if p.kind in kinds and p.default is p.empty and p.name != "input_ids"]
+    if required:
+        raise ModelLoadError(
+            f"“{name}” ({type(model).__name__}) does not read token ids: its forward requires "
+            f"{', '.join(f'`{n}`' for n in required)} instead of `input_ids`, so the explorer cannot feed it text."
+        )
 
 
 def stack_of_module(model: PreTrainedModel, kind: str, probe: Probe | None = None) -> dict[int, str]:
@@ -579,11 +602,15 @@ _LAYER_ATTRS = ("num_hidden_layers", "num_layers", "n_layer")
 _HEAD_ATTRS = ("num_attention_heads", "num_heads", "n_head")
 
 
-def _config_int(config, attrs: tuple[str, ...], what: str) -> int:
+def _config_int(config, attrs: tuple[str, ...], what: str | None = None) -> int | None:
+    """The first of ``attrs`` the (text) config holds as a whole number; where it holds none, ``ModelLoadError``
+    saying it cannot tell how many ``what``, or None without a ``what``."""
     text_config = config.get_text_config()
     for attr in attrs:
         if isinstance(getattr(text_config, attr, None), int):
             return getattr(text_config, attr)
+    if what is None:
+        return None
     raise ModelLoadError(f"Cannot tell how many {what} a `{config.model_type}` model has.")
 
 

@@ -30,6 +30,8 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
+from explorer.models.architectures import module_quirks
+
 ATTN_IMPLEMENTATION = "explorer_capture"
 
 # Where a model's attention is read from, decided once at load by one short probe (``explorer.models.loading``):
@@ -98,7 +100,7 @@ def _recording_attention(module, query, key, value, attention_mask, **kwargs):
                 scaling=float(query.shape[-1] ** -0.5 if scaling is None else scaling),
                 position_bias=_tensor_or_none(kwargs.get("position_bias")),
                 softcap=kwargs.get("softcap"),
-                sinks=_tensor_or_none(kwargs.get("s_aux", kwargs.get("sinks"))),
+                sinks=_sinks_in_weights(module, kwargs),
             )
         )
     return output, weights
@@ -115,6 +117,14 @@ def _ablated(output: torch.Tensor, keep: torch.Tensor, num_heads: int) -> torch.
 
 def _tensor_or_none(value):
     return value.detach() if isinstance(value, torch.Tensor) else None
+
+
+def _sinks_in_weights(module, kwargs) -> torch.Tensor | None:
+    """The sink logits the returned softmax covers (GPT-OSS's ``s_aux``), or None: none given, or sinks its model
+    applies after the weights it returns (Granite SWA: ``ArchitectureQuirks.sinks_after_weights``)."""
+    if module_quirks(module).sinks_after_weights:
+        return None
+    return _tensor_or_none(kwargs.get("s_aux", kwargs.get("sinks")))
 
 
 AttentionInterface.register(ATTN_IMPLEMENTATION, _recording_attention)

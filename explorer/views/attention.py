@@ -127,9 +127,10 @@ def summary(capture: AttentionCapture) -> str:
 
 def _capture_remarks(capture: AttentionCapture) -> str:
     """What changes how the numbers read, from fields alone (nothing is recomputed: ``verify()`` is the check)."""
-    kv_heads = len(set(capture.main.kv_head_of_query.tolist()))
+    main = capture.main  # layers may group heads differently (MiMo-V2-Flash): each count said
+    kv_heads = sorted({len(set(main.kv_head_of(layer).tolist())) for layer in range(main.num_layers)})
     remarks = [
-        f"{kv_heads} KV heads" if kv_heads < capture.main.num_heads else "",
+        f"{' or '.join(map(str, kv_heads))} KV heads" if min(kv_heads, default=main.num_heads) < main.num_heads else "",
         f"{capture.truncated} tokens cut to fit" if capture.truncated else "",
         capture.dtype if capture.dtype != "float32" else "",
         f"{len(capture.ablated)} head{'s' if len(capture.ablated) > 1 else ''} ablated" if capture.ablated else "",
@@ -341,8 +342,9 @@ class StepByStep(OneQuery):
         stack, layer, head = capture.stacks[self.stack], self.layer, self.head
         # Copies of what the figure draws, so a later export does not keep the whole capture alive.
         stages = score_stages(stack, layer, head)  # first: a weights-only stack has no vectors (InputError says so)
-        values = None if stack.values is None else stack.values[layer, head].copy()
-        query_vector, key_vectors = stack.queries[layer, head, self.query].copy(), stack.keys[layer, head].copy()
+        queries, keys, values = stack.head_vectors(layer, head)  # at this layer's own width (Gemma 4's differ)
+        query_vector, key_vectors = queries[self.query].copy(), keys.copy()
+        values = None if values is None else values.copy()
         return builder(
             step_by_step_figure,
             stages,
@@ -366,7 +368,7 @@ class StepByStep(OneQuery):
         stack = capture.stacks[self.stack]
         stages = score_stages(stack, self.layer, self.head)
         masks = not stack.masks_by_layer()[self.layer].all()
-        return step_formula(stages, float(stack.scale[self.layer]), stack.queries.shape[-1], masks=masks)
+        return step_formula(stages, float(stack.scale[self.layer]), stack.head_dim(self.layer), masks=masks)
 
     def setting(self, capture: AttentionCapture, label: Callable[[str], str] = str) -> str:
         """The line under the formula: this query, its vectors' size, the scale, bias and mask as this head applies
@@ -376,9 +378,9 @@ class StepByStep(OneQuery):
         return step_setting(
             stages,
             float(stack.scale[self.layer]),
-            stack.queries.shape[-1],
+            stack.head_dim(self.layer),
             where=(self.query, label(stack.query_tokens[self.query]), self.layer, self.head),
-            kv_head=int(stack.kv_head_of_query[self.head]),
+            kv_head=int(stack.kv_head_of(self.layer)[self.head]),
         )
 
 
@@ -441,7 +443,8 @@ class Neuron(OneQuery):
     def figure(self, capture: AttentionCapture) -> Builder:
         stack, layer, head, query = capture.stacks[self.stack], self.layer, self.head, self.query
         scores = {name: row for name, row in self.stages(capture).items() if name != "weights"}  # first: see above
-        query_vector, key_vectors = stack.queries[layer, head, query].copy(), stack.keys[layer, head].copy()
+        queries, keys, _ = stack.head_vectors(layer, head)  # at this layer's own width
+        query_vector, key_vectors = queries[query].copy(), keys.copy()
         row, token = stack.attentions[layer, head, query].copy(), stack.query_tokens[query]
         return builder(
             neuron_view_figure, query_vector, key_vectors, scores, row, stack.key_tokens, token, info=self.info()
