@@ -24,20 +24,23 @@ from tests.tiny_models import IDS, word_tokenizer
 TEXT = "time flies like an arrow the cat sat on the mat"  # 11 tokens: past GPT-OSS's window of 3
 
 
+# Two layers of four heads over two KV heads, 8 wide, a window of 3: the tiny models of this module.
+_SMALL = dict(
+    hidden_size=32,
+    intermediate_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    max_position_embeddings=64,
+    sliding_window=3,
+    **IDS,
+)
+
+
 def _gpt_oss():
     return GptOssConfig(
-        hidden_size=32,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        num_local_experts=2,
-        num_experts_per_tok=1,
-        sliding_window=3,
-        layer_types=["sliding_attention", "full_attention"],
-        max_position_embeddings=64,
-        **IDS,
+        **_SMALL, num_local_experts=2, num_experts_per_tok=1, layer_types=["sliding_attention", "full_attention"]
     )
 
 
@@ -149,18 +152,6 @@ def test_long_t5_transient_global_attention_is_named_not_drawn(tmp_path):
 
 
 # -- issue 40: sinks after the weights, layers that group or size their heads differently ---------------------------
-
-_SMALL = dict(
-    hidden_size=32,
-    intermediate_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=8,
-    max_position_embeddings=64,
-    sliding_window=3,
-    **IDS,
-)
 
 
 def _tiny(model_type: str, **settings):
