@@ -8,7 +8,7 @@ considered (the pruned ones too), and the tokens a no-repeat n-gram ban removed.
 once and its KV cache reused (for beams, repeated ``num_beams`` times and reordered every step). A cache whose
 layers cannot repeat their rows (a hybrid model's linear-attention or state-space layers) is not repeated: the
 prompt then runs once per row, as in generate(). A model without a cache runs the whole sequence at every step, and so
-does one whose cache cannot count its tokens (linear-attention or state-space layers alone: see ``_counts_tokens``).
+does one whose cache cannot count its tokens (linear-attention or state-space layers alone: see ``counts_tokens``).
 An encoder-decoder's encoder output is passed on as the encoder returned it (its own class, each tensor repeated
 per row), as generate() does.
 
@@ -395,10 +395,9 @@ class _Run:
         self.labels = _LabelCache(lm.tokenizer)
         parameters = inspect.signature(self.model.forward).parameters
         self.keeps_logits = "logits_to_keep" in parameters
-        # What the model calls its cache, in its inputs and outputs (state-space models: "cache_params").
-        self.cache_name = next((name for name in ALL_CACHE_NAMES if name in parameters), "past_key_values")
+        self.cache_name = cache_name(self.model)
         self.cache_input = self.cache_name  # the name each step hands it back under (see _start)
-        self.use_cache = self.seq2seq or _counts_tokens(self.model, self.cache_name)
+        self.use_cache = self.seq2seq or counts_tokens(self.model, self.cache_name)
         if not self.use_cache:
             self.notes.append(
                 f"{lm.name}'s layers are all linear-attention or state-space layers, whose cache cannot say how many "
@@ -891,7 +890,13 @@ def _repeats_rows(cache) -> bool:
     )
 
 
-def _counts_tokens(model, cache_name: str) -> bool:
+def cache_name(model) -> str:
+    """What the model calls its cache, in its inputs and outputs (state-space models: "cache_params")."""
+    parameters = inspect.signature(model.forward).parameters
+    return next((name for name in ALL_CACHE_NAMES if name in parameters), "past_key_values")
+
+
+def counts_tokens(model, cache_name: str) -> bool:
     """Whether a decoder's cache can say how many tokens it holds, as generate() and the model's own forward ask it
     (``get_seq_length``) when it is passed as ``past_key_values``: the ``DynamicCache`` they build from its config
     needs one layer of keys and values; one of linear-attention or state-space layers alone raises. A layer kind

@@ -27,14 +27,13 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from transformers.cache_utils import LinearAttentionCacheLayerMixin
-from transformers.generation.utils import ALL_CACHE_NAMES
 
 from explorer.checks import given_text
 from explorer.data import STACK_CROSS, STACK_DECODER
 from explorer.data.kv_cache import KV, LOGIT_TOLERANCE, CachedStack, KVCacheTrace
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
-from explorer.models.decoding import MAX_NEW_TOKENS, _counts_tokens, special_token_ids
+from explorer.models.decoding import MAX_NEW_TOKENS, cache_name, counts_tokens, special_token_ids
 from explorer.models.tokens import token_labels
 
 # Where a cache object keeps each stack's layers, by the cache's class: (stack, attribute holding a cache whose
@@ -110,7 +109,7 @@ def _check(lm, prompt: str, steps: int) -> None:
             f"{lm.name} is an encoder: it reads the whole text in one pass and generates nothing, so it keeps no KV "
             "cache. Load a decoder (the bundled prose-gpt2, gpt2, ...) or an encoder-decoder (t5-small)."
         )
-    if lm.kind == KIND_DECODER and not _counts_tokens(lm.model, _cache_name(lm.model)):
+    if lm.kind == KIND_DECODER and not counts_tokens(lm.model, cache_name(lm.model)):
         raise InputError(
             f"{lm.name}'s layers are all linear-attention or state-space layers: its cache holds a running state, "
             "not keys and values per token, and transformers' generate() cannot decode with it, so there is no KV "
@@ -120,13 +119,6 @@ def _check(lm, prompt: str, steps: int) -> None:
         raise InputError("Type a prompt to decode from.")
     if not isinstance(steps, int | np.integer) or isinstance(steps, bool) or not 1 <= steps <= MAX_NEW_TOKENS:
         raise InputError(f"steps must be a whole number from 1 to {MAX_NEW_TOKENS} (got {steps!r}).")
-
-
-def _cache_name(model) -> str:
-    """The name the model's forward takes its cache under (Mamba's ``cache_params``, most models'
-    ``past_key_values``)."""
-    parameters = inspect.signature(model.forward).parameters
-    return next((name for name in ALL_CACHE_NAMES if name in parameters), "past_key_values")
 
 
 def _cached_run(passes, steps: int) -> dict:
@@ -252,7 +244,7 @@ class _Passes:
         parameters = inspect.signature(self.model.forward).parameters
         keeps = "logits_to_keep" in parameters
         # What the model calls its cache (state-space models: "cache_params", a state that holds no keys).
-        self.cache_name = _cache_name(self.model)
+        self.cache_name = cache_name(self.model)
         # As generate() does: only the last position's logits (the others cost a vocabulary-wide product each).
         self.last_only = {"logits_to_keep": 1} if keeps else {}
         ids = lm.tokenizer(prompt, return_tensors="pt")["input_ids"]
