@@ -116,6 +116,30 @@ def test_a_shared_link_names_its_model_and_survives_a_bad_one(tiny_models):
     assert chart_title(at) == "Attention weights · layer 0 · head 3"
 
 
+def test_a_run_cut_short_while_the_fallback_loads_still_says_why_and_loads_it(minilm, monkeypatch):
+    """A rerun (a click, a reconnect) can end a run while a bad link's fallback loads: the next run finishes it."""
+    import streamlit as st
+
+    from explorer.ui import models
+
+    load, cut = models._load_once, []
+
+    def cut_short_once(name, slot):
+        if not cut:
+            cut.append(name)
+            st.stop()  # the run ends here, as a rerun request ends it at its next element
+        return load(name, slot)
+
+    monkeypatch.setattr(models, "_load_once", cut_short_once)
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params["model"] = "not a model!"
+    at.run()
+    assert cut == [explorer.DEFAULT_ENCODER] and not at.exception
+    at.run()
+    assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER and shown_weights(at).shape == (7, 7)
+    assert any("not a model!" in shown(error.value) for error in at.sidebar.error)
+
+
 def test_empty_text_shows_a_hint_not_an_error():
     at = start()
     at.text_area(key="text").input("   ").run()

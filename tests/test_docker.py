@@ -100,9 +100,11 @@ def test_the_containers_start_command_serves_the_app_in_hosted_mode(dockerfile, 
         with chromium() as browser:
             tab = open_tab(browser)
             tab.page.goto(f"{url}/?model=/root/.ssh")  # a local folder: refused in hosted mode
+            sidebar = tab.page.locator("[data-testid='stSidebar']")
+            refusal = sidebar.get_by_text("not a Hugging Face Hub id")
+            refusal.wait_for(timeout=60_000)
+            assert "all-MiniLM-L6-v2" in refusal.inner_text(), sidebar.inner_text()
             wait_for_chart(tab.page)
-            sidebar = tab.page.locator("[data-testid='stSidebar']").inner_text()
-            assert "not a Hugging Face Hub id" in sidebar and "all-MiniLM-L6-v2" in sidebar
             assert "Traceback" not in tab.page.locator("[data-testid='stMain']").inner_text()
             assert tab.external == [] and tab.errors == []
             tab.context.close()

@@ -122,29 +122,38 @@ def request_model(name: str, *, fallback: str | None = None) -> None:
 
 def _load_requested(slot) -> None:
     """Load the model just picked, with progress in ``slot``; on failure keep the previous model and say why."""
-    name = st.session_state.pop(_REQUEST_KEY, None)
+    # The request is dropped only once it is handled: a run cut short by a rerun (a click while a model
+    # loads) asks again on the next run instead of leaving the visitor with no model and no reason.
+    name = st.session_state.get(_REQUEST_KEY)
     current = st.session_state.get(MODEL_KEY)
     if not name or name == current:
+        st.session_state.pop(_REQUEST_KEY, None)
         return
-    fallback = st.session_state.pop(_FALLBACK_KEY, None)
+    fallback = st.session_state.get(_FALLBACK_KEY)
     planned = fallback is not None
     try:
         name = POLICY.check_model_name(name, bundled=BUNDLED_MODELS)  # before the disk or the Hub is asked
         lm = _load_once(name, slot)
     except explorer.ModelLoadError as error:
-        slot.empty()
+        st.session_state.pop(_FALLBACK_KEY, None)
         if current is None and not fallback and name != explorer.DEFAULT_ENCODER:
             fallback = explorer.DEFAULT_ENCODER  # a shared link to a model that does not load here
-        if fallback and fallback != name:
-            st.session_state[_REQUEST_KEY] = fallback
+        # Said before the fallback loads, so that a run cut short during that load still says why.
+        st.session_state[_ERROR_KEY] = str(error)
+        st.session_state[_REQUEST_KEY] = fallback if fallback and fallback != name else None
+        slot.empty()
+        if st.session_state[_REQUEST_KEY]:
             _load_requested(slot)
         shown = st.session_state.get(MODEL_KEY)
         message = str(error) + (f" Showing {display_name(shown)} instead." if shown else "")
         # A preset that falls back (its model cannot be downloaded here) did what it promised: a note, not an error.
-        st.session_state[_NOTE_KEY if planned and shown == fallback else _ERROR_KEY] = message
+        calm = planned and shown == fallback
+        st.session_state[_ERROR_KEY], st.session_state[_NOTE_KEY] = (None, message) if calm else (message, None)
         return
-    slot.empty()  # success is said by the caption under the picker
+    st.session_state.pop(_REQUEST_KEY, None)
+    st.session_state.pop(_FALLBACK_KEY, None)
     st.session_state[MODEL_KEY] = lm.name
+    slot.empty()  # success is said by the caption under the picker
 
 
 def _load_once(name: str, slot) -> explorer.LoadedModel:
