@@ -57,9 +57,9 @@ def pytest_report_header(config):
 # side by side and the short ones fill the gaps at the end, instead of one long module starting last and running
 # alone. Every other module keeps its place after these; a stale order costs minutes, never a test.
 LONGEST_FIRST = (
-    "test_browser_projector", "test_browser_class", "test_browser_lecture", "test_browser_drawn", "test_families",
+    "test_browser_projector", "test_browser_class", "test_browser_lecture", "test_browser_drawn",
     "test_browser_links", "test_browser_server", "test_browser_attention", "test_package", "test_browser_slides",
-    "test_export_labels", "test_browser_decoding", "test_browser_class_redis", "test_bench_scripts",
+    "test_export_labels", "test_families", "test_browser_decoding", "test_browser_class_redis", "test_bench_scripts",
     "test_deck_export", "test_app_lecture", "test_browser_drawn_values", "test_app_class", "test_app_decoding",
     "test_bench_class", "test_docker", "test_browser_inside", "test_notebook", "test_docs", "test_classroom_store",
     "test_app", "test_prose_llama", "test_browser_exports", "test_class_poll", "test_app_words",

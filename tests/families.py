@@ -78,6 +78,28 @@ SHRINK = {
     "num_experts_per_token": 2,
     "moe_intermediate_size": 16,
     "embedding_size": 16,
+    # The widths some families name otherwise, left at their checkpoints' sizes they cost seconds a family
+    # (Kimi-Linear's 32 linear-attention heads of 128, Falcon-H1's 1024-wide SSM, LUKE's 500,000 entities).
+    "linear_num_heads": 4,
+    "linear_head_dim": 8,
+    "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4,
+    "linear_key_head_dim": 8,
+    "linear_value_head_dim": 8,
+    "mamba_d_ssm": 64,
+    "mamba_n_heads": 8,
+    "mamba_d_head": 8,
+    "mamba_d_state": 16,
+    "mamba_chunk_size": 16,
+    "ffn_hidden_size": 64,
+    "expert_ffn_hidden_size": 16,
+    "entity_vocab_size": 16,
+    "entity_emb_size": 16,
+    "emb_dim": 32,
+    "vocab_size_per_layer_input": IDS["vocab_size"],
+    "hidden_size_per_layer_input": 8,
+    "d_latents": 32,
+    "num_latents": 8,
 }
 
 
