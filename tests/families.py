@@ -490,10 +490,11 @@ DECODING = {
 }
 
 
-def _generate(subject: Subject, case: dict):
+def _generate(subject: Subject, case: dict, *, logits: bool = False):
     from tests.test_decoding import reference_config
 
     config = reference_config(subject.lm, case)
+    config.output_logits = logits
     try:
         return _generate_with(subject, case, config)
     except ReferenceFailure as failure:
@@ -535,7 +536,7 @@ def check_decoding(strategy: str):
 
 
 def check_next_token(subject: Subject) -> Cell:
-    """The next-token distribution: the model's last logits through transformers' own warpers."""
+    """The next-token distribution: generate()'s first logits, and those through transformers' own warpers."""
     import explorer
     from tests.test_distribution import transformers_final
 
@@ -543,11 +544,21 @@ def check_next_token(subject: Subject) -> Cell:
         return cell
     settings = dict(temperature=0.7, top_k=10, top_p=0.9, min_p=0.0)
     dist = explorer.next_token_distribution(subject.lm, PROMPT, **settings)
-    decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
-    logits = subject.run(subject.ids(PROMPT), decoder_ids).logits[0, -1].float().numpy()
+    logits = _first_generated_logits(subject)
     close("logits", dist.logits, logits, 1e-4)
     close("final distribution", dist.final, transformers_final(logits, **settings))
     return Cell(Y)
+
+
+def _first_generated_logits(subject: Subject) -> np.ndarray:
+    """generate()'s own raw logits for the first token it writes after the prompt (before any processor): the
+    first pass as generate() prepares it (XLNet's appends the token to predict, hidden by its permutation mask)."""
+    try:
+        output = _generate(subject, {"strategy": "greedy", "max_new_tokens": 1}, logits=True)
+    except ReferenceFailure:  # generate() itself fails on this family (CPM-Ant): its plain forward pass instead
+        decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
+        return subject.run(subject.ids(PROMPT), decoder_ids).logits[0, -1].float().numpy()
+    return output.logits[0][0].float().numpy()
 
 
 def check_record_attention(subject: Subject) -> Cell:
@@ -1143,7 +1154,7 @@ on a prompt of 6 tokens (past the windows) and {new} new tokens:
 | capture | the model's own eager `output_attentions=True`, every stack, to 1e-5 |
 | verify | `verify()` (the weights recomputed from the captured queries and keys) within its tolerance |
 | greedy, beam, sample | `model.generate()` with the same settings and seed: the same sequences (and beam scores) |
-| next token | the model's logits through transformers' temperature, top-k and top-p warpers |
+| next token | `generate()`'s first logits, and those through transformers' temperature, top-k and top-p warpers |
 | attention while decoding | `decode(record_attention=True)` past the window = one eager pass over what it generated |
 | kv cache | the argmax of the model's own logits at each pass; logits with and without the cache as the model's own |
 | logit lens | each layer's residual stream in place of the last layer's output: the model's own norm and head read it |
