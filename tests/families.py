@@ -1021,9 +1021,10 @@ EVERY_FAMILY = ("capture", "verify", "greedy", "next token", "input vectors")
 REPRESENTATIVES = (
     # decoders: learned positions and a fused projection; RoPE with grouped heads; sliding windows; softcapping;
     # logit scales and multipliers; OPT-350m's projections; ALiBi and their own attention code; local attention;
-    # attention sinks; chunked attention; hybrid linear attention and Mamba layers; no attention at all; experts
+    # attention sinks; chunked attention; hybrid linear attention and Mamba layers; no attention at all; experts;
+    # a permutation language model (its first pass appends the token to predict)
     "gpt2", "llama", "mistral", "gemma2", "gemma3_text", "cohere", "granite", "opt", "bloom", "falcon", "gpt_neo",
-    "gptj", "gpt_oss", "llama4_text", "qwen3_next", "jamba", "mamba", "mixtral", "phi",
+    "gptj", "gpt_oss", "llama4_text", "qwen3_next", "jamba", "mamba", "mixtral", "phi", "xlnet",
     # encoders: absolute positions; RoBERTa's offset positions; factorized embeddings; disentangled attention;
     # local and global layers; a family with a causal-LM class too
     "bert", "roberta", "albert", "electra", "deberta-v2", "modernbert", "camembert",
