@@ -137,7 +137,10 @@ def test_a_run_cut_short_while_the_fallback_loads_still_says_why_and_loads_it(mi
     assert cut == [explorer.DEFAULT_ENCODER] and not at.exception
     at.run()
     assert at.session_state["model_name"] == explorer.DEFAULT_ENCODER and shown_weights(at).shape == (7, 7)
-    assert any("not a model!" in shown(error.value) for error in at.sidebar.error)
+    assert any(
+        "not a model!" in shown(error.value) and "Showing all-MiniLM-L6-v2 instead." in shown(error.value)
+        for error in at.sidebar.error
+    )
 
 
 def test_empty_text_shows_a_hint_not_an_error():

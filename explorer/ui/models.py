@@ -21,6 +21,7 @@ _REQUEST_KEY = "_model_request"  # a name the user just picked, loaded on this r
 _ERROR_KEY = "_model_error"  # the last load failure, shown until the next pick
 _NOTE_KEY = "_model_note"  # a preset's model could not be loaded and its planned fallback was: said calmly
 _FALLBACK_KEY = "_model_fallback"  # what to load instead if the requested model cannot be loaded
+_INSTEAD_KEY = "_model_instead"  # (why, planned): the model loading now stands in for one that did not load
 _CHOICE_KEY = "model_choice"
 _CUSTOM_KEY = "model_custom"
 BUNDLED_LABELS = {
@@ -110,6 +111,7 @@ def _request(name: str | None) -> None:
         st.session_state[_REQUEST_KEY] = name
         st.session_state[_ERROR_KEY] = st.session_state[_NOTE_KEY] = None  # a new pick replaces the last failure
         st.session_state.pop(_FALLBACK_KEY, None)
+        st.session_state.pop(_INSTEAD_KEY, None)
 
 
 def request_model(name: str, *, fallback: str | None = None) -> None:
@@ -128,32 +130,55 @@ def _load_requested(slot) -> None:
     current = st.session_state.get(MODEL_KEY)
     if not name or name == current:
         st.session_state.pop(_REQUEST_KEY, None)
+        if name:
+            _say_instead(name)  # a stand-in already in use
         return
     fallback = st.session_state.get(_FALLBACK_KEY)
-    planned = fallback is not None
     try:
         name = POLICY.check_model_name(name, bundled=BUNDLED_MODELS)  # before the disk or the Hub is asked
         lm = _load_once(name, slot)
     except explorer.ModelLoadError as error:
-        st.session_state.pop(_FALLBACK_KEY, None)
-        if current is None and not fallback and name != explorer.DEFAULT_ENCODER:
-            fallback = explorer.DEFAULT_ENCODER  # a shared link to a model that does not load here
-        # Said before the fallback loads, so that a run cut short during that load still says why.
-        st.session_state[_ERROR_KEY] = str(error)
-        st.session_state[_REQUEST_KEY] = fallback if fallback and fallback != name else None
-        slot.empty()
-        if st.session_state[_REQUEST_KEY]:
-            _load_requested(slot)
-        shown = st.session_state.get(MODEL_KEY)
-        message = str(error) + (f" Showing {display_name(shown)} instead." if shown else "")
-        # A preset that falls back (its model cannot be downloaded here) did what it promised: a note, not an error.
-        calm = planned and shown == fallback
-        st.session_state[_ERROR_KEY], st.session_state[_NOTE_KEY] = (None, message) if calm else (message, None)
+        _not_loaded(name, current, fallback, str(error), slot)
         return
     st.session_state.pop(_REQUEST_KEY, None)
     st.session_state.pop(_FALLBACK_KEY, None)
     st.session_state[MODEL_KEY] = lm.name
+    _say_instead(lm.name)
     slot.empty()  # success is said by the caption under the picker
+
+
+def _say_instead(name: str) -> None:
+    """Where ``name`` stands in for a model that did not load: why, and that it is shown instead."""
+    if instead := st.session_state.pop(_INSTEAD_KEY, None):
+        why, planned = instead
+        _say(f"{why} Showing {display_name(name)} instead.", calm=planned)
+
+
+def _not_loaded(name: str, current: str | None, fallback: str | None, why: str, slot) -> None:
+    """Say why ``name`` did not load, and load a model in its place: a preset's planned fallback, else the
+    bundled encoder for a link opened with no model yet; else the model in use stays."""
+    st.session_state.pop(_FALLBACK_KEY, None)
+    planned = fallback is not None
+    if pending := st.session_state.pop(_INSTEAD_KEY, None):
+        why = f"{pending[0]} {why}"  # the stand-in failed too: the first reason stays first
+    if current is None and not fallback and name != explorer.DEFAULT_ENCODER:
+        fallback = explorer.DEFAULT_ENCODER  # a shared link to a model that does not load here
+    slot.empty()
+    if fallback and fallback != name:
+        # Said before the stand-in loads, so that a run cut short during that load still says why; its load
+        # then says which model is shown instead.
+        _say(why, calm=False)
+        st.session_state[_INSTEAD_KEY] = (why, planned)
+        st.session_state[_REQUEST_KEY] = fallback
+        _load_requested(slot)
+        return
+    st.session_state.pop(_REQUEST_KEY, None)
+    _say(why + (f" Showing {display_name(current)} instead." if current else ""), calm=False)
+
+
+def _say(message: str, *, calm: bool) -> None:
+    """The sidebar's word on the last load: an error, or a calm note (a preset whose planned fallback loaded)."""
+    st.session_state[_ERROR_KEY], st.session_state[_NOTE_KEY] = (None, message) if calm else (message, None)
 
 
 def _load_once(name: str, slot) -> explorer.LoadedModel:
