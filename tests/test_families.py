@@ -18,16 +18,7 @@ pytestmark = pytest.mark.slow  # some 200 families built and run: the full loop 
 
 # (family, feature) -> why it fails today, measured with transformers 5.23 (the comment: the cell's note). Delete an
 # entry when its fix lands: the test says which.
-JUMPS = (
-    "issue 40: experts switch along the path, log p jumps there, which no gradient sees: no steps close it "
-    "(item 4; the result finds the jumps and the page says so)"
-)
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("gpt_oss", "attribution"): JUMPS,  # completeness error -0.035 (16%)
-    ("mixtral", "attribution"): JUMPS,  # completeness error -0.0029 (1%)
-    ("qwen3_moe", "attribution"): JUMPS,  # completeness error -0.0097 (3%)
-    ("qwen3_next", "attribution"): JUMPS,  # completeness error +0.0055 (3%)
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")

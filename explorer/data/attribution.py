@@ -33,6 +33,8 @@ class Attribution(Displayed):
     jumps             integrated gradients only: Σ of the jumps f makes along the path (found where neighbouring
                       points' values and slopes disagree; 0 where none is), which no gradient sees: delta ≈ −jumps
                       whatever the steps
+    routed            integrated gradients only: the model routes each token to a few experts (a mixture of
+                      experts), so log p may jump along the path wherever the search finds jumps or not
     """
 
     model_name: str
@@ -46,6 +48,7 @@ class Attribution(Displayed):
     delta: float | None = None
     steps: int | None = None
     jumps: float | None = None
+    routed: bool = False
 
     def __post_init__(self):
         freeze_arrays(self)

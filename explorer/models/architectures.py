@@ -35,7 +35,7 @@ class ArchitectureQuirks:
     # Integrated gradients' points that keep its completeness error under 1% of the change (the Why this token?
     # page's default). T5's bias-free RMSNorms and ReLUs make f' jump at hundreds to thousands of points of the
     # path: 64 points miss by 2-17% there, 256 by 0.02-0.4% on the bundled dates-t5 (bench/bench_ig_path.py).
-    integrated_gradients_steps: int = 64
+    integrated_gradients_steps: int | None = None  # None: 64, or more for a mixture of experts (see below)
     # Attention sinks (the ``s_aux`` logit per head) join the softmax whose weights the model returns (GPT-OSS,
     # MiMo-V2-Flash), unless this says how else they act: then its weights are a plain softmax, recomputed as one.
     sinks_after_weights: str | None = None
@@ -69,6 +69,28 @@ QUIRKS: dict[str, ArchitectureQuirks] = {
 
 def quirks_for(model_type: str) -> ArchitectureQuirks:
     return QUIRKS.get(model_type, ArchitectureQuirks())
+
+
+# How transformers' configs count a mixture's experts (Mixtral, Qwen3-MoE, Qwen3-Next, GPT-OSS, DeepSeek...).
+_EXPERT_COUNTS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+# A mixture of experts routes each token to a few experts: log p jumps where they switch along an attribution
+# path, so its scores equal the integral of the gradient, never the change. 256 points bring them within 0.3% of
+# the change of a 4,096-point integral on the tiny Mixtral, Qwen3-MoE, Qwen3-Next and GPT-OSS (64: up to 1.7%).
+ROUTED_INTEGRATED_GRADIENTS_STEPS = 256
+
+
+def routes_to_experts(config) -> bool:
+    """Whether the model's config names more than one expert per mixture layer."""
+    return any(isinstance(count := getattr(config, name, None), int) and count > 1 for name in _EXPERT_COUNTS)
+
+
+def integrated_gradients_steps(config) -> int:
+    """The Why this token? page's default points: the family's own where the table gives them, else 64, or more
+    for a mixture of experts."""
+    listed = quirks_for(config.model_type).integrated_gradients_steps
+    if listed is not None:
+        return listed
+    return ROUTED_INTEGRATED_GRADIENTS_STEPS if routes_to_experts(config) else 64
 
 
 def module_quirks(module) -> ArchitectureQuirks:

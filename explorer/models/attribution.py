@@ -50,7 +50,7 @@ from explorer.compute.quadrature import (
 )
 from explorer.data.attribution import Attribution, Candidates
 from explorer.errors import InputError
-from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER, routes_to_experts
 from explorer.models.capture import encode_text
 from explorer.models.head_effects import last_position_only
 from explorer.models.tokens import token_labels
@@ -88,6 +88,7 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
         delta=delta,
         jumps=jumps,
         steps=steps if method == "integrated_gradients" else None,
+        routed=method == "integrated_gradients" and routes_to_experts(lm.model.config),
     )
 
 

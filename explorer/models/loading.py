@@ -25,6 +25,7 @@ from explorer.models.architectures import (
     KIND_ENCODER,
     KIND_ENCODER_DECODER,
     infer_kind,
+    integrated_gradients_steps,
     quirks_for,
 )
 
@@ -69,8 +70,10 @@ class LoadedModel:
 
     @property
     def integrated_gradients_steps(self) -> int:
-        """Integrated gradients' points for a completeness error under 1% on this architecture."""
-        return quirks_for(self.model.config.model_type).integrated_gradients_steps
+        """Integrated gradients' points for this architecture: a completeness error under 1% where its log p is
+        continuous along the path, the scores within 0.3% of the integral of the gradient where it jumps (a
+        mixture of experts)."""
+        return integrated_gradients_steps(self.model.config)
 
 
 def _minilm_folder() -> Path:

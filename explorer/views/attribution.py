@@ -95,16 +95,24 @@ class Scores:
             return f"Verified: {line}, within {COMPLETE:.0%}."
         # A gap over the threshold is not a verification: the line says so first, then whether steps close it.
         said = f"Not verified, the scores miss the change by over {COMPLETE:.0%}: {line}."
-        if abs(attribution.jumps or 0.0) >= abs(attribution.delta) / 2:  # measured on this path, see Attribution
-            return (
-                # The search may miss a jump (Mixtral's tiny model: one of −2.8e-3): what it found, not a total.
-                f"{said} log p jumps along the path (as where a mixture of experts switches experts), and a "
-                "gradient never sees a jump, so more steps do not close this gap; the jumps found add up to "
-                f"{attribution.jumps:+.2e}."
-            )
+        if attribution.routed or abs(attribution.jumps or 0.0) >= abs(attribution.delta) / 2:
+            return f"{said} {_jumps_told(attribution)}"
         return (
             f"{said} More steps lower it (up to {MAX_STEPS}; T5-family models need about 256 for under {COMPLETE:.0%})."
         )
+
+
+def _jumps_told(attribution: Attribution) -> str:
+    """Why steps do not close the gap: log p jumps along the path, which no gradient sees. A mixture of experts
+    jumps wherever a token's experts switch, whether the search finds each jump or not (it may miss one: the tiny
+    Mixtral's −2.8e-3), so the jumps found are said as such, never as the total."""
+    where = (
+        "This model routes each token to a few experts: log p jumps where they switch along the path"
+        if attribution.routed
+        else "log p jumps along the path (as where a mixture of experts switches experts)"
+    )
+    found = f"; the jumps found add up to {attribution.jumps:+.2e}" if attribution.jumps else ""
+    return f"{where}, and a gradient never sees a jump, so more steps do not close this gap{found}."
 
 
 def strongest(attribution: Attribution, *, skip_last: bool = True) -> int:
