@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.ui.navigation import PAGES
+from explorer.views import probes
 from tests.test_app_attention import open_page
 
 TIMEOUT = 90
@@ -200,6 +201,11 @@ def test_every_entropy_the_pages_and_figures_show_is_in_nats():
 def test_head_types_name_each_score_once():
     """The radio and the table call the first-token score the same ("sink" was the radio's word)."""
     at = open_page("pages/head_types.py", model=explorer.DEFAULT_DECODER)
+    # Issue 41: as the page opens (n 20, seed 0, induction), the default decoder's induction head beside the baseline
+    found = explorer.head_probes(explorer.load_model(explorer.DEFAULT_DECODER, device="cpu"), n=20, seed=0)
+    said = probes.best_caption(found, "induction")
+    assert said in [caption.value for caption in at.caption]
+    assert said.startswith("Layer 4, head 3 stands out as an induction head") and "0.899 against 0.034" in said
     radio = at.radio(key="probe")
     table = at.dataframe[0].value
     assert set(radio.options) <= set(table.columns)

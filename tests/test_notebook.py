@@ -275,10 +275,12 @@ def _lens_page(lens):
 
 
 def _kv_cache_page(trace):
-    """The KV cache section of pages/greedy_search.py: the cache's size after each pass (a decoder, no grouping)."""
+    """The KV cache section of pages/greedy_search.py: the cache's size after each pass (a decoder), with the size it
+    would have without grouped KV heads where the model groups them (the bundled decoder: 2 KV heads, 8 query)."""
     info = FigureInfo("KV cache size", model=trace.model_name, text=trace.prompt, where=(f"{trace.steps} steps",))
     tokens = trace.stacks[0].tokens[:, 0]
-    return cache_size_figure({"decoder": trace.stacks[0].nbytes.sum(axis=(1, 2))}, tokens, None, info=info)
+    ungrouped = trace.ungrouped_bytes if trace.grouping_saving > 1 else None
+    return cache_size_figure({"decoder": trace.stacks[0].nbytes.sum(axis=(1, 2))}, tokens, ungrouped, info=info)
 
 
 def _ablation_page(effects):
