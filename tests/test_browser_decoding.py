@@ -18,7 +18,7 @@ from tests.browser import (
 )
 
 pytestmark = needs_chromium
-MODEL = "model=bundled/prose-gpt2"
+MODEL = "model=bundled/prose-llama"  # the default decoder
 
 
 def _open(browser, url: str, *, height: int = 1400):

@@ -8,7 +8,7 @@ import re
 from tests.browser import CHART, needs_chromium, open_tab, wait_for_chart, wait_until_idle
 
 pytestmark = needs_chromium
-DECODER = "model=bundled%2Fprose-gpt2"
+DECODER = "model=bundled%2Fprose-llama"  # the default decoder
 
 
 def click_point(page, points_selector: str, index: int) -> None:
