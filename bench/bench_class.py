@@ -92,7 +92,7 @@ CONTAINER_ENV = {
 WAIT = 180.0  # seconds: the longest any single step may take before it counts as an error
 TEACHER_PASSPHRASE = "the benchmark's own teacher"  # the server's EXPLORER_TEACHER_PASSPHRASE
 FIGURES = ("plotly_chart", "vega_lite_chart", "arrow_vega_lite_chart", "iframe")
-ENCODER, DECODER = "sentence-transformers/all-MiniLM-L6-v2", "bundled/prose-gpt2"
+ENCODER, DECODER = "sentence-transformers/all-MiniLM-L6-v2", "bundled/prose-llama"  # explorer's defaults
 
 
 @dataclass(frozen=True)

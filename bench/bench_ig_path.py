@@ -1,9 +1,9 @@
 """Integrated gradients at 64 points against Captum and a float64 reference (issue 40), and what limits it on T5:
 the path's integrand, measured (issue 30, part 1).
 
-Against Captum, for each model asked (the bundled prose-gpt2 and dates-t5, the tests' tiny T5 and tiny Llama), a
-table row: the change Δ = f(1) − f(0); the reference, a float64 copy of the model (its RMSNorms in float64 too)
-integrated with 16 Gauss-Legendre points on each sixth of a decade of α from 10⁻³² to 10⁻³ and each 48th of a
+Against Captum, for each model asked (the bundled prose-llama, prose-gpt2 and dates-t5, the tests' tiny T5 and tiny
+Llama), a table row: the change Δ = f(1) − f(0); the reference, a float64 copy of the model (its RMSNorms in float64
+too) integrated with 16 Gauss-Legendre points on each sixth of a decade of α from 10⁻³² to 10⁻³ and each 48th of a
 decade from there to 1 (5,104 points), and its own completeness error; the largest error of a token's score
 against it, for ``explorer.attribute`` at 64 steps and for Captum's ``IntegratedGradients`` (Gauss-Legendre, 64
 points, 16 a batch) of the same function; the forward calls and the rows they carry; the fastest of 3 runs
@@ -54,7 +54,12 @@ from explorer.models import attribution
 from tests.tiny_models import save_tiny
 
 TINY_TEXT = "the cat sat on the mat and the dog ran to"
-TEXTS = {"prose-gpt2": "Elizabeth knew that", "tiny T5": TINY_TEXT, "dates-t5": "Thursday, March 5, 2021"}
+TEXTS = {
+    "prose-llama": "Elizabeth knew that",
+    "prose-gpt2": "Elizabeth knew that",
+    "tiny T5": TINY_TEXT,
+    "dates-t5": "Thursday, March 5, 2021",
+}
 TEXTS["tiny Llama"] = TINY_TEXT
 PATH_STUDIED = ("tiny T5", "dates-t5")  # the integrand's analysis below reads T5's own modules
 RMS_NORMS = {"T5LayerNorm", "LlamaRMSNorm"}  # weight · x / √(mean x² + eps), variance taken in float32 whatever
@@ -311,7 +316,11 @@ def main() -> None:
 
 def load(name: str, folder: Path):
     """One of the models ``TEXTS`` names: bundled, or tiny and saved under ``folder``."""
-    bundled = {"prose-gpt2": explorer.DEFAULT_DECODER, "dates-t5": explorer.DEFAULT_SEQ2SEQ}
+    bundled = {
+        "prose-llama": explorer.DEFAULT_DECODER,
+        "prose-gpt2": explorer.PROSE_GPT2,
+        "dates-t5": explorer.DEFAULT_SEQ2SEQ,
+    }
     if name in bundled:
         return explorer.load_model(bundled[name])
     tiny = {"tiny T5": "t5", "tiny Llama": "llama"}[name]

@@ -55,7 +55,7 @@ if ids_section.open:
         ui.show_view(views.anatomy.TokenIds(lm.name, text, pair or None), vectors, key="token-ids")
 unknown_tokens_ui(ui.cached_model(lm.name), [row.token_id for row in rows])
 split = split_words(text, rows)
-if split:  # a small vocabulary (the bundled decoder has 6,144 tokens, gpt2 50,257) cuts common words too
+if split:  # a small vocabulary (the bundled decoder has 8,192 tokens, gpt2 50,257) cuts common words too
     st.caption(
         f"{ui.literal(ui.display_name(lm.name))}'s vocabulary holds {ui.run_model('anatomy', lm.name).vocabulary:,} "
         "tokens: a word it has no token for is cut into pieces it has, so "

@@ -68,9 +68,9 @@ with ui.controls():
                 step=8,
                 help="Points on the path from the all-zero input to the text: more points, a smaller completeness "
                 f"error. The default, {lm.integrated_gradients_steps}, is chosen to keep it under 1% on this "
-                "architecture (T5's ReLUs and norms need 256); the check line under the chart gives this text's "
-                "error, and says so where log p jumps on the path (a mixture of experts switching experts), which "
-                "no number of points closes.",
+                "architecture (T5's ReLUs and norms need 256, Llama's RMSNorms 512); the check line under the "
+                "chart gives this text's error, and says so where log p jumps on the path (a mixture of experts "
+                "switching experts), which no number of points closes.",
             )
     with target_column:
         chosen = ui.choice_ui(

@@ -96,13 +96,19 @@ OWN_MODULES = {
         }),
     },
 }  # fmt: skip
-ARCHITECTURES = {**{name: name for name in OWN_MODULES}, "prose-gpt2": "gpt2", "dates-t5": "t5", "minilm": "bert"}
+ARCHITECTURES = {name: name for name in OWN_MODULES}
+ARCHITECTURES |= {"prose-llama": "llama", "prose-gpt2": "gpt2", "dates-t5": "t5", "minilm": "bert"}
+BUNDLED = {
+    "prose-llama": explorer.DEFAULT_DECODER,
+    "prose-gpt2": explorer.PROSE_GPT2,
+    "dates-t5": explorer.DEFAULT_SEQ2SEQ,
+}
 
 
 def _load(name: str, tiny_models, minilm):
     if name == "minilm":
         return minilm
-    path = {"prose-gpt2": explorer.DEFAULT_DECODER, "dates-t5": explorer.DEFAULT_SEQ2SEQ}.get(name)
+    path = BUNDLED.get(name)
     return explorer.load_model(path or tiny_models[name], device=DEVICE)
 
 

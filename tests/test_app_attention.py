@@ -302,7 +302,7 @@ def test_compare_two_texts_and_two_models(minilm):
     np.testing.assert_allclose(decode_plotly_array(right["data"][0]["z"]), other, atol=1e-7)
     at.radio(key="compare").set_value("models").run()
     assert not at.exception
-    assert "prose-gpt2" in figures(at)[1]["layout"]["title"]["subtitle"]["text"]
+    assert explorer.display_name(explorer.DEFAULT_DECODER) in figures(at)[1]["layout"]["title"]["subtitle"]["text"]
 
 
 @pytest.mark.parametrize(

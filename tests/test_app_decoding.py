@@ -84,7 +84,7 @@ def test_with_an_encoder_loaded_a_decoding_page_runs_the_bundled_decoder(page):
     at = open_page(page)  # the app opens on the bundled encoder
     assert not at.exception
     said = texts(at.caption)
-    assert "is an encoder" in said and "uses the bundled" in said and "prose\\-gpt2" in said
+    assert "is an encoder" in said and "uses the bundled" in said and literal(explorer.display_name(DECODER)) in said
     assert at.get("plotly_chart") or at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")
     charts = [c.proto.spec for kind in ("plotly_chart", "vega_lite_chart") for c in at.get(kind)]
     assert DECODER.split("/")[-1] in json.dumps(charts)
@@ -105,7 +105,7 @@ def test_greedy_table_and_figure_equal_decode(prose):
 
 
 def test_greedy_search_looping_is_shown_as_the_lesson():
-    at = open_page("pages/greedy_search.py", model=DECODER, steps="16")
+    at = open_page("pages/greedy_search.py", model=DECODER, steps="32")  # the bundled decoder loops within 32
     assert "looping" in texts(at.info)
     assert any("beam_search" in link.proto.page for link in at.get("page_link"))
 
@@ -452,20 +452,23 @@ def test_the_kv_cache_section_shows_the_models_cache_and_steps_moves_never_measu
     at = open_page("pages/greedy_search.py", model=DECODER, steps="6", kv="true")
     assert not at.exception
     assert count_measurements == [32]  # one measurement to the slider's maximum
+    # From the model's own config (GPT-2's names map onto these too): layers, query heads, KV heads, head size.
     config = prose.model.config
+    layers, heads = config.num_hidden_layers, config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
     prompt_tokens = len(prose.tokenizer(PROMPT)["input_ids"])
-    head_dim = config.n_embd // config.n_head
-    shape = f"{config.n_layer} × 2 × {config.n_head} × {prompt_tokens + 6} × {head_dim}"
+    shape = f"{layers} × 2 × {kv_heads} × {prompt_tokens + 6} × {head_dim}"
     held = at.table[-2].value  # what each cache holds, then the costs
     assert list(held.iloc[0])[1] == shape
     sizes = figure(at, -3)  # the cache's size, what each pass computes, each pass's time
     bars = decode_plotly_array(sizes["data"][0]["y"])
-    expected = config.n_layer * 2 * config.n_head * (prompt_tokens + np.arange(7)) * head_dim * 4 / 1024
+    expected = layers * 2 * kv_heads * (prompt_tokens + np.arange(7)) * head_dim * 4 / 1024
     np.testing.assert_allclose(bars, expected)
     assert sizes["data"][0]["x"] == ["prefill", *(f"step {i}" for i in range(1, 7))]
     # Counted: each layer's heads score queries fed × keys; with the cache one query a step, without the prefix.
     prefix = prompt_tokens + np.arange(7)
-    per_head = config.n_layer * config.n_head
+    per_head = layers * heads  # every query head scores its queries, whichever KV head it reads
     with_cache = per_head * np.array([prompt_tokens] + [1] * 6) * prefix
     work = figure(at, -2)
     np.testing.assert_array_equal(decode_plotly_array(work["data"][0]["y"]), with_cache)
@@ -477,7 +480,9 @@ def test_the_kv_cache_section_shows_the_models_cache_and_steps_moves_never_measu
     assert list(costs["attention scores"]) == [literal(f"{count:,}") for count in total]  # st.table: Markdown
     assert "Verified: at every pass the logits with the cache and without it are equal" in texts(at.caption)
     assert f"Measured here over {REPEATS} runs: the whole decoding took" in texts(at.caption)
-    assert "no grouped KV heads" in texts(at.markdown)
+    grouped = f"Grouped KV heads: {kv_heads} KV heads serve {heads} query heads, so the cache is {heads // kv_heads}×"
+    assert (grouped in texts(at.markdown)) == (kv_heads < heads)
+    assert ("no grouped KV heads" in texts(at.markdown)) == (kv_heads == heads)
     at.slider(key="steps").set_value(3).run()
     assert not at.exception and count_measurements == [32]
     assert figure(at, -3)["data"][0]["x"] == ["prefill", "step 1", "step 2", "step 3"]

@@ -205,7 +205,8 @@ def _shaded(at) -> str:
 def test_why_this_token_draws_the_shaded_text_the_bars_and_the_check(prose):
     at = open_page(WHY)
     assert not at.exception and not at.error
-    expected = explorer.attribute(prose, WHY_TEXT)  # the top token, integrated gradients, 64 steps
+    # the top token, integrated gradients at the page's default steps for this architecture
+    expected = explorer.attribute(prose, WHY_TEXT, steps=prose.integrated_gradients_steps)
     (bars,) = _charts(at)
     np.testing.assert_allclose(decode_plotly_array(bars["data"][0]["y"]), expected.scores, atol=1e-6)
     shaded = _shaded(at)
@@ -278,7 +279,7 @@ def test_why_this_token_runs_the_model_once_per_new_input(monkeypatch):
     assert not at.exception and calls[3:] == ["integrated_gradients"]
 
 
-def test_why_this_token_on_dates_t5_opens_at_the_steps_its_architecture_needs():
+def test_why_this_token_on_dates_t5_opens_at_the_steps_its_architecture_needs(prose):
     """dates-t5 misses completeness by 2.2% at 64 steps (its ReLUs and bias-free RMSNorms: bench/bench_ig_path.py):
     the page opens T5 models at 256 steps (the architecture table's), within 1%; at 64 from a link the check line
     says it is over and how to lower it."""
@@ -292,5 +293,5 @@ def test_why_this_token_on_dates_t5_opens_at_the_steps_its_architecture_needs():
     assert not any(c.value.startswith("Verified") for c in at.caption)  # over 1%: not called verified
     check = next(c.value for c in at.caption if c.value.startswith("Not verified"))
     assert "over 1%" in check and "More steps lower it" in check and "64 steps" in check
-    decoder = open_decoding_page(WHY)
-    assert decoder.slider(key="steps").value == 64
+    decoder = open_decoding_page(WHY)  # the bundled decoder at its own architecture's steps (a Llama's: 512)
+    assert decoder.slider(key="steps").value == prose.integrated_gradients_steps

@@ -52,7 +52,8 @@ def loaded(_minilm_loads):
     ):
         lm = _minilm_loads(DEVICE) if name == explorer.DEFAULT_ENCODER else explorer.load_model(name, device=DEVICE)
         path = lm.model.config._name_or_path
-        model = reference.from_pretrained(path, attn_implementation="eager").to(DEVICE).eval()
+        # float32 as explorer loads it (transformers keeps a checkpoint's own float16 otherwise: prose-llama's)
+        model = reference.from_pretrained(path, attn_implementation="eager", dtype=torch.float32).to(DEVICE).eval()
         found[name] = (lm, model, AutoTokenizer.from_pretrained(path))
     return found
 

@@ -76,7 +76,7 @@ def test_bertviz_head_view_draws_any_layer(browser, app_url):
 
 def test_hostile_text_stays_text_in_every_view(browser, app_url):
     """Through a link: no dialog, no injected image, the text shown literally (heatmap labels, BertViz frame)."""
-    for path in ("", "bertviz_views", "greedy_search?model=bundled/prose-gpt2&prompt="):
+    for path in ("", "bertviz_views", "greedy_search?model=bundled/prose-llama&prompt="):
         separator = "&" if "?" in path else "?"
         target = f"{app_url}/{path}{'' if path.endswith('=') else separator + 'text='}{quote(XSS)}"
         tab = _open(browser, target, chart=path != "bertviz_views")

@@ -18,7 +18,7 @@ from tests.browser import (
 )
 
 pytestmark = needs_chromium
-MODEL = "model=bundled/prose-gpt2"
+MODEL = "model=bundled/prose-llama"  # the default decoder
 
 
 def _open(browser, url: str, *, height: int = 1400):
@@ -150,7 +150,8 @@ def test_the_kv_cache_section_opens_on_a_click_and_keeps_its_place_in_the_link(b
     assert "kv=true" in page.url
     sizes = page.locator(CHART).nth(1)
     assert sizes.locator(".xtick").count() == 9  # the prefill and 8 steps
-    assert "no grouped KV heads" in page.inner_text("body")
+    # the default decoder groups its KV heads (2 serve 8 query heads: tests/test_app_decoding.py checks the numbers)
+    assert "Grouped KV heads: 2 KV heads serve 8 query heads" in page.inner_text("body")
     page.get_by_text("Verified: at every pass").scroll_into_view_if_needed()
     sizes.scroll_into_view_if_needed()
     _done(tab, "greedy-search-kv-cache-1280x720.png")

@@ -17,7 +17,7 @@ from tests.browser import needs_chromium, open_tab, screenshot, wait_for_chart
 
 pytestmark = needs_chromium
 
-DECODER = "model=bundled%2Fprose-gpt2"
+DECODER = "model=bundled%2Fprose-llama"  # the default decoder
 PLOTLY = "[data-testid='stPlotlyChart']"
 VEGA = "[data-testid='stVegaLiteChart']"
 
@@ -182,7 +182,7 @@ def test_exported_slides_keep_their_labels_apart(browser, tmp_path):
 
     logits = np.random.default_rng(0).normal(0, 2.5, 8000).astype(np.float32)
     tokens = tuple(f"tok{i}" for i in range(len(logits)))
-    info = FigureInfo("Sampling pipeline", model="bundled/prose-gpt2", text="It is a truth", where=("T = 0.7",))
+    info = FigureInfo("Sampling pipeline", model="bundled/prose-llama", text="It is a truth", where=("T = 0.7",))
     figures = {
         "panels": distribution_panels(
             distribution_from_logits(logits, tokens, temperature=0.5, top_k=0, top_p=0.5, min_p=0.0),

@@ -8,7 +8,7 @@ import re
 from tests.browser import CHART, needs_chromium, open_tab, wait_for_chart, wait_until_idle
 
 pytestmark = needs_chromium
-DECODER = "model=bundled%2Fprose-gpt2"
+DECODER = "model=bundled%2Fprose-llama"  # the default decoder
 
 
 def click_point(page, points_selector: str, index: int) -> None:
@@ -54,7 +54,8 @@ def test_clicking_a_beam_node_branches_every_beam(browser, app_url):
 def test_clicking_a_square_of_the_ablation_map_ablates_that_head(browser, app_url):
     tab = open_page(browser, f"{app_url}/head_ablation?{DECODER}")
     page = tab.page
-    click_point(page, f"{CHART} .scatterlayer .trace:first-child path.point", 3 * 6 + 5)  # layer 3, head 5
+    heads = 8  # a layer's heads in the default decoder (prose-llama: 8 layers × 8 heads), the map's points by layer
+    click_point(page, f"{CHART} .scatterlayer .trace:first-child path.point", 3 * heads + 5)  # layer 3, head 5
     page.wait_for_url(re.compile(r"ablate=3\.5"), timeout=60_000)
     wait_until_idle(page)
     page.get_by_text("Next token, with and without the heads").first.wait_for(timeout=60_000)

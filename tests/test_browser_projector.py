@@ -16,7 +16,7 @@ from tests.browser import needs_chromium, open_tab, screenshot, wait_for_chart, 
 
 pytestmark = needs_chromium
 
-DECODER = "model=bundled%2Fprose-gpt2"
+DECODER = "model=bundled%2Fprose-llama"  # the default decoder
 PAGES = {
     "attention-heatmaps": "",
     "tokens-embeddings": "tokens_embeddings",

@@ -28,7 +28,7 @@ PHISHING = "x` [Your session expired, log in again](https://evil.example/login) 
 TIMES = ROOT / "tests" / "artifacts" / "cold-start.json"
 MENU = ".st-key-menu"  # the app's own menu (explorer/ui/navigation.py); Streamlit's is switched off
 # Streamlit's list of the pages/ folder, were it ever shown: file names, not the app's titles.
-SHARED_LINK = "/beam_search?model=bundled/prose-gpt2&beams=3"  # a teacher's link to a decoding page
+SHARED_LINK = "/beam_search?model=bundled/prose-gpt2&beams=3"  # a teacher's link from before issue 41: it loads
 RAW_NAMES = ("head ablation", "attention heatmaps", "View 8 more", "heads overview", "bertviz views")
 
 

@@ -164,7 +164,7 @@ def test_scrolling_never_reruns_the_page(browser, app_url):
     tab = open_tab(browser, width=1600, height=1000)
     sent = []
     tab.page.on("websocket", lambda socket: socket.on("framesent", lambda payload: sent.append(payload)))
-    tab.page.goto(f"{app_url}/sampling?model=bundled%2Fprose-gpt2&view=stages")  # the longest of its views
+    tab.page.goto(f"{app_url}/sampling?model=bundled%2Fprose-llama&view=stages")  # the longest of its views
     wait_for_chart(tab.page)
     before = len(sent)
     for distance in (400, 900, 1500, -600, 2000):

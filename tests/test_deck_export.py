@@ -483,8 +483,8 @@ def test_an_unknown_format_is_refused():
 def test_the_file_is_named_after_the_deck_its_models_and_the_day():
     day = datetime.date(2026, 5, 1)
     assert deck_files.deck_models(GENERATION) == (explorer.DEFAULT_DECODER,)
-    assert deck_files.deck_file_name(GENERATION, "pdf", ["bundled/prose-gpt2"], day) == (
-        "generation-deck_prose-gpt2_2026-05-01.pdf"
+    assert deck_files.deck_file_name(GENERATION, "pdf", deck_files.deck_models(GENERATION), day) == (
+        "generation-deck_prose-llama_2026-05-01.pdf"
     )
     two = deck_files.deck_file_name(ANATOMY, "pptx", ["sentence-transformers/all-MiniLM-L6-v2", "Ω/dates t5"], day)
     assert two == "anatomy-deck_all-minilm-l6-v2_dates-t5_2026-05-01.pptx"

@@ -119,7 +119,7 @@ def test_generation_config_stops_and_pads_with_endoftext(decoder):
 def test_explorer_loads_the_default_decoder():
     import explorer
 
-    lm = explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE)
+    lm = explorer.load_model(explorer.PROSE_GPT2, device=DEVICE)
     assert lm.kind == "decoder"
 
 
@@ -129,7 +129,7 @@ def test_capture_on_the_bundled_decoder_equals_its_eager_attention(decoder):
     import explorer
 
     model, tokenizer = decoder
-    lm = explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE)
+    lm = explorer.load_model(explorer.PROSE_GPT2, device=DEVICE)
     text = "It is a truth universally acknowledged, that a single man in possession of a good fortune"
     cap = explorer.capture(lm, text)
     with torch.no_grad():

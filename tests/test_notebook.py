@@ -20,6 +20,7 @@ from plotly.offline import get_plotlyjs
 
 import explorer
 from explorer import views
+from explorer.compute.kv_cache import kib
 from explorer.compute.sampling import distribution_from_logits
 from explorer.data._display import Displayed
 from explorer.data.attention import STACK_LABELS
@@ -274,10 +275,12 @@ def _lens_page(lens):
 
 
 def _kv_cache_page(trace):
-    """The KV cache section of pages/greedy_search.py: the cache's size after each pass (a decoder, no grouping)."""
+    """The KV cache section of pages/greedy_search.py: the cache's size after each pass (a decoder), with the size it
+    would have without grouped KV heads where the model groups them (the bundled decoder: 2 KV heads, 8 query)."""
     info = FigureInfo("KV cache size", model=trace.model_name, text=trace.prompt, where=(f"{trace.steps} steps",))
     tokens = trace.stacks[0].tokens[:, 0]
-    return cache_size_figure({"decoder": trace.stacks[0].nbytes.sum(axis=(1, 2))}, tokens, None, info=info)
+    ungrouped = trace.ungrouped_bytes if trace.grouping_saving > 1 else None
+    return cache_size_figure({"decoder": trace.stacks[0].nbytes.sum(axis=(1, 2))}, tokens, ungrouped, info=info)
 
 
 def _ablation_page(effects):
@@ -417,7 +420,7 @@ def test_each_result_summarises_itself_in_one_line(results):
     titles = {"greedy": "greedy search", "beam": "beam search, 3 beams", "sample": "sampling, seed 7"}
     for name, title in titles.items():
         trace = results[name][0]
-        assert summaries[name].startswith(f"DecodeTrace: bundled/prose-gpt2, {title}, 4 steps: ")
+        assert summaries[name].startswith(f"DecodeTrace: {explorer.DEFAULT_DECODER}, {title}, 4 steps: ")
         assert f"(log-probability {float(trace.sequence_logprobs[0]):.2f})" in summaries[name]
         assert trace.continuations[0].strip()[:10] in summaries[name]
     distribution = results["distribution"][0]
@@ -430,32 +433,34 @@ def test_each_result_summarises_itself_in_one_line(results):
     untouched = distribution_from_logits(logits.logits, logits.tokens)  # every stage off: the model's own softmax
     best = int(logits.logits.argmax())
     assert summaries["logits"] == (
-        f"NextTokenLogits: bundled/prose-gpt2, after “It is a truth universally acknowledged”: "
+        f"NextTokenLogits: {explorer.DEFAULT_DECODER}, after “It is a truth universally acknowledged”: "
         f"{len(logits.tokens):,} logits; most likely {logits.tokens[best]!r} "
         f"({100 * float(untouched.final[best]):.1f}%)"
     )
     lens = results["lens"][0]
-    assert summaries["lens"].startswith(f"LogitLens: bundled/prose-gpt2, {len(lens.tokens)} positions × 6 readings")
+    readings = f"{len(lens.tokens)} positions × {lens.num_layers + 1} readings"
+    assert summaries["lens"].startswith(f"LogitLens: {explorer.DEFAULT_DECODER}, {readings}")
     assert "costs it the most" in summaries["effects"]
     probes = results["probes"][0]
     layer, head = probes.best("induction")
     assert f"induction L{layer}H{head}" in summaries["probes"]
     kv_cache = results["kv cache"][0]
     assert summaries["kv cache"].startswith(
-        f"KVCacheTrace: bundled/prose-gpt2, a prefill and 4 steps; the cache ends at "
-        f"{kv_cache.total_bytes[-1] / 1024:.1f} KiB (7.5 KiB per token, float32)"
+        f"KVCacheTrace: {explorer.DEFAULT_DECODER}, a prefill and 4 steps; the cache ends at "
+        f"{kv_cache.total_bytes[-1] / 1024:.1f} KiB ({kib(kv_cache.bytes_per_token)} per token, float32)"
     )
 
 
 def test_patching_and_attribution_summarise_what_their_pages_say(results):
     patching = results["patching"][0]
     summary = patching._repr_mimebundle_(include=["text/plain"])["text/plain"]
-    assert summary.startswith("Patching: bundled/prose-gpt2, ") and "The head that recovers the most alone" in summary
+    assert summary.startswith(f"Patching: {explorer.DEFAULT_DECODER}, ")
+    assert "The head that recovers the most alone" in summary
     attribution = results["attribution"][0]
     summary = attribution._repr_mimebundle_(include=["text/plain"])["text/plain"]
     top = int(np.argmax(attribution.scores))
     assert summary == (
-        f"Attribution: bundled/prose-gpt2, integrated gradients of log p({attribution.target_token!r}) = "
+        f"Attribution: {explorer.DEFAULT_DECODER}, integrated gradients of log p({attribution.target_token!r}) = "
         f"{attribution.logprob:.3f} over {len(attribution.tokens)} tokens; the largest score: "
         f"#{top} {attribution.tokens[top]!r} ({float(attribution.scores[top]):+.3f}); completeness error "
         f"{attribution.delta:+.1e}"

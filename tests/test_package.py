@@ -129,7 +129,7 @@ def test_the_wheel_holds_the_package_the_app_and_the_bundled_models_only(wheel):
     app |= {f"explorer/app/{page}" for page in _checkout_files("pages", "*.py")}
     # Exactly the checkout's explorer/ (every module, the bundled models with their model cards) and the app.
     assert files == _checkout_files("explorer") | app
-    for model in ("prose-gpt2", "dates-t5"):
+    for model in ("prose-llama", "prose-gpt2", "dates-t5"):
         assert {f"explorer/assets/{model}/{name}" for name in ("model.safetensors", "tokenizer.json")} <= files
     assert not [name for name in files if {"tests", "bench", "training", "docs"} & set(name.split("/"))]
     entry_points = next(name for name in archive.namelist() if name.endswith("entry_points.txt"))

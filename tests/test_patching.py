@@ -55,7 +55,6 @@ REFERENCE_SITES = {
         lambda c: c.d_kv,
     ),
 }
-REFERENCE_SITES["prose"] = REFERENCE_SITES["gpt2"]
 
 
 def _heads_of(config) -> int:
@@ -124,14 +123,15 @@ class Reference:
 
     def __init__(self, name: str, lm):
         self.lm, self.name = lm, name
+        self.family = lm.model.config.model_type if name == "prose" else name
         folder = lm.model.config._name_or_path
         if name == "bert":
             self.model = BertForMaskedLM.from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
         elif name in FAMILY_SITES:
             self.model = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
-        else:
-            self.model = eager_reference("gpt2" if name == "prose" else name, folder)
-        layers, mlp, projection, head_dim = REFERENCE_SITES[name]
+        else:  # the bundled decoder by its architecture, from its config (whichever decoder is the default)
+            self.model = eager_reference(self.family, folder)
+        layers, mlp, projection, head_dim = REFERENCE_SITES[self.family]
         self.layers = list(layers(self.model))
         self.mlps = [mlp(layer) for layer in self.layers]
         self.projections = [projection(layer) for layer in self.layers]

@@ -88,7 +88,7 @@ def test_what_is_not_prefix_consistent_is_not_cut(models):
             first_steps(trace, 3, lm.tokenizer)
     # A prompt too long for prompt + maximum is cut from the left by the room the maximum leaves: a shorter
     # maximum keeps more of it, so the decoding to fewer steps starts from a different prompt.
-    words = " and".join([" it was a truth"] * 100)
+    words = " and".join([" it was a truth"] * (lm.max_tokens // 2))  # past the model's context, whatever its length
     longest = explorer.decode(lm, words, strategy="greedy", max_new_tokens=LONGEST)
     shorter = explorer.decode(lm, words, strategy="greedy", max_new_tokens=4)
     assert len(shorter.prompt_ids) > len(longest.prompt_ids) and longest.notes

@@ -154,8 +154,8 @@ def _on_this_model(title: str, **changes):
 
 
 def test_greedy_search_loops_on_the_decks_prompt_within_32_tokens():
-    """The loop slide's own words, over the 32 tokens of the deck's comparison slide: this model needs more than
-    the slide's 16 steps for a pair to come back three times (its model card says so)."""
+    """The loop slide's own words, over the 32 tokens the slide draws (the deck's comparison slide's too): this
+    model needs more than 16 steps for a pair to come back three times (its model card says so)."""
     slide, trace = _on_this_model("Greedy search repeats itself", settings=GREEDY_32)
     (told,) = slide.revealed(trace)
     assert "comes back" in told and "No pair" not in told, told

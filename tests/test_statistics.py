@@ -89,7 +89,7 @@ def bundled(_minilm_loads):
     }
 
 
-# The page's default text, then others per bundled model (prose-gpt2 adds no special token of its own: its
+# The page's default text, then others per bundled model (the bundled decoder adds no special token of its own: its
 # texts carry one as typed).
 HIDDEN_CASES = [
     ("minilm", "time flies like an arrow", {}),

@@ -162,7 +162,8 @@ def test_the_why_this_token_page_shows_its_view():
     at = _open("pages/why_this_token.py", model=DECODER)
     text = "Elizabeth knew that"
     top = int(gateway.run("attribution targets", DECODER, text, 10).ids[0])
-    view = views.attribution.Scores(DECODER, text, top)
+    steps = gateway.model(DECODER).integrated_gradients_steps  # what the page opens at, for this architecture
+    view = views.attribution.Scores(DECODER, text, top, steps=steps)
     result = view.result()
     _same(_shown(at), _drawn(view, result))
     shaded = [element.proto.body for element in at.get("html") if "attribution-text" in element.proto.body]

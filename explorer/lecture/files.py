@@ -63,7 +63,7 @@ def deck_models(deck: Deck) -> tuple[str, ...]:
 
 
 def deck_file_name(deck: Deck, fmt: str, model_names: Iterable[str], today: datetime.date) -> str:
-    """``generation-deck_prose-gpt2_2026-05-01.pdf``: the deck, the models it ran (short names, as exported
+    """``generation-deck_prose-llama_2026-05-01.pdf``: the deck, the models it ran (short names, as exported
     figures name them) and the day, in file-name-safe words."""
     models = [slug(short_model_name(name)) for name in model_names]
     return "_".join([slug(f"{deck.name}-deck"), *(model for model in models if model), today.isoformat()]) + f".{fmt}"

@@ -423,8 +423,9 @@ GENERATION = Deck(
         ),
         Slide(
             "Greedy search repeats itself",
-            # 16 steps: two turns of the bundled decoder's loop, in cells wide enough to read on a projector.
-            views.decoding.Greedy(DEFAULT_DECODER, PROMPT, _greedy(16)),
+            # 32 steps: the bundled decoder's loop ("is a" three times) shows only by then; the cells' labels still
+            # fit on a projector (tests/test_lecture_claims_generation.py checks them at 32 steps).
+            views.decoding.Greedy(DEFAULT_DECODER, PROMPT, _greedy(32)),
             ("Look for a phrase that comes back.", "The boxed token is the one taken."),
             "Taking the likeliest token at each step is short-sighted: once a phrase has appeared, a model often "
             "finds it likelier to appear again, and greedy search has no way out.",

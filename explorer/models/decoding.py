@@ -266,7 +266,7 @@ def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) ->
     if lm.kind not in (KIND_DECODER, KIND_ENCODER_DECODER):
         raise InputError(
             f"{lm.name} is an encoder: it has no language-model head, so it cannot generate text. "
-            "Load a causal language model (the bundled prose-gpt2, gpt2, ...) or a seq2seq model (t5-small)."
+            "Load a causal language model (the bundled prose-llama, gpt2, ...) or a seq2seq model (t5-small)."
         )
     if not given_text(prompt, "prompt").strip():
         raise InputError("Type a prompt to generate from.")

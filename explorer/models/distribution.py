@@ -56,7 +56,7 @@ def prompt_ids(lm, prompt: str) -> torch.Tensor:
     if lm.kind not in (KIND_DECODER, KIND_ENCODER_DECODER):
         raise InputError(
             f"{lm.name} is an encoder: it has no language-model head, so it predicts no next token. "
-            "Load a causal language model (the bundled prose-gpt2, gpt2, ...)."
+            "Load a causal language model (the bundled prose-llama, gpt2, ...)."
         )
     if not given_text(prompt, "prompt").strip():
         raise InputError("Type a prompt to see the distribution of the next token.")

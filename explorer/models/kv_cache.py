@@ -107,7 +107,7 @@ def _check(lm, prompt: str, steps: int) -> None:
     if lm.kind not in PASSES:
         raise InputError(
             f"{lm.name} is an encoder: it reads the whole text in one pass and generates nothing, so it keeps no KV "
-            "cache. Load a decoder (the bundled prose-gpt2, gpt2, ...) or an encoder-decoder (t5-small)."
+            "cache. Load a decoder (the bundled prose-llama, gpt2, ...) or an encoder-decoder (t5-small)."
         )
     if lm.kind == KIND_DECODER and not counts_tokens(lm.model, cache_name(lm.model)):
         raise InputError(

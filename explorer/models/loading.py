@@ -30,7 +30,9 @@ from explorer.models.architectures import (
 )
 
 DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
-DEFAULT_DECODER = "bundled/prose-gpt2"
+DEFAULT_DECODER = "bundled/prose-llama"
+# The previous default (a 5-layer GPT-2), kept by name for one release: links and code that name it still load it.
+PROSE_GPT2 = "bundled/prose-gpt2"
 # A tiny T5 that rewrites written dates as ISO dates: cross-attention a class can read, offline.
 DEFAULT_SEQ2SEQ = "bundled/dates-t5"
 _ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -85,13 +87,19 @@ def _minilm_folder() -> Path:
 # Names that resolve to folders on disk, so the defaults work offline.
 BUNDLED_MODELS = {
     DEFAULT_ENCODER: _minilm_folder,
-    DEFAULT_DECODER: lambda: _ASSETS / "prose-gpt2",
+    DEFAULT_DECODER: lambda: _ASSETS / "prose-llama",
     DEFAULT_SEQ2SEQ: lambda: _ASSETS / "dates-t5",
+    PROSE_GPT2: lambda: _ASSETS / "prose-gpt2",
 }
 
 
-# What pages call the bundled models: "bundled/prose-gpt2" is an id for links and code, not a name for people.
-DISPLAY_NAMES = {DEFAULT_ENCODER: "all-MiniLM-L6-v2", DEFAULT_DECODER: "prose-gpt2", DEFAULT_SEQ2SEQ: "dates-t5"}
+# What pages call the bundled models: "bundled/prose-llama" is an id for links and code, not a name for people.
+DISPLAY_NAMES = {
+    DEFAULT_ENCODER: "all-MiniLM-L6-v2",
+    DEFAULT_DECODER: "prose-llama",
+    DEFAULT_SEQ2SEQ: "dates-t5",
+    PROSE_GPT2: "prose-gpt2",
+}
 
 
 def display_name(name: str) -> str:

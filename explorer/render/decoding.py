@@ -551,7 +551,10 @@ def chain_rule_figure(trace: DecodeTrace, *, info: FigureInfo, look: Look = SCRE
                 name="log p(token | tokens before)",
                 marker={"color": CATEGORICAL[4]},
                 text=numbers if written else None,
-                textposition="inside",
+                # Inside a bar where it fits, past its end where the bar is short (log p near 0), never shrunk to
+                # fit: printed at the look's size (9 pt or more on paper)
+                textposition="auto",
+                constraintext="none",
                 textfont={"size": look.cell_text_size, "color": INK},
                 hovertemplate="token %{x}: log p = %{y:.3f}<extra></extra>",
             ),

@@ -23,6 +23,7 @@ CHAPTER_PROMPT = "Transformers are the"
 # Prompts that suit each bundled or well-known model (the bundled decoder learnt from 19th-century novels).
 PROMPTS = {
     explorer.DEFAULT_DECODER: "It is a truth universally acknowledged, that",
+    explorer.PROSE_GPT2: "It is a truth universally acknowledged, that",
     explorer.DEFAULT_SEQ2SEQ: "Thursday, March 5, 2021",
     CHAPTER_MODEL: CHAPTER_PROMPT,
     "gpt2": CHAPTER_PROMPT,

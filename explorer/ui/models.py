@@ -28,6 +28,7 @@ BUNDLED_LABELS = {
     explorer.DEFAULT_ENCODER: f"{display_name(explorer.DEFAULT_ENCODER)} (encoder)",
     explorer.DEFAULT_DECODER: f"{display_name(explorer.DEFAULT_DECODER)} (decoder)",
     explorer.DEFAULT_SEQ2SEQ: f"{display_name(explorer.DEFAULT_SEQ2SEQ)} (encoder-decoder)",
+    explorer.PROSE_GPT2: f"{display_name(explorer.PROSE_GPT2)} (decoder, the previous default)",
 }
 
 
