@@ -96,7 +96,8 @@ class Stores:
             client.close()
 
 
-@pytest.fixture(params=["memory", "redis"])
+# Redis runs as a program of its own (tests/redis_server.py) and its expiry waits in real time: the full loop only.
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.slow)])
 def stores(request):
     url = request.getfixturevalue("redis_db") if request.param == "redis" else None
     made = Stores(request.param, url)
@@ -215,6 +216,7 @@ def test_a_poll_counts_only_ids_its_store_issued(stores):
     assert stores.new().is_student(issued) is (stores.kind == "redis")
 
 
+@pytest.mark.slow  # a redis-server of its own
 def test_redis_keeps_one_secret_for_every_server_and_makes_a_new_one_when_it_lost_it(redis_db):
     first, second = RedisStore(redis_db), RedisStore(redis_db)
     client = redis.Redis.from_url(redis_db)
@@ -551,6 +553,7 @@ def test_a_failing_subscriber_never_breaks_a_move(store, caplog):
     assert "a class subscriber failed" in caplog.text and "a subscriber's bug" in caplog.text
 
 
+@pytest.mark.slow  # a redis-server of its own
 def test_redis_events_reach_every_server_sharing_the_class(redis_db):
     """Two stores on one Redis stand for two app servers; a third process votes as a third server would."""
     teacher_side, student_side = RedisStore(redis_db), RedisStore(redis_db)

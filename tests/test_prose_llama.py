@@ -122,6 +122,7 @@ def test_an_induction_head_and_a_previous_token_head_stand_out(lm, n):
 # -- held-out prose -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # scores held-out prose with both bundled decoders: the full loop only
 def test_heldout_prose_is_much_likelier_than_the_same_words_shuffled(reference, prose_gpt2):
     """Per word (geometric mean), the real order is at least 2.5x likelier; and shuffling costs this model a larger
     share of its log-probability than it costs prose-gpt2 (which scores order less sharply)."""
@@ -136,6 +137,7 @@ def test_heldout_prose_is_much_likelier_than_the_same_words_shuffled(reference, 
     assert shuffled / real > costs["gpt2"][1] / costs["gpt2"][0], costs
 
 
+@pytest.mark.slow  # scores held-out prose with both bundled decoders: the full loop only
 def test_heldout_perplexity_per_word_beats_prose_gpt2(reference, prose_gpt2):
     """On prose-gpt2's own held-out sample (chapters neither model trained on), per word: the two tokenizers
     differ, so per-token perplexities could not be compared."""

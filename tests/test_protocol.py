@@ -10,11 +10,14 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from tests.browser import served_app
+
+pytestmark = pytest.mark.slow  # a server of its own: the full loop only (docs/contributing.md)
 
 WAIT = 120
 

@@ -8,6 +8,8 @@ import pytest
 from explorer.render.renderer import RendererPool, RenderFailed, on_canvas
 from tests.exports import check_export
 
+pytestmark = pytest.mark.slow  # worker processes started, aborted and replaced: the full loop only
+
 # vl-convert panics on a non-XML character in a label, inside a function that cannot unwind: in-process, this
 # aborts Python (issue 18); in the worker it ends the worker only.
 ABORTING_SPEC = json.dumps(
