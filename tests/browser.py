@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -74,10 +75,24 @@ def wait_until_healthy(url: str, server: subprocess.Popen, log: Path, timeout: f
     raise TimeoutError(f"streamlit did not answer {url}/_stcore/health within {timeout} s")
 
 
+def announced_port(server: subprocess.Popen, log: Path, timeout: float = 60) -> int:
+    """The port a server started on port 0 was given by the system, as its log announces it.
+
+    Port 0, not ``free_port()``: a port probed free can be handed to another worker's server before this one
+    starts, and the health check would then pass on that server (this page testing the wrong app)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := re.search(r"URL: http://127\.0\.0\.1:(\d+)", log.read_text()):
+            return int(found[1])
+        if server.poll() is not None:
+            raise RuntimeError(f"streamlit exited early:\n{log.read_text()}")
+        time.sleep(0.2)
+    raise TimeoutError(f"streamlit announced no URL within {timeout} s:\n{log.read_text()}")
+
+
 @contextlib.contextmanager
 def served_app(log: Path, *, extra_env: dict | None = None, args: list[str] | None = None, port: int | None = None):
-    """`streamlit run app.py` on a free port (or ``port``), offline; yields its URL and always stops it."""
-    port = port or free_port()
+    """`streamlit run app.py` on a port of its own (or ``port``), offline; yields its URL and always stops it."""
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -88,23 +103,24 @@ def served_app(log: Path, *, extra_env: dict | None = None, args: list[str] | No
     command = [
         sys.executable, "-m", "streamlit", "run", "app.py",
         "--server.headless", "true",
-        "--server.port", str(port),
+        "--server.port", str(port or 0),
         "--server.address", "127.0.0.1",
         "--browser.gatherUsageStats", "false",
         *(args or []),
     ]  # fmt: skip
-    with running_server(command, log, port=port, cwd=ROOT, env=env) as url:
+    with running_server(command, log, port=port or 0, cwd=ROOT, env=env) as url:
         yield url
 
 
 @contextlib.contextmanager
 def running_server(command: list[str], log: Path, *, port: int, cwd: Path, env: dict, timeout: float = 60):
-    """Any command that starts the app on ``port``: yields its URL once healthy, and always stops it."""
+    """Any command that starts the app on ``port`` (0: a port the system gives it, read from its log): yields its
+    URL once healthy, and always stops it."""
     # A file, not a pipe: a pipe nobody reads would stall the server once full.
     with log.open("w") as output:
         server = subprocess.Popen(command, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
-        url = f"http://127.0.0.1:{port}"
+        url = f"http://127.0.0.1:{port or announced_port(server, log, timeout)}"
         wait_until_healthy(url, server, log, timeout=timeout)
         yield url
     finally:

@@ -55,4 +55,8 @@ python3 -m ruff format --check .
 # leaves a long module of few tests, such as the coverage matrix, to the end). Four workers were no faster on two
 # cores (each test took 2.3 times as long, and pages under that load ran past the browser tests' 60 s waits). Set EXPLORER_TEST_WORKERS=0 for one process (pytest's own -n
 # given after it wins too).
+# Compiled modules (pytest's rewritten tests among them) are kept in __pycache__ folders, which git ignores, even
+# where PYTHONDONTWRITEBYTECODE is set: else each test worker, and each app server the tests start, compiles the
+# package and the tests again (a worker's collection took 11 s instead of 6).
+unset PYTHONDONTWRITEBYTECODE
 python3 -m pytest -n "${EXPLORER_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"

@@ -143,6 +143,29 @@ def test_a_run_cut_short_while_the_fallback_loads_still_says_why_and_loads_it(mi
     )
 
 
+def test_the_picker_reporting_the_model_in_use_is_no_pick(minilm, monkeypatch):
+    """Streamlit calls a widget's on_change when a rerun cut short the run that first drew it (seen in Chromium: a
+    key press while a bad link's stand-in loaded). For the model picker that report names the model in use: it
+    must not wipe why the link's model did not load. A real pick still loads, and clears the last refusal."""
+    from types import SimpleNamespace
+
+    from explorer.ui import models
+
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT)
+    at.query_params["model"] = "not a model!"
+    at.run()
+    state = {key: at.session_state[key] for key in ("model_name", "model_choice", "_model_error", "_model_note")}
+    assert state["model_choice"] == state["model_name"] == explorer.DEFAULT_ENCODER
+    refusal = state["_model_error"]
+    assert "not a model!" in refusal
+    monkeypatch.setattr(models, "st", SimpleNamespace(session_state=state))
+    models._request_choice()  # what Streamlit calls for the reported value
+    assert state["_model_error"] == refusal and "_model_request" not in state
+    state["model_choice"] = explorer.DEFAULT_DECODER  # a pick
+    models._request_choice()
+    assert state["_model_request"] == explorer.DEFAULT_DECODER and state["_model_error"] is None
+
+
 def test_empty_text_shows_a_hint_not_an_error():
     at = start()
     at.text_area(key="text").input("   ").run()

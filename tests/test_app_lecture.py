@@ -60,7 +60,7 @@ def markdown(at: AppTest) -> str:
 
 
 @pytest.mark.parametrize(("deck_name", "number"), SLIDES, ids=[f"{d}-{n}" for d, n in SLIDES])
-def test_every_slide_draws_its_views_figure(deck_name, number):
+def test_every_slide_draws_its_views_figure_and_opens_on_its_full_page(deck_name, number):
     deck = DECKS[deck_name]
     slide = deck.slide(number)
     at = open_lecture(deck=deck_name, slide=number, answers=all_revealed(deck))
@@ -80,6 +80,23 @@ def test_every_slide_draws_its_views_figure(deck_name, number):
             assert shown[0]["title"] == drawn["title"]
     for line in slide.compared(result):  # the sources' numbers beside the model's own, as written
         assert literal(line) in markdown(at)
+    opens_on_its_full_page(at, slide.view)
+
+
+def opens_on_its_full_page(at: AppTest, view) -> None:
+    """The slide's "open the full page" button: the page's widgets hold the slide's values, and the page draws the
+    slide's figure (the same data under the same title) among its own."""
+    slide_titles, slide_specs = chart_titles(at), shown_specs(at)
+    at.button(key="leave").click().run()
+    assert not at.exception
+    _, values = full_page(view)
+    for key, value in values.items():
+        if key in at.session_state and not isinstance(value, str | bool | tuple) and value is not None:
+            assert at.session_state[key] == value, key
+    if not isinstance(view, NOT_THE_SAME_CHART):
+        assert slide_titles[0] in chart_titles(at), (slide_titles, chart_titles(at))
+        page_spec = shown_specs(at)[chart_titles(at).index(slide_titles[0])]
+        assert drawn_data(page_spec) == drawn_data(slide_specs[0])  # the same figure, not only its title
 
 
 QUESTIONS = [(name, n) for name, deck in DECKS.items() for n in tour.questions(deck)]
@@ -173,24 +190,6 @@ def chart_titles(at: AppTest) -> list[str]:
 # runs its own three strategies, BertViz is a frame. The slides' own figures of a page's result (issue 38 §2: token
 # ids, feed-forward widths, the chain rule, a seeded draw...) are drawn by a section of that page the link opens.
 NOT_THE_SAME_CHART = (views.decoding.Comparison, views.attention.BertViz)
-
-
-@pytest.mark.parametrize(("deck_name", "number"), SLIDES, ids=[f"{d}-{n}" for d, n in SLIDES])
-def test_a_slide_opens_on_its_full_page_with_the_same_view(deck_name, number):
-    deck = DECKS[deck_name]
-    view = deck.slide(number).view
-    at = open_lecture(deck=deck_name, slide=number, answers=all_revealed(deck))
-    slide_titles, slide_specs = chart_titles(at), shown_specs(at)
-    at.button(key="leave").click().run()
-    assert not at.exception
-    _, values = full_page(view)
-    for key, value in values.items():  # the full page's widgets hold the slide's values
-        if key in at.session_state and not isinstance(value, str | bool | tuple) and value is not None:
-            assert at.session_state[key] == value, key
-    if not isinstance(view, NOT_THE_SAME_CHART):
-        assert slide_titles[0] in chart_titles(at), (slide_titles, chart_titles(at))
-        page_spec = shown_specs(at)[chart_titles(at).index(slide_titles[0])]
-        assert drawn_data(page_spec) == drawn_data(slide_specs[0])  # the same figure, not only its title
 
 
 def drawn_data(spec: dict):

@@ -63,7 +63,7 @@ def test_crafted_links_show_literal_text_and_a_valid_view(browser, crafted_links
     wait_for_chart(tab.page)
     page = tab.page
     body = page.locator("[data-testid='stApp']").inner_text()
-    assert expected in body
+    assert expected in body, page.locator("[data-testid='stSidebar']").inner_text()  # where the refusal is said
     assert page.locator("a[href*='evil.example'], img[src*='evil.example']").count() == 0
     assert "Traceback" not in body
     assert page.locator(f"{CHART} .main-svg").count() >= 1  # a valid view all the same

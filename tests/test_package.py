@@ -28,7 +28,6 @@ from tests.browser import (
     ROOT,
     chart_title,
     chromium,
-    free_port,
     needs_chromium,
     open_tab,
     running_server,
@@ -195,12 +194,11 @@ def _serve(venv: Path, folder: Path, hosted: bool, stack: contextlib.ExitStack) 
     # A folder named explorer where the server starts (a checkout, say) must not stand in for the installed one.
     (folder / "explorer").mkdir(parents=True)
     (folder / "explorer" / "__init__.py").write_text("raise ImportError('the working folder was imported')\n")
-    port = free_port()
-    command = [str(venv / "bin" / "explorer"), "serve", "--server.port", str(port), "--server.address", "127.0.0.1"]
+    command = [str(venv / "bin" / "explorer"), "serve", "--server.port", "0", "--server.address", "127.0.0.1"]
     command += ["--hosted"] if hosted else []
     log = folder / "server.log"
     environment = {**os.environ, **OFFLINE}
-    return stack.enter_context(running_server(command, log, port=port, cwd=folder, env=environment, timeout=90)), log
+    return stack.enter_context(running_server(command, log, port=0, cwd=folder, env=environment, timeout=90)), log
 
 
 @needs_chromium[0]

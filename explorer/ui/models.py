@@ -100,7 +100,11 @@ def _request_initial_model() -> None:
 
 
 def _request_choice() -> None:
-    _request(st.session_state[_CHOICE_KEY])
+    # The box always shows the model in use, so "changed to the model in use" is no pick: Streamlit reports a
+    # widget's value as changed when a rerun (a click, a reload) cut short the run that first drew it, and
+    # taking that for a pick would wipe why a linked model did not load, leaving its stand-in unexplained.
+    if st.session_state[_CHOICE_KEY] != st.session_state.get(MODEL_KEY):
+        _request(st.session_state[_CHOICE_KEY])
 
 
 def _request_custom() -> None:
