@@ -39,7 +39,7 @@ from explorer.data.kv_cache import KVCacheTrace
 from explorer.data.lens import LogitLens
 from explorer.data.patching import Patching
 from explorer.data.probes import HeadProbes
-from explorer.errors import InputError, ModelLoadError
+from explorer.errors import InputError, ModelLoadError, NotApplicable
 from explorer.views import display as _display  # noqa: F401  (results display as their pages' views)
 
 # The model-facing functions import torch and transformers (about 6 s): loaded at first use, so that the app can
@@ -105,6 +105,7 @@ __all__ = [
     "LogitLens",
     "ModelLoadError",
     "NextTokenLogits",
+    "NotApplicable",
     "Patching",
     "TokenDistribution",
     "attribute",

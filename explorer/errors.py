@@ -7,3 +7,8 @@ class ModelLoadError(RuntimeError):
 
 class InputError(ValueError):
     """The user's input cannot be shown (empty text, nothing left after tokenizing, ...)."""
+
+
+class NotApplicable(InputError):
+    """The feature does not apply to this architecture (a model with no attention has no heads to ablate, one
+    that keeps no cache has no cache to show); the message says why. Pages show it as they show any InputError."""

@@ -1081,12 +1081,14 @@ def features_for(model_type: str) -> tuple[str, ...]:
 
 
 def judge(check, subject: Subject) -> Cell:
-    """A feature's cell: Y, its own clear message (an explorer.errors exception), or FAIL (off its reference,
-    or any other exception)."""
-    from explorer.errors import InputError, ModelLoadError
+    """A feature's cell: Y, n/a (``explorer.NotApplicable``: the explorer says why it does not apply), its own clear
+    message (another explorer.errors exception), or FAIL (off its reference, or any other exception)."""
+    from explorer.errors import InputError, ModelLoadError, NotApplicable
 
     try:
         return check(subject)
+    except NotApplicable as error:  # the explorer says why the feature does not apply to this architecture
+        return Cell(NA, _one_line(error))
     except (InputError, ModelLoadError) as error:
         return Cell(ERROR, _one_line(error))
     except Mismatch as error:
