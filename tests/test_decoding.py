@@ -442,12 +442,18 @@ def test_a_cache_that_cannot_count_its_tokens_is_not_used_and_decoding_equals_ge
         assert_same_as_generate(trace, generate(lm, FAMILY_PROMPT, case, use_cache=False), fill_tokens(lm))
 
 
-def test_a_model_without_attention_layers_refuses_attention_while_generating_and_the_kv_cache(families):
-    """Its passes return no attention maps and its cache holds states, not keys per token: both say so."""
+def test_a_model_without_attention_layers_says_attention_views_and_the_kv_cache_do_not_apply(families):
+    """Its config's layer types are all state-carrying ones: its passes return no attention maps and its cache holds
+    states, not keys per token. Capture, head ablation, attention while generating and the KV cache each say that
+    they do not apply (``NotApplicable``), naming its layer types."""
     lm, _ = families[STATES_ONLY]
-    with pytest.raises(explorer.InputError, match="no attention weights"):
+    with pytest.raises(explorer.NotApplicable, match="layer types are linear_attention, linear_attention"):
+        explorer.capture(lm, FAMILY_PROMPT)
+    with pytest.raises(explorer.NotApplicable, match=r"Head ablation does not apply: .* no attention layer"):
+        explorer.head_ablation_effects(lm, FAMILY_PROMPT)
+    with pytest.raises(explorer.NotApplicable, match="has no attention layer: its config's layer types are linear"):
         explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=2, record_attention=True)
-    with pytest.raises(explorer.InputError, match="no KV cache to show"):
+    with pytest.raises(explorer.NotApplicable, match="no KV cache to show"):
         explorer.kv_cache(lm, FAMILY_PROMPT, steps=2)
 
 

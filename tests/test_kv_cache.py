@@ -191,7 +191,7 @@ def test_a_model_that_keeps_no_keys_says_it_has_no_kv_cache(tmp_path, name, says
     from tests.families import build_family
 
     lm = explorer.load_model(build_family(name, tmp_path / name), device=DEVICE)
-    with pytest.raises(explorer.InputError, match=says):
+    with pytest.raises(explorer.NotApplicable, match=says):
         explorer.kv_cache(lm, FAMILY_PROMPT, steps=2)
 
 
@@ -332,7 +332,7 @@ def test_bad_settings_raise_input_error(tiny_models, prompt, steps, says):
 
 def test_an_encoder_keeps_no_cache_and_says_so(tiny_models):
     lm = explorer.load_model(tiny_models["bert"], device=DEVICE)
-    with pytest.raises(explorer.InputError, match=r"encoder.*keeps no KV cache"):
+    with pytest.raises(explorer.NotApplicable, match=r"encoder.*keeps no KV cache"):
         explorer.kv_cache(lm, TEXT, steps=2)
 
 

@@ -179,7 +179,7 @@ def test_a_model_whose_config_names_no_heads_loads_without_attention(tmp_path, m
     word_tokenizer().save_pretrained(tmp_path)
     lm = explorer.load_model(tmp_path, device=DEVICE)
     assert (lm.attention, lm.num_heads) == ("none", 0)
-    with pytest.raises(explorer.InputError, match="attention views do not apply"):
+    with pytest.raises(explorer.NotApplicable, match=r"has no attention layers.*attention views do not apply"):
         explorer.capture(lm, "the cat sat")
     if lm.kind == "decoder":
         case = dict(strategy="greedy", max_new_tokens=3)
@@ -187,7 +187,7 @@ def test_a_model_whose_config_names_no_heads_loads_without_attention(tmp_path, m
         with torch.inference_mode():
             expected = lm.model.generate(ids, generation_config=reference_config(lm, case))
         assert_same_as_generate(explorer.decode(lm, "the cat sat", **case), expected, fill_tokens(lm))
-        with pytest.raises(explorer.InputError, match=r"Head ablation is not supported .* no attention weights"):
+        with pytest.raises(explorer.NotApplicable, match=r"Head ablation does not apply .* no attention heads"):
             explorer.head_ablation_effects(lm, "the cat sat")  # what RWKV returns as attentions are no heads
 
 

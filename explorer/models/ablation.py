@@ -33,7 +33,7 @@ from functools import partial
 import torch
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER
-from explorer.errors import InputError
+from explorer.errors import InputError, NotApplicable
 from explorer.models import recorder, sites
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 
@@ -64,7 +64,10 @@ def layout(lm) -> AttentionLayout:
 
 def _probe(lm) -> AttentionLayout:
     if getattr(lm, "attention", recorder.RECORDED) == recorder.NO_ATTENTION:  # what RWKV returns are not weights
-        raise InputError(_unsupported(lm, "it returns no attention weights"))
+        raise NotApplicable(
+            f"Head ablation does not apply to {lm.name} ({type(lm.model).__name__}): it has no attention layers, so "
+            "it has no attention heads to switch off."
+        )
     ids = sites.probe_ids(lm, "Hello world")[:, :4]
     with torch.inference_mode(), recorder.recording() as calls:
         if lm.kind == KIND_ENCODER_DECODER:
@@ -86,6 +89,8 @@ def _probe(lm) -> AttentionLayout:
 
 def _probe_projections(lm) -> AttentionLayout:
     """The layout of a model whose attention runs in its own code, with a hook on each output projection."""
+    from explorer.models.capture import without_attention_layers  # capture imports this module
+
     with torch.inference_mode(), sites.record_calls(lm.model) as calls:
         maps = _returned_maps(lm.model(**_probe_inputs(lm), output_attentions=True))
     modules, heads, used = defaultdict(list), defaultdict(list), set()
@@ -99,6 +104,8 @@ def _probe_projections(lm) -> AttentionLayout:
         modules[stack].append(id(attention.module))
         heads[stack].append(weights.shape[1])
     if not maps:
+        if why := without_attention_layers(lm):
+            raise NotApplicable(f"Head ablation does not apply: {why}, so it has no attention heads to switch off.")
         raise InputError(_unsupported(lm, "it returns no attention weights"))
     return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
 

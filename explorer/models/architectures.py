@@ -136,3 +136,17 @@ def _classes(names: dict, model_type: str) -> set[str]:
     """The class names an auto mapping lists for ``model_type`` (one name, or a tuple of them)."""
     found = names.get(model_type, ())
     return {found} if isinstance(found, str) else set(found)
+
+
+# Layer types in transformers' own config vocabulary (``config.layer_types``; its legacy "mamba" included) whose
+# layers carry a running state (linear attention, state spaces, convolutions) instead of softmax weights over keys.
+STATE_LAYER_TYPES = frozenset({"linear_attention", "conv", "mamba"})
+
+
+def stateful_layer_types(config) -> tuple[str, ...] | None:
+    """The config's layer types where every one is a state-carrying layer (a hybrid family built without any of its
+    attention layers, such as a 2-layer RecurrentGemma whose attention comes every third layer), else None."""
+    layer_types = getattr(config.get_text_config(), "layer_types", None)
+    if not layer_types or not all(kind in STATE_LAYER_TYPES for kind in layer_types):
+        return None
+    return tuple(layer_types)

@@ -10,9 +10,15 @@ import torch
 from explorer.checks import given_text
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER, AttentionCapture, AttentionStack
 from explorer.data.attention import TOLERANCE, WEIGHTS_ONLY_NOTE
-from explorer.errors import InputError
+from explorer.errors import InputError, NotApplicable
 from explorer.models import ablation, recorder
-from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER, module_quirks
+from explorer.models.architectures import (
+    KIND_DECODER,
+    KIND_ENCODER,
+    KIND_ENCODER_DECODER,
+    module_quirks,
+    stateful_layer_types,
+)
 from explorer.models.local_attention import as_query_key_maps
 from explorer.models.tokens import token_labels
 from explorer.models.transfer import to_host
@@ -54,7 +60,7 @@ def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start)
     """The capture of ids held on the host (``encoded``, ``decoder_ids``); ``_forward`` sends them to the model."""
     source = attention_source(lm)
     if source == recorder.NO_ATTENTION:
-        raise InputError(no_attention(lm))
+        raise NotApplicable(no_attention(lm))
     with torch.inference_mode(), ablation.ablating(lm, ablated), recorder.recording() as calls:
         out = _forward(lm, encoded, decoder_ids, output_attentions=source == recorder.RETURNED)
     # Labels are read from the ids on the host: on a GPU they are made while the forward pass still runs.
@@ -94,12 +100,25 @@ def attention_source(lm) -> str:
 
 
 def no_attention(lm) -> str:
-    """The sentence for a model that returns no attention weights, whatever asked for them."""
+    """The sentence for a model with no attention layers (decided at load: no attention call, no per-head map, no
+    heads in its config), whatever asked for its attention."""
     decodes = " Its decoding pages work as for any model." if lm.kind != KIND_ENCODER else ""
     return (
-        f"{_named(lm)} returns no attention weights, neither through transformers' "
-        "AttentionInterface nor as output_attentions (a state-space model such as Mamba has no attention layers): "
-        f"attention views do not apply to it.{decodes}"
+        f"{_named(lm)} has no attention layers: its layers mix the tokens another way (a state space, a recurrence "
+        "or a Fourier transform), so it computes no attention weights over the tokens, and attention views do not "
+        f"apply to it.{decodes}"
+    )
+
+
+def without_attention_layers(lm) -> str | None:
+    """Why ``lm`` has no attention layer where its config's layer types hold none (a hybrid built of its linear or
+    state-space layers alone: an empty ``output_attentions`` is then the model's honest answer), else None."""
+    types = stateful_layer_types(lm.model.config)
+    if types is None:
+        return None
+    return (
+        f"{_named(lm)} has no attention layer: its config's layer types are {', '.join(types)}, each carrying a "
+        "running state (linear attention, a state space or a convolution) instead of attention weights over the tokens"
     )
 
 
@@ -250,6 +269,8 @@ def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[tor
         for name, layers in stacks.items()
     }
     if not any(stacks.values()):
+        if why := without_attention_layers(lm):
+            raise NotApplicable(f"{why}, so attention views do not apply to it.")
         raise InputError(
             f"{_named(lm)} returned no attention weights for this text, though its output has a place for them."
         )

@@ -66,7 +66,7 @@ from explorer.data.decoding import (
     DecodeTrace,
     NgramBan,
 )
-from explorer.errors import InputError
+from explorer.errors import InputError, NotApplicable
 from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.beam_search import BeamSearch, BeamTree
@@ -304,7 +304,7 @@ def _check_recordable(lm) -> None:
     from explorer.models.capture import no_attention
 
     if _attention_source(lm) == recorder.NO_ATTENTION:
-        raise InputError(no_attention(lm))
+        raise NotApplicable(no_attention(lm))
 
 
 def _attention_source(lm) -> str:

@@ -23,7 +23,7 @@ from collections import defaultdict
 import torch
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER, AttentionStack
-from explorer.errors import InputError
+from explorer.errors import InputError, NotApplicable
 from explorer.models.capture import _stack
 from explorer.models.tokens import token_labels
 from explorer.models.transfer import to_host
@@ -55,9 +55,11 @@ def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: lis
     {stack: [layer] of [1, head, query, key]} per pass), for a model whose attention is not recorded: no queries
     or keys, so ``verify()`` has nothing to recompute. ``InputError`` for weights in another layout (local
     attention returned in blocks or bands is not a [query, key] map of the positions)."""
-    from explorer.models.capture import _as_map, weights_only_stack
+    from explorer.models.capture import _as_map, weights_only_stack, without_attention_layers
 
     if not any(found.get(STACK_DECODER) for found in passes):
+        if why := without_attention_layers(lm):
+            raise NotApplicable(f"{why}, so there is no attention to show while it generates.")
         raise InputError(
             f"{lm.name} returns no attention weights while it generates (its layers are linear-attention or "
             "state-space layers here): there is no attention to show."

@@ -13,9 +13,10 @@ prefill is the same pass both ways and is timed the same way both ways.
 
 Which caches a cache object holds depends on its class (a table): a decoder's ``DynamicCache`` has one per layer,
 an encoder-decoder's ``EncoderDecoderCache`` the decoder's self-attention cache and the cross-attention cache
-(the encoder's keys and values, computed once by the prefill). Encoders have no cache: ``InputError``. A hybrid
-model's linear-attention or state-space layers keep a fixed-size state instead of keys and values: layers without
-keys are left out of the stacks and named in the trace's notes, as is a state kept beside keys (not counted).
+(the encoder's keys and values, computed once by the prefill). Encoders have no cache, nor have models that keep
+none (OpenAI-GPT) or only fixed-size states (Mamba): ``NotApplicable``. A hybrid model's linear-attention or
+state-space layers keep a fixed-size state instead of keys and values: layers without keys are left out of the
+stacks and named in the trace's notes, as is a state kept beside keys (not counted).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from transformers.cache_utils import LinearAttentionCacheLayerMixin
 from explorer.checks import given_text
 from explorer.data import STACK_CROSS, STACK_DECODER
 from explorer.data.kv_cache import KV, LOGIT_TOLERANCE, CachedStack, KVCacheTrace
-from explorer.errors import InputError
+from explorer.errors import InputError, NotApplicable
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.decoding import MAX_NEW_TOKENS, cache_name, counts_tokens, special_token_ids
 from explorer.models.tokens import token_labels
@@ -50,7 +51,8 @@ SYNCHRONIZE: dict[str, Callable[[], None]] = {"cuda": torch.cuda.synchronize, "m
 def kv_cache(lm, prompt: str, *, steps: int = 8) -> KVCacheTrace:
     """Greedy search from ``prompt``: a prefill, then ``steps`` one-token steps with the model's KV cache, and the
     same passes without it (see the module's docstring), each timed in ``REPEATS`` runs after a warm-up.
-    ``InputError`` for an encoder, an empty prompt or ``steps`` outside 1 … ``MAX_NEW_TOKENS``."""
+    ``NotApplicable`` for a model that keeps no keys and values (an encoder, Mamba); ``InputError`` for an empty
+    prompt or ``steps`` outside 1 … ``MAX_NEW_TOKENS``."""
     _check(lm, prompt, steps)
     passes = PASSES[lm.kind](lm, prompt, steps)
     with torch.inference_mode():
@@ -105,12 +107,12 @@ def _unequal(difference: np.ndarray, dtype: str) -> tuple[str, ...]:
 
 def _check(lm, prompt: str, steps: int) -> None:
     if lm.kind not in PASSES:
-        raise InputError(
+        raise NotApplicable(
             f"{lm.name} is an encoder: it reads the whole text in one pass and generates nothing, so it keeps no KV "
             "cache. Load a decoder (the bundled prose-llama, gpt2, ...) or an encoder-decoder (t5-small)."
         )
     if lm.kind == KIND_DECODER and not counts_tokens(lm.model, cache_name(lm.model)):
-        raise InputError(
+        raise NotApplicable(
             f"{lm.name}'s layers are all linear-attention or state-space layers: its cache holds a running state, "
             "not keys and values per token, and transformers' generate() cannot decode with it, so there is no KV "
             "cache to show."
@@ -127,7 +129,7 @@ def _cached_run(passes, steps: int) -> dict:
     run = {"logits": [], "chosen": [], "seconds": [], "caches": []}
     (logits, cache), seconds = passes.timed(passes.prefill)
     if cache is None:
-        raise InputError(
+        raise NotApplicable(
             f"{passes.lm.name} keeps no KV cache: every step of its decoding runs the whole text again (generate() "
             "does the same), so there is no cache to show."
         )
@@ -178,7 +180,7 @@ def _holds_keys(layer) -> bool:
 def _state_notes(lm, cache) -> tuple[str, ...]:
     """Notes on the decoder's layers whose cache holds a linear-attention or state-space state (fixed in size, not
     keys and values): those without keys are left out of the stacks, the others' state is not counted.
-    ``InputError`` when no layer holds keys."""
+    ``NotApplicable`` when no layer holds keys."""
     part = dict(CACHE_STACKS[type(cache).__name__])[STACK_DECODER]
     # A slot no layer wrote is none of the decoder's layers (ProphetNet's cache has as many as its encoder's layers).
     every = (getattr(cache, part) if part else cache).layers
@@ -186,7 +188,7 @@ def _state_notes(lm, cache) -> tuple[str, ...]:
     keyless = [str(index) for index, layer in layers if not _holds_keys(layer)]
     stateful = [str(index) for index, layer in layers if _holds_state(layer) and _holds_keys(layer)]
     if len(keyless) == len(layers):
-        raise InputError(
+        raise NotApplicable(
             f"{lm.name} keeps no keys and values: each of its layers carries a fixed-size state (a linear-attention "
             "or state-space layer) instead of a KV cache, so there is no KV cache to show."
         )
