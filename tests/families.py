@@ -161,9 +161,31 @@ OVERRIDES: dict[str, Family] = {
     "longt5": Family(ENCODER_DECODER, {"local_radius": 2}),
     # GPT-Neo: a global then a local layer, the local one a window of 4.
     "gpt_neo": Family(DECODER, {"attention_types": [[["global", "local"], 1]], "window_size": 4}),
-    # Mamba-2 heads: hidden_size * expand = heads * head_dim.
-    "bamba": Family(DECODER, {"mamba_n_heads": 4, "mamba_d_head": 16}),
-    "granitemoehybrid": Family(DECODER, {"mamba_n_heads": 4, "mamba_d_head": 16}),
+    # Hybrids: a linear-attention (or state-space, or convolution) layer, then a softmax-attention one, so that
+    # capture is checked against attention the model computes (their defaults put attention in every 4th to 6th
+    # layer, or none: 2 layers would have none). Mamba-2 heads: hidden_size * expand = heads * head_dim.
+    "bamba": Family(DECODER, {"mamba_n_heads": 4, "mamba_d_head": 16, "attn_layer_indices": [1]}),
+    "granitemoehybrid": Family(
+        DECODER, {"mamba_n_heads": 4, "mamba_d_head": 16, "layer_types": ["linear_attention", "full_attention"]}
+    ),
+    "bailing_hybrid": Family(DECODER, {"layer_types": ["linear_attention", "full_attention"]}),
+    "kimi_linear": Family(DECODER, {"layer_types": ["linear_attention", "full_attention"]}),
+    "lfm3": Family(DECODER, {"layer_types": ["conv", "full_attention"]}),
+    "qwen3_5_text": Family(DECODER, {"layer_types": ["linear_attention", "full_attention"]}),
+    "recurrent_gemma": Family(DECODER, {"block_types": ["recurrent", "attention"]}),
+    "qwen3_5_moe_text": Family(DECODER, {"layer_types": ["linear_attention", "full_attention"]}),
+    # Its attention layer selects keys by a token indexer (QSA), which needs its sizes.
+    "qwen4_exp_text": Family(
+        DECODER,
+        {
+            "layer_types": ["linear_attention", "indexed_attention"],
+            "indexer_n_heads": 2,
+            "indexer_kv_heads": 1,
+            "indexer_head_dim": 8,
+            "indexer_budget": 4,
+            "indexer_compress_ratio": 2,
+        },
+    ),
     "zamba2": Family(DECODER, {"layers_block_type": ["mamba", "hybrid"]}),
     # Families whose attention has no grouped key/value heads.
     "dots3_note_text": Family(DECODER, {"num_key_value_heads": 4}),
@@ -238,9 +260,9 @@ ISSUE_FAMILIES = (
 )  # fmt: skip
 
 
-def tiny_config(model_type: str):
-    """The family's own config class with SHRINK's sizes (where it has them), the word tokenizer's ids and the
-    family's overrides."""
+def tiny_config(model_type: str, **overrides):
+    """The family's own config class with SHRINK's sizes (where it has them), the word tokenizer's ids, the
+    family's overrides and then ``overrides`` (a test's variant of the family)."""
     family = FAMILIES[model_type]
     config_class = CONFIG_MAPPING[model_type]
     present = config_class().to_dict()
@@ -253,7 +275,7 @@ def tiny_config(model_type: str):
     values |= _tiny_token_ids(present, values)
     if family.kind == ENCODER_DECODER and present.get("decoder_start_token_id") is None:
         values["decoder_start_token_id"] = IDS["pad_token_id"]  # as T5's checkpoints name it
-    return config_class(**(values | family.config))
+    return config_class(**(values | family.config | overrides))
 
 
 def _tiny_token_ids(present: dict, values: dict) -> dict:
@@ -303,17 +325,19 @@ def tokenizer_for(kind: str):
     return word_tokenizer(eos=kind == ENCODER_DECODER)
 
 
-def build(model_type: str):
-    """(model, tokenizer): the tiny ``model_type`` with seeded random weights, eager attention, in eval mode."""
+def build(model_type: str, **overrides):
+    """(model, tokenizer): the tiny ``model_type`` (its config's ``overrides`` applied) with seeded random weights,
+    eager attention, in eval mode."""
     torch.manual_seed(0)
-    config = tiny_config(model_type)
+    config = tiny_config(model_type, **overrides)
     model = model_class(model_type)._from_config(config, attn_implementation="eager").eval()
     return model, tokenizer_for(FAMILIES[model_type].kind)
 
 
-def build_family(model_type: str, folder: str | Path) -> str:
-    """Build the tiny ``model_type`` and save it with its tokenizer in ``folder``: the folder, as a string."""
-    model, tokenizer = build(model_type)
+def build_family(model_type: str, folder: str | Path, **overrides) -> str:
+    """Build the tiny ``model_type`` (its config's ``overrides`` applied) and save it with its tokenizer in
+    ``folder``: the folder, as a string."""
+    model, tokenizer = build(model_type, **overrides)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)

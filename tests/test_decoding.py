@@ -365,10 +365,11 @@ WEIGHTS_ONLY = ("gpt_neo", "openai-gpt", "mvp", "prophetnet")
 # XLNet prepares its own generation inputs (a token to predict appended, hidden by its permutation mask) and returns
 # its cache (mems) as a new tuple after every pass.
 OWN_INPUTS = "xlnet"
-# RecurrentGemma's tiny model has recurrent layers alone (its attention comes every third layer): a cache of them
-# cannot say how many tokens it holds (transformers' get_seq_length raises), so generate() decodes it only with
-# use_cache=False.
+# RecurrentGemma built of recurrent layers alone (its attention comes every third layer, so 2 layers have none): a
+# cache of them cannot say how many tokens it holds (transformers' get_seq_length raises), so generate() decodes it
+# only with use_cache=False.
 STATES_ONLY = "recurrent_gemma"
+BUILT_WITH = {STATES_ONLY: {"block_types": ["recurrent", "recurrent", "attention"]}}  # the family's config values
 FAMILY_PROMPT = "the cat sat on the mat"
 FAMILY_CASES = {
     "beam": dict(strategy="beam", num_beams=3, max_new_tokens=4, num_return_sequences=2),
@@ -385,10 +386,11 @@ CHEAPER = {"falcon_h1": {"mamba_chunk_size": 4}}
 
 
 def build_cheap(name: str, folder) -> str:
-    """tests/families.py's tiny ``name``, saved in ``folder`` with ``CHEAPER``'s values in its config."""
+    """tests/families.py's tiny ``name`` (built with ``BUILT_WITH``'s config values), saved in ``folder`` with
+    ``CHEAPER``'s values in its config."""
     from tests.families import build_family
 
-    build_family(name, folder)
+    build_family(name, folder, **BUILT_WITH.get(name, {}))
     config = Path(folder) / "config.json"
     config.write_text(json.dumps(json.loads(config.read_text()) | CHEAPER.get(name, {})))
     return str(folder)

@@ -243,12 +243,12 @@ def test_the_sum_is_put_in_the_first_layers_shape():
 
 
 def test_a_model_whose_cache_cannot_count_its_tokens_shows_its_first_layers_input():
-    """LFM3's tiny model has convolution layers alone: a cache of them cannot say how many tokens it holds
-    (transformers' get_seq_length raises), so the page's pass asks for none and shows what the first layer receives."""
+    """LFM3 built of convolution layers alone: a cache of them cannot say how many tokens it holds (transformers'
+    get_seq_length raises), so the page's pass asks for none and shows what the first layer receives."""
     from explorer import gateway
     from tests.families import build
 
-    model, tokenizer = build("lfm3")
+    model, tokenizer = build("lfm3", layer_types=["conv", "conv"])
     lm = _as_loaded(model.to(DEVICE), tokenizer, "decoder")
     vectors = gateway._input_vectors(lm, "the cat sat on the mat")
     seen = []
