@@ -369,7 +369,22 @@ def test_a_model_without_attention_loads_and_attention_views_say_they_do_not_app
     word_tokenizer().save_pretrained(tmp_path)
     lm = explorer.load_model(tmp_path, device=DEVICE)
     assert (lm.kind, lm.attention, lm.num_heads) == ("decoder", "none", 0)
-    with pytest.raises(explorer.InputError, match="attention views do not apply"):
+    with pytest.raises(explorer.NotApplicable, match=r"has no attention layers.*attention views do not apply"):
+        explorer.capture(lm, TEXT)
+
+
+def test_a_model_that_switched_its_own_attention_type_says_why_it_returns_no_weights(tmp_path):
+    """BigBird's block-sparse attention needs more tokens than its blocks cover: its forward (the load's probe)
+    switches it to full attention and swaps its attention modules, and transformers' own output_attentions is then
+    empty. The capture names the switch rather than a bare "no weights"."""
+    from tests.families import build_family
+
+    lm = explorer.load_model(build_family("big_bird", tmp_path / "big_bird"), device=DEVICE)
+    assert lm.model.config.attention_type == "block_sparse"
+    with torch.inference_mode():  # the model's own answer: no weights at all
+        own = lm.model(**lm.tokenizer(TEXT, return_tensors="pt").to(DEVICE), output_attentions=True).attentions
+    assert not own
+    with pytest.raises(explorer.InputError, match="runs original_full attention, not the block_sparse attention"):
         explorer.capture(lm, TEXT)
 
 

@@ -271,6 +271,8 @@ def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[tor
     if not any(stacks.values()):
         if why := without_attention_layers(lm):
             raise NotApplicable(f"{why}, so attention views do not apply to it.")
+        if why := _attention_type_switched(lm):
+            raise InputError(why)
         raise InputError(
             f"{_named(lm)} returned no attention weights for this text, though its output has a place for them."
         )
@@ -284,6 +286,21 @@ def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[tor
                     "tokens), so it cannot be drawn as attention weights."
                 )
     return {name: layers for name, layers in stacks.items() if layers}
+
+
+def _attention_type_switched(lm) -> str | None:
+    """Why a model that switched its own attention type returns no weights (BigBird: block-sparse attention needs
+    more tokens than its blocks cover, so its forward switches to full attention and swaps its attention modules
+    for new ones, which transformers' output_attentions then never reads), else None."""
+    configured = getattr(lm.model.config, "attention_type", None)
+    running = getattr(lm.model.base_model, "attention_type", None)
+    if not isinstance(configured, str) or not isinstance(running, str) or running == configured:
+        return None
+    return (
+        f"{_named(lm)} runs {running} attention, not the {configured} attention its config names: its own forward "
+        "switched on a text too short for its sparse blocks and replaced its attention modules doing so, after which "
+        "transformers returns no attention weights for it, so there are none to show."
+    )
 
 
 def _as_map(lm, stack: str, layer, length: int):
