@@ -373,6 +373,18 @@ def test_a_model_without_attention_loads_and_attention_views_say_they_do_not_app
         explorer.capture(lm, TEXT)
 
 
+def test_a_model_whose_modules_form_no_weights_says_attention_views_do_not_apply(tmp_path):
+    """MRA approximates its attention at several resolutions and forms no weights: no module of it can be asked for
+    them, and the model's own output has none. The capture says attention views do not apply (``NotApplicable``)."""
+    from tests.families import build_family
+
+    lm = explorer.load_model(build_family("mra", tmp_path / "mra"), device=DEVICE)
+    with torch.inference_mode():  # the model's own answer: no weights at all
+        assert lm.model(**lm.tokenizer(TEXT, return_tensors="pt").to(DEVICE), output_attentions=True).attentions is None
+    with pytest.raises(explorer.NotApplicable, match=r"forms no attention weights.*attention views do not apply"):
+        explorer.capture(lm, TEXT)
+
+
 def test_a_model_that_switched_its_own_attention_type_says_why_it_returns_no_weights(tmp_path):
     """BigBird's block-sparse attention needs more tokens than its blocks cover: its forward (the load's probe)
     switches it to full attention and swaps its attention modules, and transformers' own output_attentions is then

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections import defaultdict
 
 import numpy as np
@@ -271,6 +272,13 @@ def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[tor
     if not any(stacks.values()):
         if why := without_attention_layers(lm):
             raise NotApplicable(f"{why}, so attention views do not apply to it.")
+        if _forms_no_weights(lm.model):
+            raise NotApplicable(
+                f"{_named(lm)} forms no attention weights: none of its modules can return them (none can be asked "
+                "for them or records them), as it computes its attention without a matrix of weights "
+                "over the tokens (an approximation such as MRA's blocks at several resolutions), so attention views "
+                "do not apply to it."
+            )
         if why := _attention_type_switched(lm):
             raise InputError(why)
         raise InputError(
@@ -286,6 +294,23 @@ def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[tor
                     "tokens), so it cannot be drawn as attention weights."
                 )
     return {name: layers for name, layers in stacks.items() if layers}
+
+
+# The arguments by which a module can be asked for its attention weights: transformers' and torch's own.
+_WEIGHTS_ARGUMENTS = frozenset({"output_attentions", "need_weights"})
+
+
+def _forms_no_weights(model) -> bool:
+    """Whether no module of ``model`` can return attention weights: none can be asked for them (``_WEIGHTS_ARGUMENTS``)
+    and none records attentions from its modules (transformers' ``_can_record_outputs``). Among transformers' text
+    families only those without attention (Mamba, xLSTM, FNet) and MRA, whose approximation forms no weights, are
+    such."""
+    for module in model.modules():
+        if any(name.endswith("attentions") for name in getattr(module, "_can_record_outputs", None) or {}):
+            return False
+        if _WEIGHTS_ARGUMENTS & set(inspect.signature(module.forward).parameters):
+            return False
+    return True
 
 
 def _attention_type_switched(lm) -> str | None:
