@@ -480,7 +480,7 @@ def check_capture(subject: Subject) -> Cell:
         expected = {"encoder": encoder, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
     else:
         out = subject.run(ids, output_attentions=True)
-        expected = {"encoder" if subject.kind == ENCODER else "decoder": out.attentions}
+        expected = {"encoder" if subject.kind == ENCODER else "decoder": _softmax_layers(subject, out.attentions)}
     notes = []
     for stack, layers in expected.items():
         if stack not in cap.stacks:
@@ -492,6 +492,15 @@ def check_capture(subject: Subject) -> Cell:
         weights = layers if isinstance(layers, np.ndarray) else _layers(layers, length)
         close(f"{stack} weights", cap.stacks[stack].attentions, weights)
     return Cell(NA, "; ".join(notes)) if notes and len(notes) == len(expected) else Cell(Y, "; ".join(notes))
+
+
+def _softmax_layers(subject: Subject, layers):
+    """The model's own per-layer attentions, with what its linear-attention layers return left out (None): MiniMax's
+    lightning layers return their running state [batch, head, head_dim, head_dim], not weights over the tokens."""
+    layer_types = getattr(subject.reference.config, "layer_types", None)
+    if not layers or not layer_types or len(layer_types) != len(layers):
+        return layers
+    return [None if kind == "linear_attention" else layer for kind, layer in zip(layer_types, layers, strict=True)]
 
 
 def check_verify(subject: Subject) -> Cell:
@@ -597,7 +606,8 @@ def check_record_attention(subject: Subject) -> Cell:
         out = subject.run(torch.as_tensor(trace.prompt_ids)[None], fed, output_attentions=True, use_cache=False)
         expected = {"decoder": out.decoder_attentions, "cross": out.cross_attentions}
     else:
-        expected = {"decoder": subject.run(fed, output_attentions=True, use_cache=False).attentions}
+        own = subject.run(fed, output_attentions=True, use_cache=False).attentions
+        expected = {"decoder": _softmax_layers(subject, own)}
     recorded = trace.attention or {}
     if not set(expected) <= set(recorded):
         if not trace.notes:

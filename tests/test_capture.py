@@ -385,6 +385,23 @@ def test_a_model_whose_modules_form_no_weights_says_attention_views_do_not_apply
         explorer.capture(lm, TEXT)
 
 
+def test_linear_attention_layers_that_return_their_state_are_left_out_of_the_capture(tmp_path):
+    """MiniMax's lightning (linear-attention) layer returns its running state [batch, head, head_dim, head_dim] as
+    its "attention": no map over the tokens. Its config names the layer linear_attention, so the capture holds its
+    full-attention layer alone, recorded (queries and keys too), equal to that layer's own output_attentions."""
+    from tests.families import build_family
+
+    lm = explorer.load_model(build_family("minimax", tmp_path / "minimax"), device=DEVICE)
+    assert lm.model.config.layer_types == ["full_attention", "linear_attention"] and lm.attention == "recorded"
+    cap = explorer.capture(lm, TEXT)
+    ids = torch.as_tensor(cap.token_ids, device=DEVICE)[None]
+    with torch.inference_mode():
+        own = lm.model(input_ids=ids, output_attentions=True, use_cache=False).attentions
+    assert own[1].shape[-2:] == (8, 8) != own[0].shape[-2:]  # the state: head_dim x head_dim, whatever the text
+    np.testing.assert_allclose(cap.main.attentions, own[0].cpu().numpy(), rtol=0, atol=1e-6)
+    assert cap.verify() <= 1e-5
+
+
 def test_a_model_that_switched_its_own_attention_type_says_why_it_returns_no_weights(tmp_path):
     """BigBird's block-sparse attention needs more tokens than its blocks cover: its forward (the load's probe)
     switches it to full attention and swaps its attention modules, and transformers' own output_attentions is then

@@ -150,3 +150,14 @@ def stateful_layer_types(config) -> tuple[str, ...] | None:
     if not layer_types or not all(kind in STATE_LAYER_TYPES for kind in layer_types):
         return None
     return tuple(layer_types)
+
+
+def attention_outputs(config, layers):
+    """A model's per-layer ``output_attentions`` with what its state-carrying layers return put as None, as
+    transformers itself puts it for most hybrids: MiniMax's lightning (linear-attention) layers return their running
+    state [batch, head, head_dim, head_dim], not weights over the tokens. Layers as they are where the config names
+    no type per layer."""
+    layer_types = getattr(config.get_text_config(), "layer_types", None)
+    if not layers or not layer_types or len(layer_types) != len(layers):
+        return layers
+    return tuple(None if kind in STATE_LAYER_TYPES else layer for kind, layer in zip(layer_types, layers, strict=True))

@@ -17,6 +17,7 @@ from explorer.models.architectures import (
     KIND_DECODER,
     KIND_ENCODER,
     KIND_ENCODER_DECODER,
+    attention_outputs,
     module_quirks,
     stateful_layer_types,
 )
@@ -263,7 +264,7 @@ def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[tor
         named = {STACK_ENCODER: out.encoder_attentions, STACK_DECODER: out.decoder_attentions}
         named[STACK_CROSS] = out.cross_attentions
     else:
-        named = {_default_stack(lm): out.attentions}
+        named = {_default_stack(lm): attention_outputs(lm.model.config, out.attentions)}
     stacks = {name: [layer for layer in layers or () if layer is not None] for name, layers in named.items()}
     stacks = {  # local attention comes in blocks or bands: laid out as [query, key] maps first
         name: [_as_map(lm, name, layer, len(token_axes[name][0])) for layer in layers]

@@ -68,7 +68,7 @@ from explorer.data.decoding import (
 )
 from explorer.errors import InputError, NotApplicable
 from explorer.models import ablation, recorder
-from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER, attention_outputs
 from explorer.models.beam_search import BeamSearch, BeamTree
 from explorer.models.tokens import token_labels
 
@@ -502,7 +502,7 @@ class _Run:
             if encoder is not None:
                 found[STACK_ENCODER] = encoder.attentions
         else:
-            found = {STACK_DECODER: outputs.attentions}
+            found = {STACK_DECODER: attention_outputs(self.lm.model.config, outputs.attentions)}
         self.returned.append({name: [layer for layer in layers if layer is not None] for name, layers in found.items()})
 
     def _logits_to_keep(self, count: int) -> dict:

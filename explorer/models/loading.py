@@ -24,6 +24,7 @@ from explorer.models.architectures import (
     AUTO_CLASS_OF_KIND,
     KIND_ENCODER,
     KIND_ENCODER_DECODER,
+    attention_outputs,
     infer_kind,
     integrated_gradients_steps,
     quirks_for,
@@ -563,7 +564,13 @@ def _probe(model: PreTrainedModel, kind: str, tokenizer, name: str) -> Probe:
             f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no details'})."
         ) from error
     places = [f.name for f in dataclasses.fields(out) if f.name.endswith("attentions")]
-    returned = [layer for place in places for layer in getattr(out, place) or () if layer is not None]
+    # What a state-carrying layer returns (MiniMax's linear-attention state) is no map over the tokens.
+    returned = [
+        layer
+        for place in places
+        for layer in attention_outputs(model.config, getattr(out, place)) or ()
+        if layer is not None
+    ]
     per_head = any(isinstance(layer, torch.Tensor) and layer.dim() == 4 for layer in returned)
     decoder = inputs.get("decoder_input_ids", ids).shape[1]
     return Probe(calls, len(returned), bool(places), (ids.shape[1], decoder), per_head)
