@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -400,6 +402,21 @@ def test_linear_attention_layers_that_return_their_state_are_left_out_of_the_cap
     assert own[1].shape[-2:] == (8, 8) != own[0].shape[-2:]  # the state: head_dim x head_dim, whatever the text
     np.testing.assert_allclose(cap.main.attentions, own[0].cpu().numpy(), rtol=0, atol=1e-6)
     assert cap.verify() <= 1e-5
+
+
+def test_a_model_that_returns_vectors_in_place_of_weights_says_attention_views_do_not_apply(tmp_path):
+    """YOSO approximates attention by hashing and returns its attention's output, one vector of the hidden width per
+    token, where weights would be: the capture says attention views do not apply, naming that shape."""
+    from tests.families import build_family
+
+    lm = explorer.load_model(build_family("yoso", tmp_path / "yoso"), device=DEVICE)
+    encoded = lm.tokenizer(TEXT, return_tensors="pt").to(DEVICE)
+    with torch.inference_mode():
+        own = lm.model(**encoded, output_attentions=True).attentions
+    shape = (1, encoded["input_ids"].shape[1], lm.model.config.hidden_size)
+    assert all(tuple(layer.shape) == shape for layer in own)
+    with pytest.raises(explorer.NotApplicable, match=re.escape(f"({shape}: its attention's output")):
+        explorer.capture(lm, TEXT)
 
 
 def test_a_model_that_switched_its_own_attention_type_says_why_it_returns_no_weights(tmp_path):

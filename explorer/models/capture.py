@@ -271,30 +271,48 @@ def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[tor
         for name, layers in stacks.items()
     }
     if not any(stacks.values()):
-        if why := without_attention_layers(lm):
-            raise NotApplicable(f"{why}, so attention views do not apply to it.")
-        if _forms_no_weights(lm.model):
-            raise NotApplicable(
-                f"{_named(lm)} forms no attention weights: none of its modules can return them (none can be asked "
-                "for them or records them), as it computes its attention without a matrix of weights "
-                "over the tokens (an approximation such as MRA's blocks at several resolutions), so attention views "
-                "do not apply to it."
-            )
-        if why := _attention_type_switched(lm):
-            raise InputError(why)
-        raise InputError(
-            f"{_named(lm)} returned no attention weights for this text, though its output has a place for them."
-        )
+        _refuse_empty(lm)
     for name, layers in stacks.items():
-        queries, keys = token_axes[name]
         for layer in layers:
-            if not isinstance(layer, torch.Tensor) or tuple(layer.shape[2:]) != (len(queries), len(keys)):
-                raise InputError(
-                    f"{_named(lm)} returns its {name} attention in a layout of its own "
-                    f"({_shape(layer)}, not [batch, head, {len(queries)}, {len(keys)}]: one map per head over these "
-                    "tokens), so it cannot be drawn as attention weights."
-                )
+            _check_layout(lm, name, layer, *(len(tokens) for tokens in token_axes[name]))
     return {name: layers for name, layers in stacks.items() if layers}
+
+
+def _refuse_empty(lm) -> None:
+    """Why ``lm`` returned no attention weights at all: ``NotApplicable`` where it has none to return, else
+    ``InputError``."""
+    if why := without_attention_layers(lm):
+        raise NotApplicable(f"{why}, so attention views do not apply to it.")
+    if _forms_no_weights(lm.model):
+        raise NotApplicable(
+            f"{_named(lm)} forms no attention weights: none of its modules can return them (none can be asked for "
+            "them or records them), as it computes its attention without a matrix of weights over the tokens (an "
+            "approximation such as MRA's blocks at several resolutions), so attention views do not apply to it."
+        )
+    if why := _attention_type_switched(lm):
+        raise InputError(why)
+    raise InputError(
+        f"{_named(lm)} returned no attention weights for this text, though its output has a place for them."
+    )
+
+
+def _check_layout(lm, stack: str, layer, queries: int, keys: int) -> None:
+    """A returned layer must be [batch, head, query, key] over these tokens. Vectors of the hidden width per token in
+    its place (YOSO's: its attention's output, for its hashed approximation forms no weights) are no weights at all:
+    ``NotApplicable``; any other layout: ``InputError``."""
+    if isinstance(layer, torch.Tensor) and tuple(layer.shape[2:]) == (queries, keys):
+        return
+    width = getattr(lm.model.config.get_text_config(), "hidden_size", None)
+    if isinstance(layer, torch.Tensor) and layer.dim() == 3 and tuple(layer.shape[1:]) == (queries, width):
+        raise NotApplicable(
+            f"{_named(lm)} forms no attention weights: what it returns in their place is one vector of its hidden "
+            f"width per token ({_shape(layer)}: its attention's output, computed by an approximation that forms no "
+            "weights over the tokens), so attention views do not apply to it."
+        )
+    raise InputError(
+        f"{_named(lm)} returns its {stack} attention in a layout of its own ({_shape(layer)}, not [batch, head, "
+        f"{queries}, {keys}]: one map per head over these tokens), so it cannot be drawn as attention weights."
+    )
 
 
 # The arguments by which a module can be asked for its attention weights: transformers' and torch's own.
