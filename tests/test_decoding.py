@@ -509,7 +509,7 @@ def test_attention_recorded_past_a_window_equals_the_models_eager_attention_and_
 
 def test_a_model_without_attention_decodes_but_records_none_and_says_so(families):
     lm, _ = families["mamba"]
-    with pytest.raises(explorer.InputError, match="no attention"):
+    with pytest.raises(explorer.NotApplicable, match="has no attention layers"):
         explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=4, record_attention=True)
 
 
@@ -537,9 +537,31 @@ def test_attention_returned_while_generating_equals_the_models_eager_attention(f
         np.testing.assert_allclose(trace.attention[stack].attentions, expected, atol=1e-5)
 
 
-# ProphetNet's n-gram streams add rows of their own to the cross-attention; XLNet returns its content and query
-# streams' weights as a pair.
-@pytest.mark.parametrize("name", ["prophetnet", OWN_INPUTS])
+def test_prophetnets_cross_attention_while_generating_is_its_main_streams(families):
+    """ProphetNet's decoder runs its n-gram streams in rows after its main stream's: the cross attention recorded
+    while generating is the main stream's rows of the model's own (one eager pass over what it generated), the
+    decoder's self-attention is its own, and the capture says the streams are left out."""
+    from tests.families import model_class
+
+    lm, folder = families["prophetnet"]
+    trace = explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=4, record_attention=True)
+    reference = model_class("prophetnet").from_pretrained(folder, attn_implementation="eager").to(DEVICE).eval()
+    prompt = torch.tensor(trace.prompt_ids, device=DEVICE)[None]
+    fed = torch.tensor(trace.sequences[0][:-1], device=DEVICE)[None]
+    with torch.inference_mode():
+        out = reference(input_ids=prompt, decoder_input_ids=fed, output_attentions=True, use_cache=False)
+    rows = fed.shape[1]
+    assert out.cross_attentions[0].shape[-2] == (1 + lm.model.config.ngram) * rows  # the streams' rows too
+    cross = np.stack([layer[0, :, :rows].cpu().numpy() for layer in out.cross_attentions])
+    np.testing.assert_allclose(trace.attention["cross"].attentions, cross, atol=1e-5)
+    decoder = np.stack([layer[0].cpu().numpy() for layer in out.decoder_attentions])
+    np.testing.assert_allclose(trace.attention["decoder"].attentions, decoder, atol=1e-5)
+    cap = explorer.capture(lm, FAMILY_PROMPT, target="the dog")
+    assert any("n-gram streams" in note for note in cap.notes)
+
+
+# XLNet returns its content and query streams' weights as a pair.
+@pytest.mark.parametrize("name", [OWN_INPUTS])
 def test_attention_returned_in_another_layout_is_refused_clearly(families, name):
     lm, _ = families[name]
     with pytest.raises(explorer.InputError, match="cannot be stitched"):

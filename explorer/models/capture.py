@@ -74,6 +74,7 @@ def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start)
     else:
         stacks, hidden_states = _assemble(lm, calls, hidden, tokens, target_tokens)
     notes = (WEIGHTS_ONLY_NOTE,) if source == recorder.RETURNED else _quirk_notes(calls)
+    notes += _stream_notes(lm.model.config, stacks)
     return AttentionCapture(
         model_name=lm.name,
         tokens=tokens,
@@ -94,6 +95,17 @@ def _quirk_notes(calls) -> tuple[str, ...]:
     """What the recorded modules' families say of their attention beyond q, k and the weights, once each."""
     notes = {module_quirks(call.module).sinks_after_weights for call in calls}
     return tuple(sorted(note for note in notes if note))
+
+
+def _stream_notes(config, stacks) -> tuple[str, ...]:
+    """What a cross attention with n-gram streams (ProphetNet) leaves out, said once."""
+    ngram = getattr(config, "ngram", None) or 0
+    if not ngram or STACK_CROSS not in stacks:
+        return ()
+    return (
+        f"The cross attention shown is the decoder's main stream (its own positions). Its {ngram} n-gram streams, "
+        "which predict tokens further ahead in rows of their own, are left out.",
+    )
 
 
 def attention_source(lm) -> str:
@@ -349,15 +361,28 @@ def _attention_type_switched(lm) -> str | None:
 
 def _as_map(lm, stack: str, layer, length: int):
     """One layer's returned attention as [batch, head, query, key] where its layout is known: LongT5's blocks, and
-    the bands of a Longformer-style encoder (one with an ``attention_window``: Longformer, LED) placed at their keys.
+    the bands of a Longformer-style encoder (one with an ``attention_window``: Longformer, LED) placed at their keys,
+    the main stream's rows of a cross attention that has n-gram streams' too (ProphetNet).
     Any other layout comes back as it is, and is refused (Pegasus-X's encoder returns dicts of its own)."""
     if not isinstance(layer, torch.Tensor):
         return layer
+    if stack == STACK_CROSS:
+        return main_stream_rows(lm.model.config, layer, length)
     if stack == STACK_ENCODER and getattr(lm.model.config, "attention_window", None) is not None:
         if layer.shape[-1] % 2 == 0:  # global tokens add columns in front of the band: never asked for here
             raise InputError(f"{_named(lm)} returned its windowed attention with global columns: not drawn.")
         return banded_as_query_key(layer, length)
     return as_query_key_maps(lm.model.config, layer, length)
+
+
+def main_stream_rows(config, layer, rows: int):
+    """A cross attention's rows for the decoder's ``rows`` positions. ProphetNet's decoder runs its ``ngram``
+    prediction streams in the same rows after its main stream (its own positions, what it generates from): its cross
+    attention has (1 + ngram) x ``rows`` rows, the main stream's first. Any other layer comes back as it is."""
+    streams = 1 + (getattr(config, "ngram", None) or 0)
+    if streams > 1 and isinstance(layer, torch.Tensor) and layer.dim() == 4 and layer.shape[-2] == streams * rows:
+        return layer[..., :rows, :]
+    return layer
 
 
 def banded_as_query_key(weights: torch.Tensor, length: int) -> torch.Tensor:

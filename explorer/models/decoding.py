@@ -70,6 +70,7 @@ from explorer.errors import InputError, NotApplicable
 from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER, attention_outputs
 from explorer.models.beam_search import BeamSearch, BeamTree
+from explorer.models.capture import main_stream_rows
 from explorer.models.tokens import token_labels
 
 # Bounds a class cannot exceed (a shared server must stay responsive); pages show them on their sliders.
@@ -498,7 +499,10 @@ class _Run:
         if self.returned is None:
             return
         if self.seq2seq:
-            found = {STACK_DECODER: outputs.decoder_attentions, STACK_CROSS: outputs.cross_attentions}
+            rows = [None if layer is None else layer.shape[-2] for layer in outputs.decoder_attentions or ()]
+            cross = outputs.cross_attentions or ()
+            cross = [main_stream_rows(self.model.config, layer, n) for layer, n in zip(cross, rows, strict=False)]
+            found = {STACK_DECODER: outputs.decoder_attentions, STACK_CROSS: cross}
             if encoder is not None:
                 found[STACK_ENCODER] = encoder.attentions
         else:
