@@ -336,11 +336,22 @@ def test_a_masked_lm_checkpoint_loads_as_an_encoder(families):
 
 
 def test_a_layout_of_its_own_loads_and_its_capture_says_why_it_cannot_be_drawn(families):
-    """Pegasus-X failed at load (issue 40); its encoder's blocks are no [query, key] map: the capture says so."""
+    """Pegasus-X failed at load (issue 40); its encoder's blocks are no [query, key] map: the capture says so, naming
+    the parts of the dict it returns."""
     lm = families("pegasus_x")[0]
     assert lm.kind == "encoder-decoder" and lm.weights_only
-    with pytest.raises(explorer.InputError, match="returns its encoder attention in a layout of its own"):
+    with pytest.raises(explorer.InputError, match=r"in a layout of its own \(a dict of global \(1, 2, .* and local"):
         explorer.capture(lm, TEXT, target=TARGET)
+
+
+def test_pooled_queries_are_refused_saying_they_are_pooled(tmp_path):
+    """Funnel pools its queries between blocks: a layer returns fewer query rows than tokens. The capture says so
+    (a clear error: the data contract holds one query axis, of tokens, per stack)."""
+    from tests.families import build_family
+
+    lm = explorer.load_model(build_family("funnel", tmp_path / "funnel"), device=DEVICE)
+    with pytest.raises(explorer.InputError, match=r"pools its queries: .* returns 4 query rows for these 8 tokens"):
+        explorer.capture(lm, "the cat sat on the mat")
 
 
 def test_hidden_states_of_different_widths_are_left_out(families):

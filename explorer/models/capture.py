@@ -321,6 +321,12 @@ def _check_layout(lm, stack: str, layer, queries: int, keys: int) -> None:
             f"width per token ({_shape(layer)}: its attention's output, computed by an approximation that forms no "
             "weights over the tokens), so attention views do not apply to it."
         )
+    if isinstance(layer, torch.Tensor) and layer.dim() == 4 and layer.shape[-1] == keys and layer.shape[-2] < queries:
+        raise InputError(
+            f"{_named(lm)} pools its queries: a layer of its {stack} attention returns {layer.shape[-2]} query rows "
+            f"for these {queries} tokens ({_shape(layer)}), each row a pool of tokens rather than one, so its layers "
+            "cannot be drawn as maps of these tokens."
+        )
     raise InputError(
         f"{_named(lm)} returns its {stack} attention in a layout of its own ({_shape(layer)}, not [batch, head, "
         f"{queries}, {keys}]: one map per head over these tokens), so it cannot be drawn as attention weights."
@@ -405,6 +411,8 @@ def _named(lm) -> str:
 def _shape(layer) -> str:
     if isinstance(layer, torch.Tensor):
         return str(tuple(layer.shape))
+    if isinstance(layer, dict):  # Pegasus-X: its local tokens' blocks and its global tokens' rows, apart
+        return f"a dict of {' and '.join(f'{name} {_shape(part)}' for name, part in layer.items())}"
     return f"a {type(layer).__name__}"
 
 
