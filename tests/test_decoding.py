@@ -333,8 +333,12 @@ def test_bad_settings_get_a_clear_message(models, settings, message):
 
 
 def test_an_encoder_cannot_generate_and_says_so(minilm):
-    with pytest.raises(explorer.InputError, match="cannot generate"):
+    """Generating and the next token do not apply to an encoder (``NotApplicable``); an empty prompt is an input
+    error."""
+    with pytest.raises(explorer.NotApplicable, match="cannot generate"):
         explorer.decode(minilm, "hello", strategy="greedy")
+    with pytest.raises(explorer.NotApplicable, match="predicts no next token"):
+        explorer.next_token_distribution(minilm, "hello")
     with pytest.raises(explorer.InputError, match="Type a prompt"):
         explorer.decode(explorer.load_model(explorer.DEFAULT_DECODER, device=DEVICE), "  ", strategy="greedy")
 

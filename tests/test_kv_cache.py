@@ -186,7 +186,15 @@ def test_logits_that_the_model_itself_computes_otherwise_without_its_cache_are_s
     )
 
 
-@pytest.mark.parametrize(("name", "says"), [("mamba", "keeps no keys and values"), ("openai-gpt", "keeps no KV cache")])
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("mamba", "keeps no keys and values"),
+        ("rwkv", "has no attention layers, so it keeps no keys and values"),  # its cache: a list of states
+        ("xlstm", "has no attention layers, so it keeps no keys and values"),
+        ("openai-gpt", "keeps no KV cache"),
+    ],
+)
 def test_a_model_that_keeps_no_keys_says_it_has_no_kv_cache(tmp_path, name, says):
     from tests.families import build_family
 

@@ -265,7 +265,7 @@ def special_token_ids(lm) -> dict:
 
 def _check(lm, prompt: str, settings: DecodeSettings, record_attention: bool) -> None:
     if lm.kind not in (KIND_DECODER, KIND_ENCODER_DECODER):
-        raise InputError(
+        raise NotApplicable(
             f"{lm.name} is an encoder: it has no language-model head, so it cannot generate text. "
             "Load a causal language model (the bundled prose-llama, gpt2, ...) or a seq2seq model (t5-small)."
         )

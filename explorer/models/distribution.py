@@ -10,7 +10,7 @@ import torch
 from explorer.checks import given_text
 from explorer.compute.sampling import distribution_from_logits
 from explorer.data.decoding import NextTokenLogits, TokenDistribution
-from explorer.errors import InputError
+from explorer.errors import InputError, NotApplicable
 from explorer.models import ablation
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.decoding import special_token_ids
@@ -51,10 +51,10 @@ def _first_pass_inputs(lm, ids: torch.Tensor) -> dict:
 
 
 def prompt_ids(lm, prompt: str) -> torch.Tensor:
-    """[1, prompt] ids on the model's device, the end of an overlong prompt kept; ``InputError`` for a model
-    that predicts no next token or a prompt without tokens."""
+    """[1, prompt] ids on the model's device, the end of an overlong prompt kept; ``NotApplicable`` for a model
+    that predicts no next token (an encoder), ``InputError`` for a prompt without tokens."""
     if lm.kind not in (KIND_DECODER, KIND_ENCODER_DECODER):
-        raise InputError(
+        raise NotApplicable(
             f"{lm.name} is an encoder: it has no language-model head, so it predicts no next token. "
             "Load a causal language model (the bundled prose-llama, gpt2, ...)."
         )

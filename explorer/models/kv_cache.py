@@ -33,6 +33,7 @@ from explorer.checks import given_text
 from explorer.data import STACK_CROSS, STACK_DECODER
 from explorer.data.kv_cache import KV, LOGIT_TOLERANCE, CachedStack, KVCacheTrace
 from explorer.errors import InputError, NotApplicable
+from explorer.models import recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.decoding import MAX_NEW_TOKENS, cache_name, counts_tokens, special_token_ids
 from explorer.models.tokens import token_labels
@@ -110,6 +111,11 @@ def _check(lm, prompt: str, steps: int) -> None:
         raise NotApplicable(
             f"{lm.name} is an encoder: it reads the whole text in one pass and generates nothing, so it keeps no KV "
             "cache. Load a decoder (the bundled prose-llama, gpt2, ...) or an encoder-decoder (t5-small)."
+        )
+    if getattr(lm, "attention", recorder.RECORDED) == recorder.NO_ATTENTION:  # RWKV's, xLSTM's caches: states only
+        raise NotApplicable(
+            f"{lm.name} has no attention layers, so it keeps no keys and values: its cache holds each layer's running "
+            "state (a recurrence or a state space), fixed in size, so there is no KV cache to show."
         )
     if lm.kind == KIND_DECODER and not counts_tokens(lm.model, cache_name(lm.model)):
         raise NotApplicable(
