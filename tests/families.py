@@ -325,6 +325,7 @@ Y, ERROR, NA, FAIL = "Y", "clear error", "n/a", "FAIL"
 
 PROMPT = "the cat sat on the mat"  # 6 tokens: past the windows of 4 before anything is generated
 CORRUPTED = "the dog sat on the mat"
+CORRUPTED_LATE = "the cat sat on a mat"  # changed inside the last chunk of 4 (chunked attention)
 MASKED = ("the cat sat on the [MASK] .", "the dog sat on the [MASK] .")  # an encoder predicts its [MASK]
 TARGET = "a dog ran"  # the decoder's text for encoder-decoders
 NEW_TOKENS = 3
@@ -842,15 +843,26 @@ class Patcher:
         decoder_ids = self.subject.start() if self.subject.kind == ENCODER_DECODER else None
         return self.subject.run(ids, decoder_ids).logits[0, _metric_position(self.subject, ids)].float()
 
+    def call(self, layer: int) -> int:
+        """Which call of its module runs ``layer``: 1, or k where one module runs several layers (ALBERT's)."""
+        return self.layers[: layer + 1].count(self.layers[layer])
+
     def record(self, ids) -> dict:
         found, handles = {}, []
         for index, layer in enumerate(self.layers):
-            handles.append(layer.register_forward_pre_hook(_keeper(found, ("in", index)), with_kwargs=True))
+            nth = self.call(index)
+            handles.append(
+                layer.register_forward_pre_hook(_on_call(nth, _keeper(found, ("in", index))), with_kwargs=True)
+            )
             if self.mlps[index] is not None:
-                handles.append(self.mlps[index].register_forward_hook(_output_keeper(found, ("mlp", index))))
+                hook = _on_call(nth, _output_keeper(found, ("mlp", index)))
+                handles.append(self.mlps[index].register_forward_hook(hook))
             if self.projections[index] is not None:
-                handles.append(self.projections[index].register_forward_pre_hook(_input_keeper(found, index)))
-        handles.append(self.layers[-1].register_forward_hook(_output_keeper(found, ("in", len(self.layers)))))
+                handles.append(
+                    self.projections[index].register_forward_pre_hook(_on_call(nth, _input_keeper(found, index)))
+                )
+        last = _on_call(self.call(len(self.layers) - 1), _output_keeper(found, ("in", len(self.layers))))
+        handles.append(self.layers[-1].register_forward_hook(last))
         try:
             self.logits(ids)
         finally:
@@ -871,17 +883,19 @@ class Patcher:
             return hidden
 
         if layer == len(self.layers):
-            return self.layers[-1].register_forward_hook(lambda m, a, o: _with_hidden(o, replace(_hidden(o))))
+            last = _on_call(self.call(layer - 1), lambda m, a, o: _with_hidden(o, replace(_hidden(o))))
+            return self.layers[-1].register_forward_hook(last)
 
         def layer_input(module, args, kwargs):
             if args:
                 return (replace(args[0]), *args[1:]), kwargs
             return args, {**kwargs, "hidden_states": replace(kwargs["hidden_states"])}
 
-        return self.layers[layer].register_forward_pre_hook(layer_input, with_kwargs=True)
+        return self.layers[layer].register_forward_pre_hook(_on_call(self.call(layer), layer_input), with_kwargs=True)
 
     def mlp(self, clean, layer: int):
-        return self.mlps[layer].register_forward_hook(lambda m, a, o: _with_hidden(o, clean["mlp", layer]))
+        hook = _on_call(self.call(layer), lambda m, a, o: _with_hidden(o, clean["mlp", layer]))
+        return self.mlps[layer].register_forward_hook(hook)
 
     def head(self, clean, layer: int, head: int, heads: int, value=None):
         def hook(module, args):
@@ -891,12 +905,24 @@ class Patcher:
             patched[..., cut] = 0.0 if value is None else value[..., cut]
             return (patched, *args[1:])
 
-        return self.projections[layer].register_forward_pre_hook(hook)
+        return self.projections[layer].register_forward_pre_hook(_on_call(self.call(layer), hook))
+
+
+def _on_call(nth: int, hook):
+    """``hook`` acting on its module's ``nth`` call of the run only: a module that runs several layers (ALBERT's
+    shared layer) is layer k on its k-th call."""
+    calls = [0]
+
+    def counted(module, *rest):
+        calls[0] += 1
+        return hook(module, *rest) if calls[0] == nth else None
+
+    return counted
 
 
 def _keeper(found, key):
     def hook(module, args, kwargs):
-        found.setdefault(key, (args[0] if args else kwargs["hidden_states"]).clone())
+        found[key] = (args[0] if args else kwargs["hidden_states"]).clone()
 
     return hook
 
@@ -917,10 +943,7 @@ def _input_keeper(found, index):
 
 def check_patching(subject: Subject) -> Cell:
     """Activation patching: each recovered fraction equals one plain run with that cell patched by hand."""
-    import explorer
-
-    clean_text, corrupted_text = MASKED if subject.kind == ENCODER else (PROMPT, CORRUPTED)
-    clean_ids, corrupted_ids = subject.ids(clean_text), subject.ids(corrupted_text)
+    clean_ids = subject.ids(MASKED[0] if subject.kind == ENCODER else PROMPT)
     layers = layer_calls(
         subject,
         clean_ids,
@@ -928,7 +951,28 @@ def check_patching(subject: Subject) -> Cell:
         _stack_layers(subject),
         last=subject.kind != ENCODER_DECODER,
     )
-    patcher = Patcher(subject, layers)
+    return compare_patching(subject, Patcher(subject, layers))
+
+
+def _patching_prompts(subject: Subject, patcher: Patcher) -> tuple[str, str, str]:
+    """(clean, corrupted, note): the matrix's pair, or, where the changed word cannot reach the predicting position
+    (chunked attention: the last position reads only its own chunk of 4), one changed inside that window, as a user
+    would, so that there is a difference to recover."""
+    if subject.kind == ENCODER:
+        return (*MASKED, "")
+    if bool((patcher.logits(subject.ids(PROMPT)) != patcher.logits(subject.ids(CORRUPTED))).any()):
+        return PROMPT, CORRUPTED, ""
+    note = f"the pair {PROMPT!r} / {CORRUPTED!r} predicts the same, so {CORRUPTED_LATE!r}: a change in the last chunk"
+    return PROMPT, CORRUPTED_LATE, note
+
+
+def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
+    """Every recovered fraction of ``explorer.patch`` against ``patcher``'s plain runs, one per cell."""
+    import explorer
+
+    clean_text, corrupted_text, note = _patching_prompts(subject, patcher)
+    clean_ids, corrupted_ids = subject.ids(clean_text), subject.ids(corrupted_text)
+    layers = patcher.layers
     moved = patcher.logits(clean_ids) - patcher.logits(corrupted_ids)
     answer, counterfactual = int(moved.argmax()), int(moved.argmin())
     result = explorer.patch(subject.lm, clean_text, corrupted_text, answer=answer, counterfactual=counterfactual)
@@ -962,9 +1006,8 @@ def check_patching(subject: Subject) -> Cell:
             hook = patcher.head(clean, layer, head, heads, value=clean["heads", layer])
             expected = ld(patcher.patched(corrupted_ids, hook)) - corrupted
             close(f"head [{layer}, {head}]", result.heads[layer, head] * change, expected, atol)
-    return Cell(
-        Y, f"reference checks the residual stream only, not {' or '.join(sorted(set(unchecked)))}" if unchecked else ""
-    )
+    unchecked_note = f"reference checks the residual stream only, not {' or '.join(sorted(set(unchecked)))}"
+    return Cell(Y, "; ".join(part for part in (note, unchecked_note if unchecked else "") if part))
 
 
 def _stack_layers(subject: Subject) -> int:

@@ -53,12 +53,17 @@ _layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _layouts_lock = threading.Lock()
 
 
-def layout(lm) -> AttentionLayout:
-    """The model's attention layout, probed once per model and shared by every thread."""
+def layout(lm, *, shared: bool = False) -> AttentionLayout:
+    """The model's attention layout, probed once per model and shared by every thread. Where layers share one
+    attention module (ALBERT), ablation by module would zero a head in every layer at once: refused unless
+    ``shared`` (activation patching tells the layers apart by counting the module's calls)."""
     with _layouts_lock:  # one probe per model, even when many sessions ask at once
         found = _layouts.get(lm.model)
         if found is None:
             found = _layouts[lm.model] = _probe(lm)
+    called = [module for stack_modules in found.modules.values() for module in stack_modules]
+    if not shared and len(set(called)) != len(called):
+        raise InputError(_unsupported(lm, "its layers share one attention module, so one layer cannot be ablated"))
     return found
 
 
@@ -79,8 +84,6 @@ def _probe(lm) -> AttentionLayout:
     called = [module for stack_modules in modules.values() for module in stack_modules]
     if not called:
         return _probe_projections(lm)
-    if len(set(called)) != len(called):
-        raise InputError(_unsupported(lm, "its layers share one attention module, so one layer cannot be ablated"))
     return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
 
 

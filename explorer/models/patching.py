@@ -53,8 +53,8 @@ STACK_OF_KIND = {KIND_DECODER: STACK_DECODER, KIND_ENCODER: STACK_ENCODER, KIND_
 # Each row of a patched batch is one cell: (site, layer, position or head or None).
 RESIDUAL, HEAD, MLP, STREAM, NOTHING = "residual", "head", "mlp", "stream", "nothing"
 
-# The call whose hooks act on this context's forward pass, and what they do there.
-_active: ContextVar[tuple[object, object, tuple[int, int]] | None] = ContextVar("explorer_patching", default=None)
+# The call whose hooks act on this context's forward pass, and what they do there (a ``_Run``).
+_active: ContextVar = ContextVar("explorer_patching", default=None)
 
 
 def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, progress=None) -> Patching:
@@ -103,9 +103,6 @@ class _Model:
         stack = STACK_OF_KIND[lm.kind]
         sites = stack_sites(lm, stack)
         layers, mlps = sites.layers, sites.mlps
-        if len(set(layers)) != len(layers):
-            shared = "its layers are one module called again and again (shared weights): a hook acts at every layer"
-            raise InputError(_not_applicable(lm, shared))
         if None in mlps:
             missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
             raise InputError(_not_applicable(lm, missing))
@@ -121,9 +118,10 @@ class _Model:
 
 
 def _heads_layout(lm) -> ablation.AttentionLayout:
-    """Where each head's output is (as head ablation finds it), or why there is no head to patch."""
+    """Where each head's output is (as head ablation finds it, one module called once per layer where layers share
+    weights), or why there is no head to patch."""
     try:
-        return ablation.layout(lm)
+        return ablation.layout(lm, shared=True)
     except InputError as error:
         raise InputError(_not_applicable(lm, f"its heads cannot be patched ({error})")) from None
 
@@ -323,8 +321,8 @@ class _Call:
     def run(self, inputs: dict, plan, rows: int, metric: int | None) -> torch.Tensor:
         """[row, vocab] float32 logits on the CPU at the metric's position, ``plan`` recording or patching."""
         batch = {name: tensor.expand(rows, -1) for name, tensor in inputs.items()}
-        edits = {module: partial(_edit_heads, self, layer) for layer, module in enumerate(self.model.attentions)}
-        token = _active.set((self, plan, (rows, inputs["input_ids"].shape[1])))
+        edits = {module: partial(_edit_heads, self, module) for module in dict.fromkeys(self.model.attentions)}
+        token = _active.set(_Run(self, plan, rows, inputs["input_ids"].shape[1]))
         try:
             with torch.inference_mode(), recorder.editing(edits):
                 logits = LOGITS_OF_KIND[self.model.lm.kind](self.model.lm, batch, metric)
@@ -333,46 +331,73 @@ class _Call:
         return logits.to(device="cpu", dtype=torch.float32)
 
 
-def _plan_of(call: _Call):
-    """What this context's forward pass asks of ``call``'s hooks: its plan, or None (another call's run, or a
-    run that is no patching's at all)."""
+@dataclass
+class _Run:
+    """One forward pass of a ``patch`` call: its plan (recording or patching), the batch's shape, and how often
+    each hooked module has been called so far. A module called once per layer with shared weights (ALBERT's layer,
+    its MLP, its attention) is layer k on its k-th call."""
+
+    call: _Call
+    plan: object
+    rows: int
+    positions: int
+    calls: dict = field(default_factory=lambda: defaultdict(int))
+
+    def next_layer(self, site: str, module, modules: tuple) -> int | None:
+        """The layer of the call of ``module`` starting now, as the ``site`` list ``modules`` orders them."""
+        self.calls[site, id(module)] += 1
+        return self.layer(site, module, modules)
+
+    def layer(self, site: str, module, modules: tuple) -> int | None:
+        """The layer of the last call of ``module`` that started; None past the layers (another stack's use)."""
+        layers = [layer for layer, other in enumerate(modules) if other == module]
+        made = self.calls[site, id(module)]
+        return layers[made - 1] if 0 < made <= len(layers) else None
+
+
+def _run_of(call: _Call) -> _Run | None:
+    """This context's forward pass, where it is ``call``'s and has a plan; None for another call's run, or a run
+    that is no patching's at all."""
     active = _active.get()
-    return active[1] if active is not None and active[0] is call else None
+    return active if active is not None and active.call is call and active.plan is not None else None
 
 
-def _edit_heads(call: _Call, layer: int, output: torch.Tensor) -> torch.Tensor:
-    plan = _plan_of(call)
-    return output if plan is None else plan.at_heads(layer, output)
+def _edit_heads(call: _Call, attention: int, output: torch.Tensor) -> torch.Tensor:
+    run = _run_of(call)
+    layer = None if run is None else run.next_layer(HEAD, attention, call.model.attentions)
+    return output if layer is None else run.plan.at_heads(layer, output)
 
 
-def _layer_input(call: _Call, layer: int, module, args, kwargs):
-    plan = _plan_of(call)
-    if plan is None:
+def _layer_input(call: _Call, module, args, kwargs):
+    run = _run_of(call)
+    layer = None if run is None else run.next_layer(RESIDUAL, module, call.model.layers)
+    if layer is None:
         return None
     if args:
-        return (plan.at_residual(layer, args[0]), *args[1:]), kwargs
-    return args, {**kwargs, "hidden_states": plan.at_residual(layer, kwargs["hidden_states"])}
+        return (run.plan.at_residual(layer, args[0]), *args[1:]), kwargs
+    return args, {**kwargs, "hidden_states": run.plan.at_residual(layer, kwargs["hidden_states"])}
 
 
-def _layer_output(call: _Call, layer: int, module, args, output):
+def _layer_output(call: _Call, module, args, output):
     """Layer L: the last layer's output (a tensor, or a tuple or list whose first item is the hidden states)."""
-    plan = _plan_of(call)
-    if plan is None:
+    run = _run_of(call)
+    last = call.model.num_layers
+    if run is None or run.layer(RESIDUAL, module, call.model.layers) != last - 1:
         return None
     if isinstance(output, tuple | list):
-        return type(output)([plan.at_residual(layer, output[0]), *output[1:]])
-    return plan.at_residual(layer, output)
+        return type(output)([run.plan.at_residual(last, output[0]), *output[1:]])
+    return run.plan.at_residual(last, output)
 
 
-def _mlp_output(call: _Call, layer: int, module, args, output):
+def _mlp_output(call: _Call, module, args, output):
     """The MLP's output as [row, position, hidden] whatever shape the module returns it in (OPT's ``fc2``:
     [row × position, hidden]), put back in that shape (and in its tuple, as GPT-OSS's MLP returns it)."""
-    active = _active.get()
-    if active is None or active[0] is not call or active[1] is None:
+    run = _run_of(call)
+    layer = None if run is None else run.next_layer(MLP, module, call.model.mlps)
+    if layer is None:
         return None
-    _, plan, (rows, positions) = active
     tensor = first_tensor(output)
-    patched = plan.at_mlp(layer, rows_view(tensor, rows, positions)).reshape(tensor.shape)
+    patched = run.plan.at_mlp(layer, rows_view(tensor, run.rows, run.positions)).reshape(tensor.shape)
     return patched if isinstance(output, torch.Tensor) else type(output)([patched, *output[1:]])
 
 
@@ -381,15 +406,16 @@ _hooks_lock = threading.Lock()
 
 @contextmanager
 def _hooked(model: _Model) -> Iterator[_Call]:
-    """This call's hooks on the layers and MLPs, removed when the block ends, however it ends."""
+    """This call's hooks on the layers and MLPs (once on a module that serves several layers), removed when the
+    block ends, however it ends."""
     call, handles = _Call(model), []
     try:
         with _hooks_lock:  # registering changes the modules' hook dicts: one thread at a time
-            for layer, module in enumerate(model.layers):
-                handles.append(module.register_forward_pre_hook(partial(_layer_input, call, layer), with_kwargs=True))
-            handles.append(model.layers[-1].register_forward_hook(partial(_layer_output, call, model.num_layers)))
-            for layer, module in enumerate(model.mlps):
-                handles.append(module.register_forward_hook(partial(_mlp_output, call, layer)))
+            for module in dict.fromkeys(model.layers):
+                handles.append(module.register_forward_pre_hook(partial(_layer_input, call), with_kwargs=True))
+            handles.append(model.layers[-1].register_forward_hook(partial(_layer_output, call)))
+            for module in dict.fromkeys(model.mlps):
+                handles.append(module.register_forward_hook(partial(_mlp_output, call)))
         yield call
     finally:
         with _hooks_lock:
