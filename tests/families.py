@@ -991,7 +991,7 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
             handle = patcher.residual(corrupted_ids, clean, layer, position)
             expected = ld(patcher.patched(corrupted_ids, handle)) - corrupted
             close(f"residual [{layer}, {position}]", result.residual[layer, position] * change, expected, atol)
-    unchecked = []
+    unchecked, headless = [], []
     for layer in range(len(layers)):
         if patcher.mlps[layer] is None:
             unchecked.append("MLP")
@@ -999,7 +999,9 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
             expected = ld(patcher.patched(corrupted_ids, patcher.mlp(clean, layer))) - corrupted
             close(f"MLP [{layer}]", result.mlp[layer] * change, expected, atol)
         if patcher.projections[layer] is None:
-            unchecked.append("heads")
+            # a layer with no attention (a hybrid's Mamba layer) has no heads: its row must be blank, and said why
+            blank = bool(np.isnan(result.heads[layer]).all()) and bool(result.headless)
+            (headless if blank else unchecked).append(layer if blank else "heads")
             continue
         heads = result.heads.shape[1]
         for head in range(heads):
@@ -1007,7 +1009,9 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
             expected = ld(patcher.patched(corrupted_ids, hook)) - corrupted
             close(f"head [{layer}, {head}]", result.heads[layer, head] * change, expected, atol)
     unchecked_note = f"reference checks the residual stream only, not {' or '.join(sorted(set(unchecked)))}"
-    return Cell(Y, "; ".join(part for part in (note, unchecked_note if unchecked else "") if part))
+    headless_note = f"no heads in layer {', '.join(map(str, headless))}: no attention there (its row is blank)"
+    notes = (note, unchecked_note if unchecked else "", headless_note if headless else "")
+    return Cell(Y, "; ".join(part for part in notes if part))
 
 
 def _stack_layers(subject: Subject) -> int:

@@ -85,13 +85,14 @@ def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, p
 
 @dataclass(frozen=True)
 class _Model:
-    """The loaded model with the modules patched: its layers, their MLPs, their attention modules (by id)."""
+    """The loaded model with the modules patched: its layers, their MLPs, each layer's attention module (by id;
+    None for a layer without attention, a hybrid's Mamba or linear-attention layer, which has no heads)."""
 
     lm: object
     stack: str
     layers: tuple[torch.nn.Module, ...]
     mlps: tuple[torch.nn.Module, ...]
-    attentions: tuple[int, ...]
+    attentions: tuple[int | None, ...]
     num_heads: int
 
     @property
@@ -107,14 +108,26 @@ class _Model:
             missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
             raise InputError(_not_applicable(lm, missing))
         found = _heads_layout(lm)
-        attentions, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
-        if len(attentions) != len(layers) or len(set(heads)) != 1:
-            raise InputError(
-                _not_applicable(
-                    lm, f"its {len(layers)} layers do not match its {stack}'s attention modules ({len(attentions)})"
-                )
-            )
+        modules, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
+        attentions = _attention_of_layers(lm, stack, layers, modules)
+        if len(set(heads)) != 1:
+            raise InputError(_not_applicable(lm, f"its {stack}'s layers have different numbers of heads ({heads})"))
         return cls(lm, stack, layers, mlps, attentions, heads[0])
+
+    def headless(self) -> list[int]:
+        """The layers with no attention module: no head sites there."""
+        return [layer for layer, attention in enumerate(self.attentions) if attention is None]
+
+
+def _attention_of_layers(lm, stack: str, layers, modules: tuple[int, ...]) -> tuple[int | None, ...]:
+    """Each layer's attention module (by id): the one of ``modules`` inside it, None where none is (a hybrid's
+    Mamba layer). Every attention module must be one layer's, and a layer has at most one."""
+    inside = [[a for a in dict.fromkeys(modules) if a in {id(m) for m in layer.modules()}] for layer in layers]
+    placed = {a for found in inside for a in found}
+    if any(len(found) > 1 for found in inside) or placed != set(modules):
+        mismatch = f"its {len(layers)} layers do not match its {stack}'s attention modules ({len(set(modules))})"
+        raise InputError(_not_applicable(lm, mismatch))
+    return tuple(found[0] if found else None for found in inside)
 
 
 def _heads_layout(lm) -> ablation.AttentionLayout:
@@ -285,11 +298,11 @@ def _patches(clean: _Recorded, cells: list[tuple], positions: int, num_heads: in
 
 
 def _cells(model: _Model, positions: int) -> list[tuple]:
-    """Every cell of the three maps, then the three checks."""
-    layers = model.num_layers
+    """Every cell of the three maps (no head cell in a layer without attention), then the three checks."""
+    layers, headless = model.num_layers, model.headless()
     return [
         *((RESIDUAL, layer, position) for layer in range(layers + 1) for position in range(positions)),
-        *((HEAD, layer, head) for layer in range(layers) for head in range(model.num_heads)),
+        *((HEAD, layer, head) for layer in range(layers) if layer not in headless for head in range(model.num_heads)),
         *((MLP, layer, None) for layer in range(layers)),
         (STREAM, 0, None),
         (STREAM, layers, None),
@@ -321,7 +334,8 @@ class _Call:
     def run(self, inputs: dict, plan, rows: int, metric: int | None) -> torch.Tensor:
         """[row, vocab] float32 logits on the CPU at the metric's position, ``plan`` recording or patching."""
         batch = {name: tensor.expand(rows, -1) for name, tensor in inputs.items()}
-        edits = {module: partial(_edit_heads, self, module) for module in dict.fromkeys(self.model.attentions)}
+        attentions = dict.fromkeys(a for a in self.model.attentions if a is not None)
+        edits = {module: partial(_edit_heads, self, module) for module in attentions}
         token = _active.set(_Run(self, plan, rows, inputs["input_ids"].shape[1]))
         try:
             with torch.inference_mode(), recorder.editing(edits):
@@ -453,7 +467,7 @@ def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered:
     layers, positions = model.num_layers, clean["input_ids"].shape[1]
     answer, against = tokens
     residual = [[recovered[RESIDUAL, layer, p] for p in range(positions)] for layer in range(layers + 1)]
-    heads = [[recovered[HEAD, layer, head] for head in range(model.num_heads)] for layer in range(layers)]
+    heads = [[recovered.get((HEAD, layer, head), np.nan) for head in range(model.num_heads)] for layer in range(layers)]
     return Patching(
         model_name=lm.name,
         clean_tokens=token_labels(lm.tokenizer, clean["input_ids"][0].tolist()),
@@ -473,4 +487,18 @@ def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered:
         whole_last=float(recovered[STREAM, layers, None]),
         nothing=float(recovered[NOTHING, None, None]),
         dtype=dtype_name(lm.model),
+        headless=_headless_note(model),
+    )
+
+
+def _headless_note(model: _Model) -> str:
+    """Why some rows of the heads' map are blank: what those layers have instead of heads is not a head."""
+    headless = model.headless()
+    if not headless:
+        return ""
+    named = ", ".join(map(str, headless))
+    return (
+        f"Layer{'s' if len(headless) > 1 else ''} {named} of {model.lm.name} compute{'' if len(headless) > 1 else 's'} "
+        "no attention (a state-space or linear-attention layer: a state carried along the sequence, not heads "
+        "weighing positions), so head patching does not apply there: those rows are blank."
     )

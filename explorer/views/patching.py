@@ -101,7 +101,7 @@ def strongest(patching: Patching) -> tuple[int, int]:
 
 
 def summary(patching: Patching) -> str:
-    layer, head = np.unravel_index(int(np.argmax(patching.heads)), patching.heads.shape)
+    layer, head = np.unravel_index(int(np.nanargmax(patching.heads)), patching.heads.shape)  # NaN: no heads there
     return (
         f"Patching: {patching.model_name}, {patching.summary()} The head that recovers the most alone: layer {layer}, "
         f"head {head} ({float(patching.heads[layer, head]):+.2f}); the MLP: layer {int(np.argmax(patching.mlp))}."
