@@ -991,10 +991,11 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
             handle = patcher.residual(corrupted_ids, clean, layer, position)
             expected = ld(patcher.patched(corrupted_ids, handle)) - corrupted
             close(f"residual [{layer}, {position}]", result.residual[layer, position] * change, expected, atol)
-    unchecked, headless = [], []
+    unchecked, headless, without_mlp = [], [], []
     for layer in range(len(layers)):
         if patcher.mlps[layer] is None:
-            unchecked.append("MLP")
+            blank = bool(np.isnan(result.mlp[layer])) and bool(result.headless)  # Mamba's layer: a mixer, no MLP
+            (without_mlp if blank else unchecked).append(layer if blank else "MLP")
         else:
             expected = ld(patcher.patched(corrupted_ids, patcher.mlp(clean, layer))) - corrupted
             close(f"MLP [{layer}]", result.mlp[layer] * change, expected, atol)
@@ -1010,7 +1011,9 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
             close(f"head [{layer}, {head}]", result.heads[layer, head] * change, expected, atol)
     unchecked_note = f"reference checks the residual stream only, not {' or '.join(sorted(set(unchecked)))}"
     headless_note = f"no heads in layer {', '.join(map(str, headless))}: no attention there (its row is blank)"
-    notes = (note, unchecked_note if unchecked else "", headless_note if headless else "")
+    mlp_note = f"no MLP in layer {', '.join(map(str, without_mlp))}: its one branch is a state-space mixer (blank)"
+    notes = (note, *(text for text, said in ((unchecked_note, unchecked), (headless_note, headless)) if said))
+    notes += (mlp_note,) if without_mlp else ()
     return Cell(Y, "; ".join(part for part in notes if part))
 
 

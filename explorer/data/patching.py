@@ -77,6 +77,16 @@ class Patching(Displayed):
         return self.residual.shape[0] - 1
 
     @property
+    def has_heads(self) -> bool:
+        """Whether any layer has heads to patch (a state-space model's have none)."""
+        return bool(np.isfinite(self.heads).any())
+
+    @property
+    def has_mlps(self) -> bool:
+        """Whether any layer has an MLP apart from what mixes positions (Mamba's have none)."""
+        return bool(np.isfinite(self.mlp).any())
+
+    @property
     def tolerance(self) -> float:
         return TOLERANCE[self.dtype]
 

@@ -104,6 +104,8 @@ class _Model:
         stack = STACK_OF_KIND[lm.kind]
         sites = stack_sites(lm, stack)
         layers, mlps = sites.layers, sites.mlps
+        if not _attends(lm):  # Mamba: a residual stream, and in each layer a mixer that is neither heads nor MLP
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0)
         if None in mlps:
             missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
             raise InputError(_not_applicable(lm, missing))
@@ -117,6 +119,14 @@ class _Model:
     def headless(self) -> list[int]:
         """The layers with no attention module: no head sites there."""
         return [layer for layer, attention in enumerate(self.attentions) if attention is None]
+
+    def without_mlp(self) -> list[int]:
+        """The layers with no feed-forward (Mamba's, whose one branch is its mixer): no MLP site there."""
+        return [layer for layer, mlp in enumerate(self.mlps) if mlp is None]
+
+
+def _attends(lm) -> bool:
+    return getattr(lm, "attention", recorder.RECORDED) != recorder.NO_ATTENTION
 
 
 def _attention_of_layers(lm, stack: str, layers, modules: tuple[int, ...]) -> tuple[int | None, ...]:
@@ -303,7 +313,7 @@ def _cells(model: _Model, positions: int) -> list[tuple]:
     return [
         *((RESIDUAL, layer, position) for layer in range(layers + 1) for position in range(positions)),
         *((HEAD, layer, head) for layer in range(layers) if layer not in headless for head in range(model.num_heads)),
-        *((MLP, layer, None) for layer in range(layers)),
+        *((MLP, layer, None) for layer in range(layers) if layer not in model.without_mlp()),
         (STREAM, 0, None),
         (STREAM, layers, None),
         (NOTHING, None, None),
@@ -428,7 +438,7 @@ def _hooked(model: _Model) -> Iterator[_Call]:
             for module in dict.fromkeys(model.layers):
                 handles.append(module.register_forward_pre_hook(partial(_layer_input, call), with_kwargs=True))
             handles.append(model.layers[-1].register_forward_hook(partial(_layer_output, call)))
-            for module in dict.fromkeys(model.mlps):
+            for module in dict.fromkeys(mlp for mlp in model.mlps if mlp is not None):
                 handles.append(module.register_forward_hook(partial(_mlp_output, call)))
         yield call
     finally:
@@ -482,7 +492,7 @@ def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered:
         metric_position=metric,
         residual=np.array(residual, dtype=np.float32),
         heads=np.array(heads, dtype=np.float32),
-        mlp=np.array([recovered[MLP, layer, None] for layer in range(layers)], dtype=np.float32),
+        mlp=np.array([recovered.get((MLP, layer, None), np.nan) for layer in range(layers)], dtype=np.float32),
         whole_first=float(recovered[STREAM, 0, None]),
         whole_last=float(recovered[STREAM, layers, None]),
         nothing=float(recovered[NOTHING, None, None]),
@@ -492,10 +502,18 @@ def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered:
 
 
 def _headless_note(model: _Model) -> str:
-    """Why some rows of the heads' map are blank: what those layers have instead of heads is not a head."""
-    headless = model.headless()
+    """Why rows of the heads' or the MLPs' map are blank: what those layers have instead of heads (and, in
+    Mamba, instead of an MLP) is neither."""
+    headless, without_mlp = model.headless(), model.without_mlp()
     if not headless:
         return ""
+    if not _attends(model.lm):
+        return (
+            f"{model.lm.name} has no attention: each layer mixes positions through a state carried along the "
+            "sequence (a state-space model), so it has no heads"
+            + (" and no MLP separate from that mixer" if without_mlp else "")
+            + " to patch; only its residual stream can be."
+        )
     named = ", ".join(map(str, headless))
     return (
         f"Layer{'s' if len(headless) > 1 else ''} {named} of {model.lm.name} compute{'' if len(headless) > 1 else 's'} "
