@@ -812,7 +812,7 @@ PROJECTION_SITES = tuple(
     f"{attention}.{projection}"
     for attention in ("self_attn", "attn", "attention", "self_attention", "attention.output", "layer.0.SelfAttention")
     for projection in ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo")
-)
+) + ("self_attn.output",)  # LED's encoder: a Longformer self-attention beside its output projection
 
 
 def _site(layer: torch.nn.Module, paths) -> torch.nn.Module | None:

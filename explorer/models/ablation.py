@@ -128,8 +128,8 @@ def _returning(calls: list, weights: torch.Tensor, used: set):
     """The innermost call that returned ``weights`` beside its output: the very tensor where the model passes it
     on as it is, else the first unused call that returned its values (maps of near-uniform random layers can be
     equal)."""
-    for match in (_is, torch.equal):
-        found = [c for c in calls if any(t.shape == weights.shape and match(t, weights) for t in c.returned[1:])]
+    for match in (_is, _equal, _view_of):
+        found = [c for c in calls if any(match(t, weights) for t in c.returned[1:])]
         innermost = [c for c in found if not any(c.contains(other) for other in found) and id(c) not in used]
         if innermost:
             used.add(id(innermost[0]))
@@ -138,7 +138,18 @@ def _returning(calls: list, weights: torch.Tensor, used: set):
 
 
 def _is(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.data_ptr() == b.data_ptr() and a.stride() == b.stride()
+    return a.shape == b.shape and a.data_ptr() == b.data_ptr() and a.stride() == b.stride()
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(a, b)
+
+
+def _view_of(returned: torch.Tensor, weights: torch.Tensor) -> bool:
+    """Whether the map the model reports is a view of what the module returned: Longformer's and LED's come back
+    with the head and query axes swapped and the padding to a window multiple cut off."""
+    same_heads = returned.dim() == 4 and weights.shape[1] in returned.shape[1:3]
+    return same_heads and returned.data_ptr() == weights.data_ptr() and returned.numel() >= weights.numel()
 
 
 def _output_projection(calls: list, attention, weights: torch.Tensor) -> torch.nn.Module | None:

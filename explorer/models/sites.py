@@ -79,8 +79,9 @@ def stack_sites(lm, stack: str) -> StackSites:
 
 
 def rows_view(tensor: torch.Tensor, rows: int, positions: int) -> torch.Tensor:
-    """``tensor`` as [row, position, ...]: as the module saw it, or with positions flattened into rows (OPT)."""
-    if tensor.shape[:2] == (rows, positions):
+    """``tensor`` as [row, position, ...]: as the module saw it (Longformer's positions padded to a window multiple
+    at the end), or with positions flattened into rows (OPT)."""
+    if tensor.shape[:2] == (rows, positions) or (tensor.dim() > 2 and tensor.shape[0] == rows):
         return tensor
     return tensor.reshape(rows, positions, *tensor.shape[1:])
 
@@ -150,13 +151,21 @@ def _layers(lm, calls: list[ModuleCall], hidden) -> list[ModuleCall]:
             (c for c in calls if c.start > after and id(c.module) in listed and _reads(c, state, following)), None
         )
         if found is None:
-            return _chained(lm, calls, len(hidden) - 1, index)
+            return _chained(lm, calls, hidden, index)
         layers.append(found)
         after = found.end
     return layers
 
 
-def _chained(lm, calls: list[ModuleCall], count: int, index: int) -> list[ModuleCall]:
+def _batch_first(call: ModuleCall, state: torch.Tensor) -> bool:
+    """Whether ``call`` reads and returns the stream as [row, position, hidden], the positions as reported or padded
+    at the end to a window multiple (Longformer); not time-first (XLNet's [position, row, hidden])."""
+    rows, positions, width = state.shape
+    shape = call.input.shape
+    return call.output.shape == shape and shape[0] == rows and shape[1] >= positions and shape[2] == width
+
+
+def _chained(lm, calls: list[ModuleCall], hidden, index: int) -> list[ModuleCall]:
     """The layers of a model whose reported hidden states are not each layer's input (Mamba's start after its
     first layer): the ``count`` calls of one ``ModuleList``'s elements, in order, each reading the one before's
     output, the first reading what no layer returned (the embeddings)."""
@@ -164,7 +173,7 @@ def _chained(lm, calls: list[ModuleCall], count: int, index: int) -> list[Module
         members = {id(module) for module in modules}
         run = [c for c in calls if id(c.module) in members and c.plain and c.output is not None]
         chained = all(same(before.output, after.input) for before, after in itertools.pairwise(run))
-        if len(run) == count and chained and all(c.output.shape == c.input.shape for c in run):
+        if len(run) == len(hidden) - 1 and chained and all(_batch_first(c, hidden[0]) for c in run):
             return run
     raise InputError(
         f"{lm.name} ({type(lm.model).__name__}) does not pass its hidden states through modules one layer "
