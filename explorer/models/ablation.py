@@ -27,7 +27,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import torch
@@ -47,20 +47,25 @@ class AttentionLayout:
 
     modules: dict[str, tuple[int, ...]]  # stack -> id(module) of each layer
     heads: dict[str, tuple[int, ...]]  # stack -> query heads of each layer
+    refused: dict[str, str] = field(default_factory=dict)  # stack -> why its heads cannot be reached
 
 
 _layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _layouts_lock = threading.Lock()
 
 
-def layout(lm, *, shared: bool = False) -> AttentionLayout:
+def layout(lm, *, shared: bool = False, stacks: Iterable[str] | None = None) -> AttentionLayout:
     """The model's attention layout, probed once per model and shared by every thread. Where layers share one
     attention module (ALBERT), ablation by module would zero a head in every layer at once: refused unless
-    ``shared`` (activation patching tells the layers apart by counting the module's calls)."""
+    ``shared`` (activation patching tells the layers apart by counting the module's calls). Refused too where a
+    stack of ``stacks`` (default: all) has heads no hook can reach (ProphetNet's decoder)."""
     with _layouts_lock:  # one probe per model, even when many sessions ask at once
         found = _layouts.get(lm.model)
         if found is None:
             found = _layouts[lm.model] = _probe(lm)
+    for stack in found.refused if stacks is None else stacks:
+        if stack in found.refused:
+            raise InputError(found.refused[stack])
     called = [module for stack_modules in found.modules.values() for module in stack_modules]
     if not shared and len(set(called)) != len(called):
         raise InputError(_unsupported(lm, "its layers share one attention module, so one layer cannot be ablated"))
@@ -91,19 +96,23 @@ def _probe_projections(lm) -> AttentionLayout:
     """The layout of a model whose attention runs in its own code, with a hook on each output projection."""
     with torch.inference_mode(), sites.record_calls(lm.model) as calls:
         maps = _returned_maps(lm.model(**_probe_inputs(lm), output_attentions=True))
-    modules, heads, used = defaultdict(list), defaultdict(list), set()
+    modules, heads, used, refused = defaultdict(list), defaultdict(list), set(), {}
+    unreached = _unsupported(lm, "no module of it returns its attention weights beside a projection")
     for weights in maps:
         attention = _returning(calls, weights, used)
-        projection = _output_projection(calls, attention, weights) if attention else None
-        if projection is None:
-            raise InputError(_unsupported(lm, "no module of it returns its attention weights beside a projection"))
-        _hook_projection(projection, id(attention.module), weights.shape[1])
+        if attention is None:
+            raise InputError(unreached)
         stack = lm.stack_of_module.get(id(attention.module), _main_stack(lm))
+        projection = _output_projection(calls, attention, weights)
+        if projection is None:  # this stack's heads are out of reach; the others' may still be ablated or patched
+            refused[stack] = unreached
+            continue
+        _hook_projection(projection, id(attention.module), weights.shape[1])
         modules[stack].append(id(attention.module))
         heads[stack].append(weights.shape[1])
     if not maps:
         raise InputError(_unsupported(lm, "it returns no attention weights"))
-    return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
+    return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()}, refused)
 
 
 def _probe_inputs(lm) -> dict:
@@ -114,13 +123,14 @@ def _probe_inputs(lm) -> dict:
 
 
 def _returned_maps(out) -> list[torch.Tensor]:
-    """Every attention map the forward returned: [batch, head, query, key] each."""
+    """Every attention map the forward returned: [batch, head, query, key] each (ProphetNet's n-gram streams come
+    as [batch, stream, head, query, key]: not one map per head, left out)."""
     return [
         layer
         for key, layers in out.items()
         if key.endswith("attentions") and isinstance(layers, tuple | list)
         for layer in layers
-        if isinstance(layer, torch.Tensor)
+        if isinstance(layer, torch.Tensor) and layer.dim() == 4
     ]
 
 
@@ -164,6 +174,10 @@ def _output_projection(calls: list, attention, weights: torch.Tensor) -> torch.n
     if reading:
         return reading[0].module
     inside = [c for c in attention.inner if _projects(c, heads) and not sites.same(c.input, attention.input)]
+    # one that returns the attention's width (ProphetNet's n-gram attention projects relative positions, 16 times
+    # wider, after its output projection, which reads [batch, stream, query, ...]: not this layout)
+    width = attention.output.shape[-1] if attention.output is not None else None
+    inside = [c for c in inside if c.output is not None and c.output.shape[-1] == width]
     return max(inside, key=lambda c: c.end).module if inside else None
 
 

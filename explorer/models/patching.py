@@ -109,7 +109,7 @@ class _Model:
         if None in mlps:
             missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
             raise InputError(_not_applicable(lm, missing))
-        found = _heads_layout(lm)
+        found = _heads_layout(lm, stack)
         modules, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
         attentions = _attention_of_layers(lm, stack, layers, modules)
         if len(set(heads)) != 1:
@@ -140,11 +140,11 @@ def _attention_of_layers(lm, stack: str, layers, modules: tuple[int, ...]) -> tu
     return tuple(found[0] if found else None for found in inside)
 
 
-def _heads_layout(lm) -> ablation.AttentionLayout:
+def _heads_layout(lm, stack: str) -> ablation.AttentionLayout:
     """Where each head's output is (as head ablation finds it, one module called once per layer where layers share
     weights), or why there is no head to patch."""
     try:
-        return ablation.layout(lm, shared=True)
+        return ablation.layout(lm, shared=True, stacks=(stack,))
     except InputError as error:
         raise InputError(_not_applicable(lm, f"its heads cannot be patched ({error})")) from None
 
