@@ -808,11 +808,21 @@ def _metric_position(subject: Subject, ids: torch.Tensor) -> int:
 # Where a layer's MLP output and the input of its attention's output projection are, as paths inside a layer:
 # the reference's own sites (test code), tried in order.
 MLP_SITES = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "output.dense", "layer.1.DenseReluDense", "fc2")
-PROJECTION_SITES = tuple(
-    f"{attention}.{projection}"
-    for attention in ("self_attn", "attn", "attention", "self_attention", "attention.output", "layer.0.SelfAttention")
-    for projection in ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo")
-) + ("self_attn.output",)  # LED's encoder: a Longformer self-attention beside its output projection
+PROJECTION_SITES = (
+    *(
+        f"{attention}.{projection}"
+        for attention in (
+            "self_attn",
+            "attn",
+            "attention",
+            "self_attention",
+            "attention.output",
+            "layer.0.SelfAttention",
+        )
+        for projection in ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo")
+    ),
+    "self_attn.output",  # LED's encoder: a Longformer self-attention beside its output projection
+)
 
 
 def _site(layer: torch.nn.Module, paths) -> torch.nn.Module | None:
@@ -991,7 +1001,7 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
             handle = patcher.residual(corrupted_ids, clean, layer, position)
             expected = ld(patcher.patched(corrupted_ids, handle)) - corrupted
             close(f"residual [{layer}, {position}]", result.residual[layer, position] * change, expected, atol)
-    unchecked, headless, without_mlp = [], [], []
+    unchecked, headless, without_mlp, refused = [], [], [], []
     for layer in range(len(layers)):
         if patcher.mlps[layer] is None:
             blank = bool(np.isnan(result.mlp[layer])) and bool(result.headless)  # Mamba's layer: a mixer, no MLP
@@ -999,10 +1009,13 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
         else:
             expected = ld(patcher.patched(corrupted_ids, patcher.mlp(clean, layer))) - corrupted
             close(f"MLP [{layer}]", result.mlp[layer] * change, expected, atol)
+        if bool(np.isnan(result.heads[layer]).all()) and result.headless:
+            # no head patched in this layer, and the page says why: it has no attention (a hybrid's Mamba layer), or
+            # its heads are out of reach (said as a refusal: the reference's own site is named in the note)
+            (headless if patcher.projections[layer] is None else refused).append(layer)
+            continue
         if patcher.projections[layer] is None:
-            # a layer with no attention (a hybrid's Mamba layer) has no heads: its row must be blank, and said why
-            blank = bool(np.isnan(result.heads[layer]).all()) and bool(result.headless)
-            (headless if blank else unchecked).append(layer if blank else "heads")
+            unchecked.append("heads")
             continue
         heads = result.heads.shape[1]
         for head in range(heads):
@@ -1014,6 +1027,7 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
     mlp_note = f"no MLP in layer {', '.join(map(str, without_mlp))}: its one branch is a state-space mixer (blank)"
     notes = (note, *(text for text, said in ((unchecked_note, unchecked), (headless_note, headless)) if said))
     notes += (mlp_note,) if without_mlp else ()
+    notes += (f"heads refused in layer {', '.join(map(str, refused))}: {result.headless}",) if refused else ()
     return Cell(Y, "; ".join(part for part in notes if part))
 
 

@@ -94,6 +94,7 @@ class _Model:
     mlps: tuple[torch.nn.Module, ...]
     attentions: tuple[int | None, ...]
     num_heads: int
+    unreached: str = ""  # why no head of the stack can be patched, where the model has heads but no hook reaches them
 
     @property
     def num_layers(self) -> int:
@@ -109,8 +110,14 @@ class _Model:
         if None in mlps:
             missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
             raise InputError(_not_applicable(lm, missing))
-        found = _heads_layout(lm, stack)
+        try:
+            found = ablation.layout(lm, shared=True, stacks=(stack,))
+        except InputError as error:  # heads out of reach: the residual stream and the MLPs are still patched
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=str(error))
         modules, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
+        if not modules:  # Pegasus-X's encoder: attention in its own code, its maps returned as a dict
+            unreached = f"no attention module of its {stack} returns one map per head that a hook can follow"
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=unreached)
         attentions = _attention_of_layers(lm, stack, layers, modules)
         if len(set(heads)) != 1:
             raise InputError(_not_applicable(lm, f"its {stack}'s layers have different numbers of heads ({heads})"))
@@ -138,15 +145,6 @@ def _attention_of_layers(lm, stack: str, layers, modules: tuple[int, ...]) -> tu
         mismatch = f"its {len(layers)} layers do not match its {stack}'s attention modules ({len(set(modules))})"
         raise InputError(_not_applicable(lm, mismatch))
     return tuple(found[0] if found else None for found in inside)
-
-
-def _heads_layout(lm, stack: str) -> ablation.AttentionLayout:
-    """Where each head's output is (as head ablation finds it, one module called once per layer where layers share
-    weights), or why there is no head to patch."""
-    try:
-        return ablation.layout(lm, shared=True, stacks=(stack,))
-    except InputError as error:
-        raise InputError(_not_applicable(lm, f"its heads cannot be patched ({error})")) from None
 
 
 def _not_applicable(lm, why: str) -> str:
@@ -505,6 +503,11 @@ def _headless_note(model: _Model) -> str:
     """Why rows of the heads' or the MLPs' map are blank: what those layers have instead of heads (and, in
     Mamba, instead of an MLP) is neither."""
     headless, without_mlp = model.headless(), model.without_mlp()
+    if model.unreached:
+        return (
+            f"The heads of {model.lm.name} cannot be patched ({model.unreached.rstrip('.')}); its residual stream "
+            "and its MLPs can: the heads' map is left out."
+        )
     if not headless:
         return ""
     if not _attends(model.lm):
