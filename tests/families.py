@@ -707,14 +707,52 @@ def lens_reference(subject: Subject, ids, decoder_ids) -> np.ndarray:
     modules = layer_calls(subject, ids, decoder_ids, len(states) - 1, last=True)
     last, calls = modules[-1], modules.count(modules[-1])
     readings = []
-    for state in states[:-1]:
-        handle = _replace_last_call(last, calls, lambda hidden, state=state: state.to(hidden.dtype))
+    for state in _layer_inputs(subject, ids, decoder_ids, modules, states):
+        handle = _replace_last_call(last, calls, lambda hidden, state=state: _put_rows(hidden, state))
         try:
             readings.append(subject.run(ids, decoder_ids).logits[0])
         finally:
             handle.remove()
     readings.append(out.logits[0])
     return torch.log_softmax(torch.stack(readings).float(), dim=-1).numpy()
+
+
+def _layer_inputs(subject: Subject, ids, decoder_ids, modules: list, states) -> list[torch.Tensor]:
+    """The residual stream at each layer's input: the hidden states the model reports, or, where those are not
+    what its layers read (Mamba reports each layer's output, from the first on), what forward pre-hooks on the
+    layers see (their first ``len(modules)`` calls, in order)."""
+    seen, handles = [], []
+    for module in dict.fromkeys(modules):
+        handles.append(module.register_forward_pre_hook(_keep_first_input(seen), with_kwargs=True))
+    try:
+        subject.run(ids, decoder_ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    read = seen[: len(modules)]
+    reported = states[:-1]
+    pairs = list(zip(read, reported, strict=True))
+    if all(a.shape == b.shape and torch.equal(a, b) for a, b in pairs):
+        return list(reported)
+    batch_first = all(a.shape[0] == b.shape[0] and a.shape[1] >= b.shape[1] for a, b in pairs)
+    return [a[:, : b.shape[1]] for a, b in pairs] if batch_first else list(reported)  # XLNet's are time-first
+
+
+def _keep_first_input(seen: list):
+    def hook(module, args, kwargs):
+        seen.append((args[0] if args else kwargs["hidden_states"]).clone())
+
+    return hook
+
+
+def _put_rows(hidden: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """``state`` in place of ``hidden``; where the layer ran on the positions padded to a window multiple at the
+    end (Longformer), in its first rows, the padding kept."""
+    if hidden.shape == state.shape:
+        return state.to(hidden.dtype)
+    hidden = hidden.clone()
+    hidden[:, : state.shape[1]] = state.to(hidden.dtype)
+    return hidden
 
 
 def check_lens(subject: Subject) -> Cell:
