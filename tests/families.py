@@ -1216,6 +1216,21 @@ def _short(note: str, root: str) -> str:
 MARKDOWN = set("\\`*_[]<>|#")
 
 
+def subject_for(model_type: str, root: Path) -> Subject:
+    """The tiny ``model_type`` built, saved under ``root`` and loaded through explorer: one family as the matrix
+    checks it (for tests of one feature on a few families)."""
+    import explorer
+
+    model, tokenizer = build(model_type)
+    folder = Path(root) / model_type
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    subject = Subject(model_type, FAMILIES[model_type].kind, model, tokenizer)
+    subject.lm = explorer.load_model(str(folder), device="cpu")
+    _tokenizer_note(subject)
+    return subject
+
+
 def family_row(model_type: str, root: Path) -> dict[str, Cell]:
     """Every feature's cell for one family (built, saved under ``root``, loaded through explorer)."""
     import explorer

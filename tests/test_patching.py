@@ -433,3 +433,45 @@ def test_concurrent_calls_do_not_see_each_others_hooks(models):
         np.testing.assert_array_equal(result.heads, alone.heads)
     for logits in (logits for future in plains for logits in future.result()):
         np.testing.assert_array_equal(logits, plain)
+
+
+# -- families whose layers, streams or heads are unusual (tests/families.py's tiny models) ------------------------
+
+# family -> what the matrix cell's note must say: ALBERT calls one layer module for every layer (hooks act on its
+# k-th call); Llama 4's chunks of 4 keep the changed word from the last position (a pair changed inside it);
+# Jamba's Mamba layer has no heads, Mamba has neither heads nor an MLP apart from its mixer; Longformer pads to a
+# window multiple; BigBird returns no maps (its heads refused, the rest patched); ProphetNet's encoder is patched
+# though its decoder's n-gram heads are out of reach.
+UNUSUAL = {
+    "albert": "reference checks the residual stream only",  # its heads and MLP: the test below
+    "llama4_text": "a change in the last chunk",
+    "jamba": "no heads in layer 0: no attention there",
+    "mamba": "no MLP in layer 0, 1",
+    "longformer": "",
+    "big_bird": "heads refused in layer 0, 1",
+    "prophetnet": "",
+}
+
+
+@pytest.mark.parametrize("family", list(UNUSUAL))
+def test_patching_unusual_families_equals_one_hooked_run_per_cell(tmp_path, family):
+    from tests import families
+
+    cell = families.check_patching(families.subject_for(family, tmp_path))
+    assert cell.mark == families.Y, cell.note
+    assert UNUSUAL[family] in cell.note if UNUSUAL[family] else cell.note == ""
+
+
+def test_albert_patches_each_layer_on_its_own_call_of_the_shared_module(tmp_path):
+    """ALBERT runs one layer module (shared weights) for every layer: each head and MLP cell of layer k patches the
+    k-th call only, as hooks that count the calls of the reference's own attention projection and feed-forward
+    output show."""
+    from tests import families
+
+    subject = families.subject_for("albert", tmp_path)
+    shared = subject.reference.albert.encoder.albert_layer_groups[0].albert_layers[0]
+    layers = subject.reference.config.num_hidden_layers
+    patcher = families.Patcher(subject, [shared] * layers)
+    patcher.mlps, patcher.projections = [shared.ffn_output] * layers, [shared.attention.dense] * layers
+    cell = families.compare_patching(subject, patcher)
+    assert cell == families.Cell(families.Y), cell.note
