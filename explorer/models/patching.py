@@ -14,7 +14,13 @@ patched where head ablation zeroes them (``recorder.editing``): in the output of
 attention computed in the model's own code, in the input of its output projection (``ablation.layout``). The
 hooks live only while a call runs (removed in ``finally``) and act only on the forward passes of the call that
 registered them, named in a context variable: another thread's run of the shared model passes through them
-unchanged.
+unchanged. A module that runs several layers (ALBERT's shared layer, its MLP and attention) is hooked once and
+acts as layer k on its k-th call of the pass.
+
+Not every layer has every site: a hybrid's Mamba or linear-attention layer has no heads (its row of ``heads`` is
+NaN), a state-space model has neither heads nor an MLP apart from its mixer, and a stack whose heads no hook reaches
+(BigBird's, which returns no maps; Pegasus-X's encoder, which returns dicts) is patched in its residual stream and
+MLPs only. ``Patching.headless`` says why, in the visitor's words.
 """
 
 from __future__ import annotations
