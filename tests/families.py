@@ -970,7 +970,7 @@ def _on_call(nth: int, hook):
 
 def _keeper(found, key):
     def hook(module, args, kwargs):
-        found[key] = (args[0] if args else kwargs["hidden_states"]).clone()
+        found.setdefault(key, (args[0] if args else kwargs["hidden_states"]).clone())  # a shared layer: its first call
 
     return hook
 
