@@ -47,7 +47,7 @@ class AttentionLayout:
 
     modules: dict[str, tuple[int, ...]]  # stack -> id(module) of each layer
     heads: dict[str, tuple[int, ...]]  # stack -> query heads of each layer
-    refused: dict[str, str] = field(default_factory=dict)  # stack -> why its heads cannot be reached
+    refused: dict[str, str] = field(default_factory=dict)  # stack -> why its heads cannot be reached (plain words)
 
 
 _layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -65,16 +65,16 @@ def layout(lm, *, shared: bool = False, stacks: Iterable[str] | None = None) -> 
             found = _layouts[lm.model] = _probe(lm)
     for stack in found.refused if stacks is None else stacks:
         if stack in found.refused:
-            raise InputError(found.refused[stack])
+            raise Unsupported(lm, found.refused[stack])
     called = [module for stack_modules in found.modules.values() for module in stack_modules]
     if not shared and len(set(called)) != len(called):
-        raise InputError(_unsupported(lm, "its layers share one attention module, so one layer cannot be ablated"))
+        raise Unsupported(lm, "its layers share one attention module, so one layer cannot be ablated")
     return found
 
 
 def _probe(lm) -> AttentionLayout:
     if getattr(lm, "attention", recorder.RECORDED) == recorder.NO_ATTENTION:  # what RWKV returns are not weights
-        raise InputError(_unsupported(lm, "it returns no attention weights"))
+        raise Unsupported(lm, "it returns no attention weights")
     ids = sites.probe_ids(lm, "Hello world")[:, :4]
     with torch.inference_mode(), recorder.recording() as calls:
         if lm.kind == KIND_ENCODER_DECODER:
@@ -97,11 +97,11 @@ def _probe_projections(lm) -> AttentionLayout:
     with torch.inference_mode(), sites.record_calls(lm.model) as calls:
         maps = _returned_maps(lm.model(**_probe_inputs(lm), output_attentions=True))
     modules, heads, used, refused = defaultdict(list), defaultdict(list), set(), {}
-    unreached = _unsupported(lm, "no module of it returns its attention weights beside a projection")
+    unreached = "no module of it returns its attention weights beside a projection"
     for weights in maps:
         attention = _returning(calls, weights, used)
         if attention is None:
-            raise InputError(unreached)
+            raise Unsupported(lm, unreached)
         stack = lm.stack_of_module.get(id(attention.module), _main_stack(lm))
         projection = _output_projection(calls, attention, weights)
         if projection is None:  # this stack's heads are out of reach; the others' may still be ablated or patched
@@ -111,7 +111,7 @@ def _probe_projections(lm) -> AttentionLayout:
         modules[stack].append(id(attention.module))
         heads[stack].append(weights.shape[1])
     if not maps:
-        raise InputError(_unsupported(lm, "it returns no attention weights"))
+        raise Unsupported(lm, "it returns no attention weights")
     return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()}, refused)
 
 
@@ -207,8 +207,13 @@ def _edit_projection_input(attention_id: int, num_heads: int, module, args):
     return None if edited is None else (edited.flatten(-2), *args[1:])
 
 
-def _unsupported(lm, why: str) -> str:
-    return f"Head ablation is not supported for {lm.name} ({type(lm.model).__name__}): {why}."
+class Unsupported(InputError):
+    """Head ablation cannot reach this model's heads; ``why`` says so in plain words (activation patching repeats it
+    when it patches the rest)."""
+
+    def __init__(self, lm, why: str):
+        super().__init__(f"Head ablation is not supported for {lm.name} ({type(lm.model).__name__}): {why}.")
+        self.why = why
 
 
 def _main_stack(lm) -> str:

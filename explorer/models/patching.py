@@ -118,8 +118,8 @@ class _Model:
             raise InputError(_not_applicable(lm, missing))
         try:
             found = ablation.layout(lm, shared=True, stacks=(stack,))
-        except InputError as error:  # heads out of reach: the residual stream and the MLPs are still patched
-            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=str(error))
+        except ablation.Unsupported as error:  # heads out of reach: the residual stream and the MLPs are still patched
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=error.why)
         modules, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
         if not modules:  # Pegasus-X's encoder: attention in its own code, its maps returned as a dict
             unreached = f"no attention module of its {stack} returns one map per head that a hook can follow"
