@@ -475,3 +475,28 @@ def test_albert_patches_each_layer_on_its_own_call_of_the_shared_module(tmp_path
     patcher.mlps, patcher.projections = [shared.ffn_output] * layers, [shared.attention.dense] * layers
     cell = families.compare_patching(subject, patcher)
     assert cell == families.Cell(families.Y), cell.note
+
+
+def test_a_summary_names_only_the_sites_a_model_has_and_says_why_the_rest_are_blank():
+    """NaN marks a layer without heads (a hybrid's Mamba layer) or without an MLP (Mamba's mixer): the summary's
+    strongest head and MLP come from the layers that have them, and the reason is said."""
+    from explorer import views
+    from explorer.data.patching import Patching
+
+    def result(heads, mlp, headless):
+        return Patching(
+            model_name="m", clean_tokens=("a", "b"), corrupted_tokens=("a", "c"), answer_id=1, answer_token="x",
+            counterfactual_id=2, counterfactual_token="y", ld_clean=1.0, ld_corrupted=0.0, stack="decoder",
+            metric_position=1, residual=np.zeros((3, 2), np.float32), heads=np.asarray(heads, np.float32),
+            mlp=np.asarray(mlp, np.float32), whole_first=1.0, whole_last=1.0, nothing=0.0, headless=headless,
+        )  # fmt: skip
+
+    hybrid = result([[np.nan, np.nan], [0.1, 0.7]], [0.2, 0.5], "Layer 0 computes no attention.")
+    assert hybrid.has_heads and hybrid.has_mlps
+    line = views.patching.summary(hybrid)
+    assert "layer 1, head 1 (+0.70)" in line and "the MLP: layer 1" in line and "Layer 0 computes no attention." in line
+    mamba = result(np.zeros((2, 0)), [np.nan, np.nan], "m has no attention.")
+    assert not mamba.has_heads and not mamba.has_mlps
+    mamba_line = views.patching.summary(mamba)
+    assert "recovers the most alone" not in mamba_line and "the MLP:" not in mamba_line
+    assert mamba_line.endswith("m has no attention.")
