@@ -891,8 +891,12 @@ class Patcher:
         decoder_ids = self.subject.start() if self.subject.kind == ENCODER_DECODER else None
         return self.subject.run(ids, decoder_ids).logits[0, _metric_position(self.subject, ids)].float()
 
-    def call(self, layer: int) -> int:
-        """Which call of its module runs ``layer``: 1, or k where one module runs several layers (ALBERT's)."""
+    def call(self, layer: int) -> int | None:
+        """Which call of its module runs ``layer`` where one module runs several layers (ALBERT's: the k-th);
+        None where it runs this layer alone, so that its hooks act on every call (ProphetNet's output projection
+        runs once for the main stream and once for the predicting streams)."""
+        if self.layers.count(self.layers[layer]) == 1:
+            return None
         return self.layers[: layer + 1].count(self.layers[layer])
 
     def record(self, ids) -> dict:
@@ -956,9 +960,11 @@ class Patcher:
         return self.projections[layer].register_forward_pre_hook(_on_call(self.call(layer), hook))
 
 
-def _on_call(nth: int, hook):
+def _on_call(nth: int | None, hook):
     """``hook`` acting on its module's ``nth`` call of the run only: a module that runs several layers (ALBERT's
-    shared layer) is layer k on its k-th call."""
+    shared layer) is layer k on its k-th call; on every call for None."""
+    if nth is None:
+        return hook
     calls = [0]
 
     def counted(module, *rest):

@@ -174,8 +174,8 @@ def _output_projection(calls: list, attention, weights: torch.Tensor) -> torch.n
     if reading:
         return reading[0].module
     inside = [c for c in attention.inner if _projects(c, heads) and not sites.same(c.input, attention.input)]
-    # one that returns the attention's width (ProphetNet's n-gram attention projects relative positions, 16 times
-    # wider, after its output projection, which reads [batch, stream, query, ...]: not this layout)
+    # one that returns the attention's width (ProphetNet's n-gram attention also projects relative positions, as
+    # wide as its buckets times its heads)
     width = attention.output.shape[-1] if attention.output is not None else None
     inside = [c for c in inside if c.output is not None and c.output.shape[-1] == width]
     return max(inside, key=lambda c: c.end).module if inside else None
@@ -187,7 +187,7 @@ def _projects(call, num_heads: int) -> bool:
     weight = getattr(call.module, "weight", None)
     is_matrix = isinstance(weight, torch.Tensor) and weight.dim() == 2
     found = call.input
-    row_first = found is not None and found.dim() == 3 and found.shape[0] == 1
+    row_first = found is not None and found.dim() in (3, 4) and found.shape[0] == 1  # ProphetNet: [1, stream, query]
     return is_matrix and row_first and found.shape[-1] % num_heads == 0
 
 
@@ -201,10 +201,13 @@ def _hook_projection(projection: torch.nn.Module, attention_id: int, num_heads: 
 
 
 def _edit_projection_input(attention_id: int, num_heads: int, module, args):
-    """The heads concatenated, [batch, query, head × head_dim], with this context's ablation or edits applied."""
-    heads = args[0].unflatten(-1, (num_heads, -1))
+    """The heads concatenated, [batch, query, head × head_dim] (ProphetNet's decoder: [batch, stream, query, ...],
+    its output projection called once for the main stream and once for the predicting streams), with this context's
+    ablation or edits applied."""
+    concatenated = args[0]
+    heads = concatenated.flatten(1, -2).unflatten(-1, (num_heads, -1))  # ProphetNet's streams: more query rows
     edited = recorder.edited_heads(attention_id, heads)
-    return None if edited is None else (edited.flatten(-2), *args[1:])
+    return None if edited is None else (edited.reshape(concatenated.shape), *args[1:])
 
 
 class Unsupported(InputError):
