@@ -891,11 +891,12 @@ class Patcher:
         decoder_ids = self.subject.start() if self.subject.kind == ENCODER_DECODER else None
         return self.subject.run(ids, decoder_ids).logits[0, _metric_position(self.subject, ids)].float()
 
-    def call(self, layer: int) -> int | None:
-        """Which call of its module runs ``layer`` where one module runs several layers (ALBERT's: the k-th);
-        None where it runs this layer alone, so that its hooks act on every call (ProphetNet's output projection
-        runs once for the main stream and once for the predicting streams)."""
-        if self.layers.count(self.layers[layer]) == 1:
+    def call(self, layer: int, every: bool = False) -> int | None:
+        """Which call of its module in a run is ``layer``'s: the k-th where one module runs several layers
+        (ALBERT's), else the first (Pegasus-X's encoder runs its MLP on the positions, then on its global tokens);
+        None, every call, where asked (zeroing a head: ProphetNet's output projection runs once for the main
+        stream and once for the predicting streams) and the module runs this layer alone."""
+        if every and self.layers.count(self.layers[layer]) == 1:
             return None
         return self.layers[: layer + 1].count(self.layers[layer])
 
@@ -957,7 +958,7 @@ class Patcher:
             patched[..., cut] = 0.0 if value is None else value[..., cut]
             return (patched, *args[1:])
 
-        return self.projections[layer].register_forward_pre_hook(_on_call(self.call(layer), hook))
+        return self.projections[layer].register_forward_pre_hook(_on_call(self.call(layer, value is None), hook))
 
 
 def _on_call(nth: int | None, hook):

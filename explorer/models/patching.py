@@ -363,7 +363,8 @@ class _Call:
 class _Run:
     """One forward pass of a ``patch`` call: its plan (recording or patching), the batch's shape, and how often
     each hooked module has been called so far. A module called once per layer with shared weights (ALBERT's layer,
-    its MLP, its attention) is layer k on its k-th call."""
+    its MLP, its attention) is layer k on its k-th call; a call past the layers it runs (Pegasus-X's encoder runs
+    its MLP on the positions, then on its global tokens) is no site and passes unchanged."""
 
     call: _Call
     plan: object
