@@ -67,12 +67,16 @@ st.caption(
     "every cell equals a one-run-per-cell reference with forward hooks within 1e-5 in the tests."
 )
 heads_column, mlp_column = st.columns([3, 1])
-with heads_column:
-    heads = views.patching.Heads(lm.name, clean, corrupted, answer or None, counterfactual or None)
-    ui.show_view(heads, patching, key="patching-heads")
-with mlp_column:
-    mlp = views.patching.Mlp(lm.name, clean, corrupted, answer or None, counterfactual or None)
-    ui.show_view(mlp, patching, key="patching-mlp")
+if patching.has_heads:
+    with heads_column:
+        heads = views.patching.Heads(lm.name, clean, corrupted, answer or None, counterfactual or None)
+        ui.show_view(heads, patching, key="patching-heads")
+if patching.has_mlps:
+    with mlp_column:
+        mlp = views.patching.Mlp(lm.name, clean, corrupted, answer or None, counterfactual or None)
+        ui.show_view(mlp, patching, key="patching-mlp")
+if patching.headless:  # a hybrid's Mamba layers, or a state-space model: why rows are blank or maps missing
+    st.caption(ui.literal(patching.headless))
 st.caption(
     "A head's cell patches its output before the layer's output projection (its share of the concatenated heads) "
     "at every position; an MLP's cell patches its output at every position."

@@ -349,6 +349,7 @@ Y, ERROR, NA, FAIL = "Y", "clear error", "n/a", "FAIL"
 
 PROMPT = "the cat sat on the mat"  # 6 tokens: past the windows of 4 before anything is generated
 CORRUPTED = "the dog sat on the mat"
+CORRUPTED_LATE = "the cat sat on a mat"  # changed inside the last chunk of 4 (chunked attention)
 MASKED = ("the cat sat on the [MASK] .", "the dog sat on the [MASK] .")  # an encoder predicts its [MASK]
 TARGET = "a dog ran"  # the decoder's text for encoder-decoders
 NEW_TOKENS = 3
@@ -749,14 +750,52 @@ def lens_reference(subject: Subject, ids, decoder_ids) -> np.ndarray:
     modules = layer_calls(subject, ids, decoder_ids, len(states) - 1, last=True)
     last, calls = modules[-1], modules.count(modules[-1])
     readings = []
-    for state in states[:-1]:
-        handle = _replace_last_call(last, calls, lambda hidden, state=state: state.to(hidden.dtype))
+    for state in _layer_inputs(subject, ids, decoder_ids, modules, states):
+        handle = _replace_last_call(last, calls, lambda hidden, state=state: _put_rows(hidden, state))
         try:
             readings.append(subject.run(ids, decoder_ids).logits[0])
         finally:
             handle.remove()
     readings.append(out.logits[0])
     return torch.log_softmax(torch.stack(readings).float(), dim=-1).numpy()
+
+
+def _layer_inputs(subject: Subject, ids, decoder_ids, modules: list, states) -> list[torch.Tensor]:
+    """The residual stream at each layer's input: the hidden states the model reports, or, where those are not
+    what its layers read (Mamba reports each layer's output, from the first on), what forward pre-hooks on the
+    layers see (their first ``len(modules)`` calls, in order)."""
+    seen, handles = [], []
+    for module in dict.fromkeys(modules):
+        handles.append(module.register_forward_pre_hook(_keep_first_input(seen), with_kwargs=True))
+    try:
+        subject.run(ids, decoder_ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+    read = seen[: len(modules)]
+    reported = states[:-1]
+    pairs = list(zip(read, reported, strict=True))
+    if all(a.shape == b.shape and torch.equal(a, b) for a, b in pairs):
+        return list(reported)
+    batch_first = all(a.shape[0] == b.shape[0] and a.shape[1] >= b.shape[1] for a, b in pairs)
+    return [a[:, : b.shape[1]] for a, b in pairs] if batch_first else list(reported)  # XLNet's are time-first
+
+
+def _keep_first_input(seen: list):
+    def hook(module, args, kwargs):
+        seen.append((args[0] if args else kwargs["hidden_states"]).clone())
+
+    return hook
+
+
+def _put_rows(hidden: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """``state`` in place of ``hidden``; where the layer ran on the positions padded to a window multiple at the
+    end (Longformer), in its first rows, the padding kept."""
+    if hidden.shape == state.shape:
+        return state.to(hidden.dtype)
+    hidden = hidden.clone()
+    hidden[:, : state.shape[1]] = state.to(hidden.dtype)
+    return hidden
 
 
 def check_lens(subject: Subject) -> Cell:
@@ -850,10 +889,20 @@ def _metric_position(subject: Subject, ids: torch.Tensor) -> int:
 # Where a layer's MLP output and the input of its attention's output projection are, as paths inside a layer:
 # the reference's own sites (test code), tried in order.
 MLP_SITES = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "output.dense", "layer.1.DenseReluDense", "fc2")
-PROJECTION_SITES = tuple(
-    f"{attention}.{projection}"
-    for attention in ("self_attn", "attn", "attention", "self_attention", "attention.output", "layer.0.SelfAttention")
-    for projection in ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo")
+PROJECTION_SITES = (
+    *(
+        f"{attention}.{projection}"
+        for attention in (
+            "self_attn",
+            "attn",
+            "attention",
+            "self_attention",
+            "attention.output",
+            "layer.0.SelfAttention",
+        )
+        for projection in ("o_proj", "out_proj", "c_proj", "dense", "o", "out_lin", "wo")
+    ),
+    "self_attn.output",  # LED's encoder: a Longformer self-attention beside its output projection
 )
 
 
@@ -885,15 +934,31 @@ class Patcher:
         decoder_ids = self.subject.start() if self.subject.kind == ENCODER_DECODER else None
         return self.subject.run(ids, decoder_ids).logits[0, _metric_position(self.subject, ids)].float()
 
+    def call(self, layer: int, every: bool = False) -> int | None:
+        """Which call of its module in a run is ``layer``'s: the k-th where one module runs several layers
+        (ALBERT's), else the first (Pegasus-X's encoder runs its MLP on the positions, then on its global tokens);
+        None, every call, where asked (zeroing a head: ProphetNet's output projection runs once for the main
+        stream and once for the predicting streams) and the module runs this layer alone."""
+        if every and self.layers.count(self.layers[layer]) == 1:
+            return None
+        return self.layers[: layer + 1].count(self.layers[layer])
+
     def record(self, ids) -> dict:
         found, handles = {}, []
         for index, layer in enumerate(self.layers):
-            handles.append(layer.register_forward_pre_hook(_keeper(found, ("in", index)), with_kwargs=True))
+            nth = self.call(index)
+            handles.append(
+                layer.register_forward_pre_hook(_on_call(nth, _keeper(found, ("in", index))), with_kwargs=True)
+            )
             if self.mlps[index] is not None:
-                handles.append(self.mlps[index].register_forward_hook(_output_keeper(found, ("mlp", index))))
+                hook = _on_call(nth, _output_keeper(found, ("mlp", index)))
+                handles.append(self.mlps[index].register_forward_hook(hook))
             if self.projections[index] is not None:
-                handles.append(self.projections[index].register_forward_pre_hook(_input_keeper(found, index)))
-        handles.append(self.layers[-1].register_forward_hook(_output_keeper(found, ("in", len(self.layers)))))
+                handles.append(
+                    self.projections[index].register_forward_pre_hook(_on_call(nth, _input_keeper(found, index)))
+                )
+        last = _on_call(self.call(len(self.layers) - 1), _output_keeper(found, ("in", len(self.layers))))
+        handles.append(self.layers[-1].register_forward_hook(last))
         try:
             self.logits(ids)
         finally:
@@ -914,17 +979,19 @@ class Patcher:
             return hidden
 
         if layer == len(self.layers):
-            return self.layers[-1].register_forward_hook(lambda m, a, o: _with_hidden(o, replace(_hidden(o))))
+            last = _on_call(self.call(layer - 1), lambda m, a, o: _with_hidden(o, replace(_hidden(o))))
+            return self.layers[-1].register_forward_hook(last)
 
         def layer_input(module, args, kwargs):
             if args:
                 return (replace(args[0]), *args[1:]), kwargs
             return args, {**kwargs, "hidden_states": replace(kwargs["hidden_states"])}
 
-        return self.layers[layer].register_forward_pre_hook(layer_input, with_kwargs=True)
+        return self.layers[layer].register_forward_pre_hook(_on_call(self.call(layer), layer_input), with_kwargs=True)
 
     def mlp(self, clean, layer: int):
-        return self.mlps[layer].register_forward_hook(lambda m, a, o: _with_hidden(o, clean["mlp", layer]))
+        hook = _on_call(self.call(layer), lambda m, a, o: _with_hidden(o, clean["mlp", layer]))
+        return self.mlps[layer].register_forward_hook(hook)
 
     def head(self, clean, layer: int, head: int, heads: int, value=None):
         def hook(module, args):
@@ -934,12 +1001,26 @@ class Patcher:
             patched[..., cut] = 0.0 if value is None else value[..., cut]
             return (patched, *args[1:])
 
-        return self.projections[layer].register_forward_pre_hook(hook)
+        return self.projections[layer].register_forward_pre_hook(_on_call(self.call(layer, value is None), hook))
+
+
+def _on_call(nth: int | None, hook):
+    """``hook`` acting on its module's ``nth`` call of the run only: a module that runs several layers (ALBERT's
+    shared layer) is layer k on its k-th call; on every call for None."""
+    if nth is None:
+        return hook
+    calls = [0]
+
+    def counted(module, *rest):
+        calls[0] += 1
+        return hook(module, *rest) if calls[0] == nth else None
+
+    return counted
 
 
 def _keeper(found, key):
     def hook(module, args, kwargs):
-        found.setdefault(key, (args[0] if args else kwargs["hidden_states"]).clone())
+        found.setdefault(key, (args[0] if args else kwargs["hidden_states"]).clone())  # a shared layer: its first call
 
     return hook
 
@@ -960,10 +1041,7 @@ def _input_keeper(found, index):
 
 def check_patching(subject: Subject) -> Cell:
     """Activation patching: each recovered fraction equals one plain run with that cell patched by hand."""
-    import explorer
-
-    clean_text, corrupted_text = MASKED if subject.kind == ENCODER else (PROMPT, CORRUPTED)
-    clean_ids, corrupted_ids = subject.ids(clean_text), subject.ids(corrupted_text)
+    clean_ids = subject.ids(MASKED[0] if subject.kind == ENCODER else PROMPT)
     layers = layer_calls(
         subject,
         clean_ids,
@@ -971,7 +1049,28 @@ def check_patching(subject: Subject) -> Cell:
         _stack_layers(subject),
         last=subject.kind != ENCODER_DECODER,
     )
-    patcher = Patcher(subject, layers)
+    return compare_patching(subject, Patcher(subject, layers))
+
+
+def _patching_prompts(subject: Subject, patcher: Patcher) -> tuple[str, str, str]:
+    """(clean, corrupted, note): the matrix's pair, or, where the changed word cannot reach the predicting position
+    (chunked attention: the last position reads only its own chunk of 4), one changed inside that window, as a user
+    would, so that there is a difference to recover."""
+    if subject.kind == ENCODER:
+        return (*MASKED, "")
+    if bool((patcher.logits(subject.ids(PROMPT)) != patcher.logits(subject.ids(CORRUPTED))).any()):
+        return PROMPT, CORRUPTED, ""
+    note = f"the pair {PROMPT!r} / {CORRUPTED!r} predicts the same, so {CORRUPTED_LATE!r}: a change in the last chunk"
+    return PROMPT, CORRUPTED_LATE, note
+
+
+def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
+    """Every recovered fraction of ``explorer.patch`` against ``patcher``'s plain runs, one per cell."""
+    import explorer
+
+    clean_text, corrupted_text, note = _patching_prompts(subject, patcher)
+    clean_ids, corrupted_ids = subject.ids(clean_text), subject.ids(corrupted_text)
+    layers = patcher.layers
     moved = patcher.logits(clean_ids) - patcher.logits(corrupted_ids)
     answer, counterfactual = int(moved.argmax()), int(moved.argmin())
     result = explorer.patch(subject.lm, clean_text, corrupted_text, answer=answer, counterfactual=counterfactual)
@@ -990,13 +1089,19 @@ def check_patching(subject: Subject) -> Cell:
             handle = patcher.residual(corrupted_ids, clean, layer, position)
             expected = ld(patcher.patched(corrupted_ids, handle)) - corrupted
             close(f"residual [{layer}, {position}]", result.residual[layer, position] * change, expected, atol)
-    unchecked = []
+    unchecked, headless, without_mlp, refused = [], [], [], []
     for layer in range(len(layers)):
         if patcher.mlps[layer] is None:
-            unchecked.append("MLP")
+            blank = bool(np.isnan(result.mlp[layer])) and bool(result.headless)  # Mamba's layer: a mixer, no MLP
+            (without_mlp if blank else unchecked).append(layer if blank else "MLP")
         else:
             expected = ld(patcher.patched(corrupted_ids, patcher.mlp(clean, layer))) - corrupted
             close(f"MLP [{layer}]", result.mlp[layer] * change, expected, atol)
+        if bool(np.isnan(result.heads[layer]).all()) and result.headless:
+            # no head patched in this layer, and the page says why: it has no attention (a hybrid's Mamba layer), or
+            # its heads are out of reach (said as a refusal: the reference's own site is named in the note)
+            (headless if patcher.projections[layer] is None else refused).append(layer)
+            continue
         if patcher.projections[layer] is None:
             unchecked.append("heads")
             continue
@@ -1005,9 +1110,13 @@ def check_patching(subject: Subject) -> Cell:
             hook = patcher.head(clean, layer, head, heads, value=clean["heads", layer])
             expected = ld(patcher.patched(corrupted_ids, hook)) - corrupted
             close(f"head [{layer}, {head}]", result.heads[layer, head] * change, expected, atol)
-    return Cell(
-        Y, f"reference checks the residual stream only, not {' or '.join(sorted(set(unchecked)))}" if unchecked else ""
-    )
+    unchecked_note = f"reference checks the residual stream only, not {' or '.join(sorted(set(unchecked)))}"
+    headless_note = f"no heads in layer {', '.join(map(str, headless))}: no attention there (its row is blank)"
+    mlp_note = f"no MLP in layer {', '.join(map(str, without_mlp))}: its one branch is a state-space mixer (blank)"
+    notes = (note, *(text for text, said in ((unchecked_note, unchecked), (headless_note, headless)) if said))
+    notes += (mlp_note,) if without_mlp else ()
+    notes += (f"heads refused in layer {', '.join(map(str, refused))}: {result.headless}",) if refused else ()
+    return Cell(Y, "; ".join(part for part in notes if part))
 
 
 def _stack_layers(subject: Subject) -> int:
@@ -1155,6 +1264,21 @@ def _short(note: str, root: str) -> str:
 
 
 MARKDOWN = set("\\`*_[]<>|#")
+
+
+def subject_for(model_type: str, root: Path) -> Subject:
+    """The tiny ``model_type`` built, saved under ``root`` and loaded through explorer: one family as the matrix
+    checks it (for tests of one feature on a few families)."""
+    import explorer
+
+    model, tokenizer = build(model_type)
+    folder = Path(root) / model_type
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    subject = Subject(model_type, FAMILIES[model_type].kind, model, tokenizer)
+    subject.lm = explorer.load_model(str(folder), device="cpu")
+    _tokenizer_note(subject)
+    return subject
 
 
 def family_row(model_type: str, root: Path) -> dict[str, Cell]:

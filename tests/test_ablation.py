@@ -386,3 +386,14 @@ def test_probabilities_stay_true_near_one_and_zero():
     assert probability(np.log(0.25)) == "25.0%"
     assert probability(-1.2e-6) == "1 − 1.2e-06"
     assert probability(np.log(2e-5)) == "2e-05"
+
+
+@pytest.mark.parametrize("family", ["led", "prophetnet"])
+def test_heads_computed_in_the_models_own_code_are_zeroed_at_their_output_projection(tmp_path, family):
+    """LED returns its encoder's maps transposed and cut to the text (a view of what its attention returned);
+    ProphetNet's decoder projects the main stream and the predicting streams ([batch, stream, query, ...]) with one
+    output projection, called twice: each ablated log-probability equals one plain run with the head zeroed at
+    that projection's input (the matrix's reference, hooks on every call)."""
+    from tests import families
+
+    assert families.check_ablation(families.subject_for(family, tmp_path)) == families.Cell(families.Y)

@@ -570,3 +570,16 @@ def test_attention_returned_in_another_layout_is_refused_clearly(families, name)
     lm, _ = families[name]
     with pytest.raises(explorer.InputError, match="cannot be stitched"):
         explorer.decode(lm, FAMILY_PROMPT, strategy="greedy", max_new_tokens=4, record_attention=True)
+
+
+def test_attention_while_decoding_leaves_out_an_encoder_returned_as_dicts_and_says_so(tmp_path):
+    """Pegasus-X's encoder returns dicts of global and block-local maps: its decoder and cross attention while
+    decoding equal one eager pass over what it generated (the matrix's check), and a note says the encoder's
+    attention is left out."""
+    from tests import families
+
+    subject = families.subject_for("pegasus_x", tmp_path)
+    assert families.check_record_attention(subject) == families.Cell(families.Y)
+    trace = explorer.decode(subject.lm, families.PROMPT, strategy="greedy", max_new_tokens=2, record_attention=True)
+    assert set(trace.attention) == {"decoder", "cross"}
+    assert any("encoder attention is left out" in note for note in trace.notes), trace.notes

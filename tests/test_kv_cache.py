@@ -357,3 +357,14 @@ def test_one_measurement_serves_every_steps_value_through_the_gateway(monkeypatc
     assert [trace.steps for trace in shown] == [2, 7, 10, 4]
     assert gateway.run("kv cache", name, TEXT, 10) is gateway.run("kv cache", name, TEXT, steps=10)
     assert calls == [10]
+
+
+def test_a_memory_of_hidden_states_is_said_not_to_be_a_kv_cache(tmp_path):
+    """XLNet's cache (``mems``) keeps each layer's hidden states, from which every step computes keys and values
+    again: not applicable, and said so, rather than an unknown cache class."""
+    from explorer.errors import NotApplicable
+    from tests import families
+
+    subject = families.subject_for("xlnet", tmp_path)
+    with pytest.raises(NotApplicable, match="memory of hidden states, not a KV cache"):
+        explorer.kv_cache(subject.lm, families.PROMPT, steps=2)

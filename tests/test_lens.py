@@ -277,3 +277,14 @@ def test_a_model_whose_logits_the_lens_cannot_repeat_says_so(tiny_models):
             explorer.logit_lens(lm, TEXT)
     finally:
         handle.remove()
+
+
+@pytest.mark.parametrize("family", ["mamba", "longformer"])
+def test_the_lens_reads_the_layers_inputs_where_hidden_states_are_not_them(tmp_path, family):
+    """Mamba reports each layer's output (from the first on) as its hidden states, Longformer's layers read the
+    text padded to a window multiple: the lens reads the stream at each layer's input, the text's positions only,
+    as the matrix's reference does with forward hooks on the model's own layers."""
+    from tests import families
+
+    subject = families.subject_for(family, tmp_path)
+    assert families.check_lens(subject) == families.Cell(families.Y)

@@ -433,3 +433,70 @@ def test_concurrent_calls_do_not_see_each_others_hooks(models):
         np.testing.assert_array_equal(result.heads, alone.heads)
     for logits in (logits for future in plains for logits in future.result()):
         np.testing.assert_array_equal(logits, plain)
+
+
+# -- families whose layers, streams or heads are unusual (tests/families.py's tiny models) ------------------------
+
+# family -> what the matrix cell's note must say: ALBERT calls one layer module for every layer (hooks act on its
+# k-th call); Llama 4's chunks of 4 keep the changed word from the last position (a pair changed inside it);
+# Jamba's Mamba layer has no heads, Mamba has neither heads nor an MLP apart from its mixer; Longformer pads to a
+# window multiple; BigBird returns no maps (its heads refused, the rest patched); ProphetNet's encoder is patched
+# though its decoder's n-gram heads are out of reach.
+UNUSUAL = {
+    "albert": "reference checks the residual stream only",  # its heads and MLP: the test below
+    "llama4_text": "a change in the last chunk",
+    "jamba": "no heads in layer 0: no attention there",
+    "mamba": "no MLP in layer 0, 1",
+    "longformer": "",
+    "big_bird": "heads refused in layer 0, 1",
+    "prophetnet": "",
+}
+
+
+@pytest.mark.parametrize("family", list(UNUSUAL))
+def test_patching_unusual_families_equals_one_hooked_run_per_cell(tmp_path, family):
+    from tests import families
+
+    cell = families.check_patching(families.subject_for(family, tmp_path))
+    assert cell.mark == families.Y, cell.note
+    assert UNUSUAL[family] in cell.note if UNUSUAL[family] else cell.note == ""
+
+
+def test_albert_patches_each_layer_on_its_own_call_of_the_shared_module(tmp_path):
+    """ALBERT runs one layer module (shared weights) for every layer: each head and MLP cell of layer k patches the
+    k-th call only, as hooks that count the calls of the reference's own attention projection and feed-forward
+    output show."""
+    from tests import families
+
+    subject = families.subject_for("albert", tmp_path)
+    shared = subject.reference.albert.encoder.albert_layer_groups[0].albert_layers[0]
+    layers = subject.reference.config.num_hidden_layers
+    patcher = families.Patcher(subject, [shared] * layers)
+    patcher.mlps, patcher.projections = [shared.ffn_output] * layers, [shared.attention.dense] * layers
+    cell = families.compare_patching(subject, patcher)
+    assert cell == families.Cell(families.Y), cell.note
+
+
+def test_a_summary_names_only_the_sites_a_model_has_and_says_why_the_rest_are_blank():
+    """NaN marks a layer without heads (a hybrid's Mamba layer) or without an MLP (Mamba's mixer): the summary's
+    strongest head and MLP come from the layers that have them, and the reason is said."""
+    from explorer import views
+    from explorer.data.patching import Patching
+
+    def result(heads, mlp, headless):
+        return Patching(
+            model_name="m", clean_tokens=("a", "b"), corrupted_tokens=("a", "c"), answer_id=1, answer_token="x",
+            counterfactual_id=2, counterfactual_token="y", ld_clean=1.0, ld_corrupted=0.0, stack="decoder",
+            metric_position=1, residual=np.zeros((3, 2), np.float32), heads=np.asarray(heads, np.float32),
+            mlp=np.asarray(mlp, np.float32), whole_first=1.0, whole_last=1.0, nothing=0.0, headless=headless,
+        )  # fmt: skip
+
+    hybrid = result([[np.nan, np.nan], [0.1, 0.7]], [0.2, 0.5], "Layer 0 computes no attention.")
+    assert hybrid.has_heads and hybrid.has_mlps
+    line = views.patching.summary(hybrid)
+    assert "layer 1, head 1 (+0.70)" in line and "the MLP: layer 1" in line and "Layer 0 computes no attention." in line
+    mamba = result(np.zeros((2, 0)), [np.nan, np.nan], "m has no attention.")
+    assert not mamba.has_heads and not mamba.has_mlps
+    mamba_line = views.patching.summary(mamba)
+    assert "recovers the most alone" not in mamba_line and "the MLP:" not in mamba_line
+    assert mamba_line.endswith("m has no attention.")

@@ -38,12 +38,14 @@ class Patching(Displayed):
     residual                          [layer, position] float32 (L + 1 rows): the residual stream at that
                                       position alone patched
     heads                             [layer, head] float32: one head's output before the output projection
-                                      (its share of the concatenated heads), at every position
+                                      (its share of the concatenated heads), at every position; NaN in a layer
+                                      without attention (a hybrid's Mamba or linear-attention layer)
     mlp                               [layer] float32: one MLP's output, at every position
     whole_first / whole_last          recovered with the whole residual stream patched at layer 0 / layer L, and
     nothing                           with nothing patched, run in the same batches as the cells: 1, 1 and 0 up
                                       to rounding (``verification``)
     dtype                             the dtype the model ran in
+    headless                          why rows of ``heads`` are NaN, in the visitor's words ("" where none is)
     """
 
     model_name: str
@@ -64,6 +66,7 @@ class Patching(Displayed):
     whole_last: float
     nothing: float
     dtype: str = "float32"
+    headless: str = ""
 
     def __post_init__(self):
         freeze_arrays(self)
@@ -72,6 +75,16 @@ class Patching(Displayed):
     def num_layers(self) -> int:
         """L: the layers of the stack patched (``residual`` has L + 1 rows)."""
         return self.residual.shape[0] - 1
+
+    @property
+    def has_heads(self) -> bool:
+        """Whether any layer has heads to patch (a state-space model's have none)."""
+        return bool(np.isfinite(self.heads).any())
+
+    @property
+    def has_mlps(self) -> bool:
+        """Whether any layer has an MLP apart from what mixes positions (Mamba's have none)."""
+        return bool(np.isfinite(self.mlp).any())
 
     @property
     def tolerance(self) -> float:

@@ -27,7 +27,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import torch
@@ -47,27 +47,34 @@ class AttentionLayout:
 
     modules: dict[str, tuple[int, ...]]  # stack -> id(module) of each layer
     heads: dict[str, tuple[int, ...]]  # stack -> query heads of each layer
+    refused: dict[str, str] = field(default_factory=dict)  # stack -> why its heads cannot be reached (plain words)
 
 
 _layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _layouts_lock = threading.Lock()
 
 
-def layout(lm) -> AttentionLayout:
-    """The model's attention layout, probed once per model and shared by every thread."""
+def layout(lm, *, shared: bool = False, stacks: Iterable[str] | None = None) -> AttentionLayout:
+    """The model's attention layout, probed once per model and shared by every thread. Where layers share one
+    attention module (ALBERT), ablation by module would zero a head in every layer at once: refused unless
+    ``shared`` (activation patching tells the layers apart by counting the module's calls). Refused too where a
+    stack of ``stacks`` (default: all) has heads no hook can reach (ProphetNet's decoder)."""
     with _layouts_lock:  # one probe per model, even when many sessions ask at once
         found = _layouts.get(lm.model)
         if found is None:
             found = _layouts[lm.model] = _probe(lm)
+    for stack in found.refused if stacks is None else stacks:
+        if stack in found.refused:
+            raise Unsupported(lm, found.refused[stack])
+    called = [module for stack_modules in found.modules.values() for module in stack_modules]
+    if not shared and len(set(called)) != len(called):
+        raise Unsupported(lm, "its layers share one attention module, so one layer cannot be ablated")
     return found
 
 
 def _probe(lm) -> AttentionLayout:
     if getattr(lm, "attention", recorder.RECORDED) == recorder.NO_ATTENTION:  # what RWKV returns are not weights
-        raise NotApplicable(
-            f"Head ablation does not apply to {lm.name} ({type(lm.model).__name__}): it has no attention layers, so "
-            "it has no attention heads to switch off."
-        )
+        raise NoHeads(lm, "it has no attention layers")
     ids = sites.probe_ids(lm, "Hello world")[:, :4]
     with torch.inference_mode(), recorder.recording() as calls:
         if lm.kind == KIND_ENCODER_DECODER:
@@ -82,8 +89,6 @@ def _probe(lm) -> AttentionLayout:
     called = [module for stack_modules in modules.values() for module in stack_modules]
     if not called:
         return _probe_projections(lm)
-    if len(set(called)) != len(called):
-        raise InputError(_unsupported(lm, "its layers share one attention module, so one layer cannot be ablated"))
     return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
 
 
@@ -93,21 +98,25 @@ def _probe_projections(lm) -> AttentionLayout:
 
     with torch.inference_mode(), sites.record_calls(lm.model) as calls:
         maps = _returned_maps(lm.model(**_probe_inputs(lm), output_attentions=True))
-    modules, heads, used = defaultdict(list), defaultdict(list), set()
+    modules, heads, used, refused = defaultdict(list), defaultdict(list), set(), {}
+    unreached = "no module of it returns its attention weights beside a projection"
     for weights in maps:
         attention = _returning(calls, weights, used)
-        projection = _output_projection(calls, attention, weights) if attention else None
-        if projection is None:
-            raise InputError(_unsupported(lm, "no module of it returns its attention weights beside a projection"))
-        _hook_projection(projection, id(attention.module), weights.shape[1])
+        if attention is None:
+            raise Unsupported(lm, unreached)
         stack = lm.stack_of_module.get(id(attention.module), _main_stack(lm))
+        projection = _output_projection(calls, attention, weights)
+        if projection is None:  # this stack's heads are out of reach; the others' may still be ablated or patched
+            refused[stack] = unreached
+            continue
+        _hook_projection(projection, id(attention.module), weights.shape[1])
         modules[stack].append(id(attention.module))
         heads[stack].append(weights.shape[1])
     if not maps:
         if why := without_attention_layers(lm):
-            raise NotApplicable(f"Head ablation does not apply: {why}, so it has no attention heads to switch off.")
-        raise InputError(_unsupported(lm, "it returns no attention weights"))
-    return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
+            raise NoHeads(lm, why)
+        raise Unsupported(lm, "it returns no attention weights")
+    return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()}, refused)
 
 
 def _probe_inputs(lm) -> dict:
@@ -118,13 +127,14 @@ def _probe_inputs(lm) -> dict:
 
 
 def _returned_maps(out) -> list[torch.Tensor]:
-    """Every attention map the forward returned: [batch, head, query, key] each."""
+    """Every attention map the forward returned: [batch, head, query, key] each (ProphetNet's n-gram streams come
+    as [batch, stream, head, query, key]: not one map per head, left out)."""
     return [
         layer
         for key, layers in out.items()
         if key.endswith("attentions") and isinstance(layers, tuple | list)
         for layer in layers
-        if isinstance(layer, torch.Tensor)
+        if isinstance(layer, torch.Tensor) and layer.dim() == 4
     ]
 
 
@@ -132,8 +142,8 @@ def _returning(calls: list, weights: torch.Tensor, used: set):
     """The innermost call that returned ``weights`` beside its output: the very tensor where the model passes it
     on as it is, else the first unused call that returned its values (maps of near-uniform random layers can be
     equal)."""
-    for match in (_is, torch.equal):
-        found = [c for c in calls if any(t.shape == weights.shape and match(t, weights) for t in c.returned[1:])]
+    for match in (_is, _equal, _view_of):
+        found = [c for c in calls if any(match(t, weights) for t in c.returned[1:])]
         innermost = [c for c in found if not any(c.contains(other) for other in found) and id(c) not in used]
         if innermost:
             used.add(id(innermost[0]))
@@ -142,7 +152,18 @@ def _returning(calls: list, weights: torch.Tensor, used: set):
 
 
 def _is(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.data_ptr() == b.data_ptr() and a.stride() == b.stride()
+    return a.shape == b.shape and a.data_ptr() == b.data_ptr() and a.stride() == b.stride()
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(a, b)
+
+
+def _view_of(returned: torch.Tensor, weights: torch.Tensor) -> bool:
+    """Whether the map the model reports is a view of what the module returned: Longformer's and LED's come back
+    with the head and query axes swapped and the padding to a window multiple cut off."""
+    same_heads = returned.dim() == 4 and weights.shape[1] in returned.shape[1:3]
+    return same_heads and returned.data_ptr() == weights.data_ptr() and returned.numel() >= weights.numel()
 
 
 def _output_projection(calls: list, attention, weights: torch.Tensor) -> torch.nn.Module | None:
@@ -157,6 +178,10 @@ def _output_projection(calls: list, attention, weights: torch.Tensor) -> torch.n
     if reading:
         return reading[0].module
     inside = [c for c in attention.inner if _projects(c, heads) and not sites.same(c.input, attention.input)]
+    # one that returns the attention's width (ProphetNet's n-gram attention also projects relative positions, as
+    # wide as its buckets times its heads)
+    width = attention.output.shape[-1] if attention.output is not None else None
+    inside = [c for c in inside if c.output is not None and c.output.shape[-1] == width]
     return max(inside, key=lambda c: c.end).module if inside else None
 
 
@@ -166,7 +191,7 @@ def _projects(call, num_heads: int) -> bool:
     weight = getattr(call.module, "weight", None)
     is_matrix = isinstance(weight, torch.Tensor) and weight.dim() == 2
     found = call.input
-    row_first = found is not None and found.dim() == 3 and found.shape[0] == 1
+    row_first = found is not None and found.dim() in (3, 4) and found.shape[0] == 1  # ProphetNet: [1, stream, query]
     return is_matrix and row_first and found.shape[-1] % num_heads == 0
 
 
@@ -180,14 +205,35 @@ def _hook_projection(projection: torch.nn.Module, attention_id: int, num_heads: 
 
 
 def _edit_projection_input(attention_id: int, num_heads: int, module, args):
-    """The heads concatenated, [batch, query, head × head_dim], with this context's ablation or edits applied."""
-    heads = args[0].unflatten(-1, (num_heads, -1))
+    """The heads concatenated, [batch, query, head × head_dim] (ProphetNet's decoder: [batch, stream, query, ...],
+    its output projection called once for the main stream and once for the predicting streams), with this context's
+    ablation or edits applied."""
+    concatenated = args[0]
+    heads = concatenated.flatten(1, -2).unflatten(-1, (num_heads, -1))  # ProphetNet's streams: more query rows
     edited = recorder.edited_heads(attention_id, heads)
-    return None if edited is None else (edited.flatten(-2), *args[1:])
+    return None if edited is None else (edited.reshape(concatenated.shape), *args[1:])
 
 
-def _unsupported(lm, why: str) -> str:
-    return f"Head ablation is not supported for {lm.name} ({type(lm.model).__name__}): {why}."
+class Unsupported(InputError):
+    """Head ablation cannot reach this model's heads; ``why`` says so in plain words (activation patching repeats it
+    when it patches the rest)."""
+
+    def __init__(self, lm, why: str):
+        super().__init__(f"Head ablation is not supported for {lm.name} ({type(lm.model).__name__}): {why}.")
+        self.why = why
+
+
+class NoHeads(NotApplicable, Unsupported):
+    """A model with no attention layers: head ablation does not apply (activation patching still patches its residual
+    stream and MLPs, and says with ``why`` that its heads' rows are blank)."""
+
+    def __init__(self, lm, why: str):
+        InputError.__init__(
+            self,
+            f"Head ablation does not apply to {lm.name} ({type(lm.model).__name__}): {why}, so it has no attention "
+            "heads to switch off.",
+        )
+        self.why = why
 
 
 def _main_stack(lm) -> str:

@@ -948,7 +948,7 @@ def _stitched_attention(lm, run: _Run, calls, result: _Result) -> dict:
     from explorer.models.generation_attention import stitch, stitch_returned
 
     if run.returned is not None:
-        return stitch_returned(lm, run.returned, result.sequences[0], run.prompt_ids[0].tolist())
+        return stitch_returned(lm, run.returned, result.sequences[0], run.prompt_ids[0].tolist(), run.notes)
     if run.cacheless:  # each pass ran the whole sequence: the last one holds every row
         calls = list({id(call.module): call for call in calls}.values())
     return stitch(lm, calls, result.sequences[0], run.prompt_ids[0].tolist(), run.seq2seq)

@@ -50,7 +50,7 @@ def stitch(lm, calls, sequence: list[int], prompt_ids: list[int], seq2seq: bool)
     return stacks
 
 
-def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: list[int]) -> dict:
+def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: list[int], notes=None) -> dict:
     """{stack name: AttentionStack of weights only} from the weights each pass returned (``output_attentions``:
     {stack: [layer] of [1, head, query, key]} per pass), for a model whose attention is not recorded: no queries
     or keys, so ``verify()`` has nothing to recompute. ``InputError`` for weights in another layout (local
@@ -75,6 +75,11 @@ def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: lis
         if not per_pass:
             continue
         queries, keys = (len(tokens) for tokens in axes[name])
+        if name == STACK_ENCODER and not all(isinstance(layer, torch.Tensor) for layer in per_pass[0]):
+            # Pegasus-X's encoder returns dicts of global and block-local maps: the decoder's are still drawn
+            if notes is not None:
+                notes.append(_encoder_left_out(lm, per_pass[0][0]))
+            continue
         if name == STACK_ENCODER:  # one pass; a local-attention encoder (LED) returns bands, laid out as capture does
             per_pass = [[_as_map(lm, name, layer, keys) for layer in per_pass[0]]]
         layers = [
@@ -89,6 +94,15 @@ def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: lis
             dtype=str(first.dtype).removeprefix("torch."),
         )
     return stacks
+
+
+def _encoder_left_out(lm, returned) -> str:
+    kind = f"a {type(returned).__name__} of {', '.join(map(str, returned))}" if isinstance(returned, dict) else "that"
+    return (
+        f"{lm.name}'s encoder returns its attention as {kind} (global tokens and local blocks), not as a map of "
+        "the prompt's queries over its keys: its encoder attention is left out; the decoder's self- and cross-"
+        "attention are shown."
+    )
 
 
 def _stitch_weights(weights: list, num_queries: int, num_keys: int, name: str) -> torch.Tensor:

@@ -139,6 +139,7 @@ def _cached_run(passes, steps: int) -> dict:
             f"{passes.lm.name} keeps no KV cache: every step of its decoding runs the whole text again (generate() "
             "does the same), so there is no cache to show."
         )
+    _refuse_hidden_state_memory(passes, cache)
     for index in range(steps + 1):
         if index:
             (logits, cache), seconds = passes.timed(passes.step, run["chosen"][-1], cache)
@@ -149,6 +150,19 @@ def _cached_run(passes, steps: int) -> dict:
         if not index:  # before the other passes: a model without keys stops here
             run["notes"] = _state_notes(passes.lm, cache)
     return run
+
+
+def _refuse_hidden_state_memory(passes, cache) -> None:
+    """XLNet's cache (``mems``) is one tensor per layer of the hidden states' width: the layers' inputs kept, from
+    which each step computes keys and values again. A memory of hidden states, not a KV cache: said so."""
+    width = passes.model.config.get_text_config().hidden_size
+    layers = cache if isinstance(cache, tuple | list) else ()
+    if layers and all(isinstance(t, torch.Tensor) and t.dim() == 3 and t.shape[-1] == width for t in layers):
+        raise NotApplicable(
+            f"{passes.lm.name} keeps no keys and values: its cache ({passes.cache_name}) holds each layer's hidden "
+            f"states ({len(layers)} tensors of width {width}), and every step computes its keys and values from them "
+            "again. That is a memory of hidden states, not a KV cache, so there is no KV cache to show."
+        )
 
 
 def _uncached_run(passes, chosen: list[int]) -> dict:

@@ -90,7 +90,7 @@ def _residual(lm, encoded, decoder_ids):
     head = masked_lm_head(lm) if lm.kind == KIND_ENCODER else _output_embeddings(lm)
     with torch.inference_mode(), _collecting([*sites.layers, head]) as calls:
         outputs = _forward(lm, encoded, decoder_ids)
-    residual = _layer_states(sites.layers, calls)
+    residual = _layer_states(sites.layers, calls, _positions(encoded, decoder_ids))
     tail = final_norm(lm)
     with torch.inference_mode():
         if lm.kind == KIND_ENCODER:  # its head runs beside the loaded encoder: nothing in between to measure
@@ -103,15 +103,20 @@ def _residual(lm, encoded, decoder_ids):
     return residual, lambda state: after(head(tail(state) * before)), own
 
 
-def _layer_states(layers, calls: dict) -> list[torch.Tensor]:
+def _positions(encoded, decoder_ids) -> int:
+    return (decoder_ids if decoder_ids is not None else encoded["input_ids"]).shape[1]
+
+
+def _layer_states(layers, calls: dict, positions: int) -> list[torch.Tensor]:
     """[position, hidden] at the input of each layer (in the order called: ALBERT calls one module L times) and
-    at the output of the last."""
+    at the output of the last; the text's positions only (Longformer's layers read it padded to a window
+    multiple at the end)."""
     seen: dict[int, int] = {}
     states = []
     for layer in layers:
         occurrence = seen[id(layer)] = seen.get(id(layer), -1) + 1
         states.append(calls[id(layer)][occurrence][0][0])
-    return [*states, calls[id(layers[-1])][-1][1][0]]
+    return [state[:positions] for state in (*states, calls[id(layers[-1])][-1][1][0])]
 
 
 def _output_embeddings(lm) -> torch.nn.Module:

@@ -14,7 +14,13 @@ patched where head ablation zeroes them (``recorder.editing``): in the output of
 attention computed in the model's own code, in the input of its output projection (``ablation.layout``). The
 hooks live only while a call runs (removed in ``finally``) and act only on the forward passes of the call that
 registered them, named in a context variable: another thread's run of the shared model passes through them
-unchanged.
+unchanged. A module that runs several layers (ALBERT's shared layer, its MLP and attention) is hooked once and
+acts as layer k on its k-th call of the pass.
+
+Not every layer has every site: a hybrid's Mamba or linear-attention layer has no heads (its row of ``heads`` is
+NaN), a state-space model has neither heads nor an MLP apart from its mixer, and a stack whose heads no hook reaches
+(BigBird's, which returns no maps; Pegasus-X's encoder, which returns dicts) is patched in its residual stream and
+MLPs only. ``Patching.headless`` says why, in the visitor's words.
 """
 
 from __future__ import annotations
@@ -53,8 +59,8 @@ STACK_OF_KIND = {KIND_DECODER: STACK_DECODER, KIND_ENCODER: STACK_ENCODER, KIND_
 # Each row of a patched batch is one cell: (site, layer, position or head or None).
 RESIDUAL, HEAD, MLP, STREAM, NOTHING = "residual", "head", "mlp", "stream", "nothing"
 
-# The call whose hooks act on this context's forward pass, and what they do there.
-_active: ContextVar[tuple[object, object, tuple[int, int]] | None] = ContextVar("explorer_patching", default=None)
+# The call whose hooks act on this context's forward pass, and what they do there (a ``_Run``).
+_active: ContextVar = ContextVar("explorer_patching", default=None)
 
 
 def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, progress=None) -> Patching:
@@ -85,14 +91,16 @@ def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, p
 
 @dataclass(frozen=True)
 class _Model:
-    """The loaded model with the modules patched: its layers, their MLPs, their attention modules (by id)."""
+    """The loaded model with the modules patched: its layers, their MLPs, each layer's attention module (by id;
+    None for a layer without attention, a hybrid's Mamba or linear-attention layer, which has no heads)."""
 
     lm: object
     stack: str
     layers: tuple[torch.nn.Module, ...]
     mlps: tuple[torch.nn.Module, ...]
-    attentions: tuple[int, ...]
+    attentions: tuple[int | None, ...]
     num_heads: int
+    unreached: str = ""  # why no head of the stack can be patched, where the model has heads but no hook reaches them
 
     @property
     def num_layers(self) -> int:
@@ -103,29 +111,46 @@ class _Model:
         stack = STACK_OF_KIND[lm.kind]
         sites = stack_sites(lm, stack)
         layers, mlps = sites.layers, sites.mlps
-        if len(set(layers)) != len(layers):
-            shared = "its layers are one module called again and again (shared weights): a hook acts at every layer"
-            raise InputError(_not_applicable(lm, shared))
+        if not _attends(lm):  # Mamba: a residual stream, and in each layer a mixer that is neither heads nor MLP
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0)
         if None in mlps:
             missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
             raise InputError(_not_applicable(lm, missing))
-        found = _heads_layout(lm)
-        attentions, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
-        if len(attentions) != len(layers) or len(set(heads)) != 1:
-            raise InputError(
-                _not_applicable(
-                    lm, f"its {len(layers)} layers do not match its {stack}'s attention modules ({len(attentions)})"
-                )
-            )
+        try:
+            found = ablation.layout(lm, shared=True, stacks=(stack,))
+        except ablation.Unsupported as error:  # heads out of reach: the residual stream and the MLPs are still patched
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=error.why)
+        modules, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
+        if not modules:  # Pegasus-X's encoder: attention in its own code, its maps returned as a dict
+            unreached = f"no attention module of its {stack} returns one map per head that a hook can follow"
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=unreached)
+        attentions = _attention_of_layers(lm, stack, layers, modules)
+        if len(set(heads)) != 1:
+            raise InputError(_not_applicable(lm, f"its {stack}'s layers have different numbers of heads ({heads})"))
         return cls(lm, stack, layers, mlps, attentions, heads[0])
 
+    def headless(self) -> list[int]:
+        """The layers with no attention module: no head sites there."""
+        return [layer for layer, attention in enumerate(self.attentions) if attention is None]
 
-def _heads_layout(lm) -> ablation.AttentionLayout:
-    """Where each head's output is (as head ablation finds it), or why there is no head to patch."""
-    try:
-        return ablation.layout(lm)
-    except InputError as error:
-        raise InputError(_not_applicable(lm, f"its heads cannot be patched ({error})")) from None
+    def without_mlp(self) -> list[int]:
+        """The layers with no feed-forward (Mamba's, whose one branch is its mixer): no MLP site there."""
+        return [layer for layer, mlp in enumerate(self.mlps) if mlp is None]
+
+
+def _attends(lm) -> bool:
+    return getattr(lm, "attention", recorder.RECORDED) != recorder.NO_ATTENTION
+
+
+def _attention_of_layers(lm, stack: str, layers, modules: tuple[int, ...]) -> tuple[int | None, ...]:
+    """Each layer's attention module (by id): the one of ``modules`` inside it, None where none is (a hybrid's
+    Mamba layer). Every attention module must be one layer's, and a layer has at most one."""
+    inside = [[a for a in dict.fromkeys(modules) if a in {id(m) for m in layer.modules()}] for layer in layers]
+    placed = {a for found in inside for a in found}
+    if any(len(found) > 1 for found in inside) or placed != set(modules):
+        mismatch = f"its {len(layers)} layers do not match its {stack}'s attention modules ({len(set(modules))})"
+        raise InputError(_not_applicable(lm, mismatch))
+    return tuple(found[0] if found else None for found in inside)
 
 
 def _not_applicable(lm, why: str) -> str:
@@ -287,12 +312,12 @@ def _patches(clean: _Recorded, cells: list[tuple], positions: int, num_heads: in
 
 
 def _cells(model: _Model, positions: int) -> list[tuple]:
-    """Every cell of the three maps, then the three checks."""
-    layers = model.num_layers
+    """Every cell of the three maps (no head cell in a layer without attention), then the three checks."""
+    layers, headless = model.num_layers, model.headless()
     return [
         *((RESIDUAL, layer, position) for layer in range(layers + 1) for position in range(positions)),
-        *((HEAD, layer, head) for layer in range(layers) for head in range(model.num_heads)),
-        *((MLP, layer, None) for layer in range(layers)),
+        *((HEAD, layer, head) for layer in range(layers) if layer not in headless for head in range(model.num_heads)),
+        *((MLP, layer, None) for layer in range(layers) if layer not in model.without_mlp()),
         (STREAM, 0, None),
         (STREAM, layers, None),
         (NOTHING, None, None),
@@ -323,8 +348,9 @@ class _Call:
     def run(self, inputs: dict, plan, rows: int, metric: int | None) -> torch.Tensor:
         """[row, vocab] float32 logits on the CPU at the metric's position, ``plan`` recording or patching."""
         batch = {name: tensor.expand(rows, -1) for name, tensor in inputs.items()}
-        edits = {module: partial(_edit_heads, self, layer) for layer, module in enumerate(self.model.attentions)}
-        token = _active.set((self, plan, (rows, inputs["input_ids"].shape[1])))
+        attentions = dict.fromkeys(a for a in self.model.attentions if a is not None)
+        edits = {module: partial(_edit_heads, self, module) for module in attentions}
+        token = _active.set(_Run(self, plan, rows, inputs["input_ids"].shape[1]))
         try:
             with torch.inference_mode(), recorder.editing(edits):
                 logits = LOGITS_OF_KIND[self.model.lm.kind](self.model.lm, batch, metric)
@@ -333,46 +359,74 @@ class _Call:
         return logits.to(device="cpu", dtype=torch.float32)
 
 
-def _plan_of(call: _Call):
-    """What this context's forward pass asks of ``call``'s hooks: its plan, or None (another call's run, or a
-    run that is no patching's at all)."""
+@dataclass
+class _Run:
+    """One forward pass of a ``patch`` call: its plan (recording or patching), the batch's shape, and how often
+    each hooked module has been called so far. A module called once per layer with shared weights (ALBERT's layer,
+    its MLP, its attention) is layer k on its k-th call; a call past the layers it runs (Pegasus-X's encoder runs
+    its MLP on the positions, then on its global tokens) is no site and passes unchanged."""
+
+    call: _Call
+    plan: object
+    rows: int
+    positions: int
+    calls: dict = field(default_factory=lambda: defaultdict(int))
+
+    def next_layer(self, site: str, module, modules: tuple) -> int | None:
+        """The layer of the call of ``module`` starting now, as the ``site`` list ``modules`` orders them."""
+        self.calls[site, id(module)] += 1
+        return self.layer(site, module, modules)
+
+    def layer(self, site: str, module, modules: tuple) -> int | None:
+        """The layer of the last call of ``module`` that started; None past the layers (another stack's use)."""
+        layers = [layer for layer, other in enumerate(modules) if other == module]
+        made = self.calls[site, id(module)]
+        return layers[made - 1] if 0 < made <= len(layers) else None
+
+
+def _run_of(call: _Call) -> _Run | None:
+    """This context's forward pass, where it is ``call``'s and has a plan; None for another call's run, or a run
+    that is no patching's at all."""
     active = _active.get()
-    return active[1] if active is not None and active[0] is call else None
+    return active if active is not None and active.call is call and active.plan is not None else None
 
 
-def _edit_heads(call: _Call, layer: int, output: torch.Tensor) -> torch.Tensor:
-    plan = _plan_of(call)
-    return output if plan is None else plan.at_heads(layer, output)
+def _edit_heads(call: _Call, attention: int, output: torch.Tensor) -> torch.Tensor:
+    run = _run_of(call)
+    layer = None if run is None else run.next_layer(HEAD, attention, call.model.attentions)
+    return output if layer is None else run.plan.at_heads(layer, output)
 
 
-def _layer_input(call: _Call, layer: int, module, args, kwargs):
-    plan = _plan_of(call)
-    if plan is None:
+def _layer_input(call: _Call, module, args, kwargs):
+    run = _run_of(call)
+    layer = None if run is None else run.next_layer(RESIDUAL, module, call.model.layers)
+    if layer is None:
         return None
     if args:
-        return (plan.at_residual(layer, args[0]), *args[1:]), kwargs
-    return args, {**kwargs, "hidden_states": plan.at_residual(layer, kwargs["hidden_states"])}
+        return (run.plan.at_residual(layer, args[0]), *args[1:]), kwargs
+    return args, {**kwargs, "hidden_states": run.plan.at_residual(layer, kwargs["hidden_states"])}
 
 
-def _layer_output(call: _Call, layer: int, module, args, output):
+def _layer_output(call: _Call, module, args, output):
     """Layer L: the last layer's output (a tensor, or a tuple or list whose first item is the hidden states)."""
-    plan = _plan_of(call)
-    if plan is None:
+    run = _run_of(call)
+    last = call.model.num_layers
+    if run is None or run.layer(RESIDUAL, module, call.model.layers) != last - 1:
         return None
     if isinstance(output, tuple | list):
-        return type(output)([plan.at_residual(layer, output[0]), *output[1:]])
-    return plan.at_residual(layer, output)
+        return type(output)([run.plan.at_residual(last, output[0]), *output[1:]])
+    return run.plan.at_residual(last, output)
 
 
-def _mlp_output(call: _Call, layer: int, module, args, output):
+def _mlp_output(call: _Call, module, args, output):
     """The MLP's output as [row, position, hidden] whatever shape the module returns it in (OPT's ``fc2``:
     [row × position, hidden]), put back in that shape (and in its tuple, as GPT-OSS's MLP returns it)."""
-    active = _active.get()
-    if active is None or active[0] is not call or active[1] is None:
+    run = _run_of(call)
+    layer = None if run is None else run.next_layer(MLP, module, call.model.mlps)
+    if layer is None:
         return None
-    _, plan, (rows, positions) = active
     tensor = first_tensor(output)
-    patched = plan.at_mlp(layer, rows_view(tensor, rows, positions)).reshape(tensor.shape)
+    patched = run.plan.at_mlp(layer, rows_view(tensor, run.rows, run.positions)).reshape(tensor.shape)
     return patched if isinstance(output, torch.Tensor) else type(output)([patched, *output[1:]])
 
 
@@ -381,15 +435,16 @@ _hooks_lock = threading.Lock()
 
 @contextmanager
 def _hooked(model: _Model) -> Iterator[_Call]:
-    """This call's hooks on the layers and MLPs, removed when the block ends, however it ends."""
+    """This call's hooks on the layers and MLPs (once on a module that serves several layers), removed when the
+    block ends, however it ends."""
     call, handles = _Call(model), []
     try:
         with _hooks_lock:  # registering changes the modules' hook dicts: one thread at a time
-            for layer, module in enumerate(model.layers):
-                handles.append(module.register_forward_pre_hook(partial(_layer_input, call, layer), with_kwargs=True))
-            handles.append(model.layers[-1].register_forward_hook(partial(_layer_output, call, model.num_layers)))
-            for layer, module in enumerate(model.mlps):
-                handles.append(module.register_forward_hook(partial(_mlp_output, call, layer)))
+            for module in dict.fromkeys(model.layers):
+                handles.append(module.register_forward_pre_hook(partial(_layer_input, call), with_kwargs=True))
+            handles.append(model.layers[-1].register_forward_hook(partial(_layer_output, call)))
+            for module in dict.fromkeys(mlp for mlp in model.mlps if mlp is not None):
+                handles.append(module.register_forward_hook(partial(_mlp_output, call)))
         yield call
     finally:
         with _hooks_lock:
@@ -427,7 +482,7 @@ def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered:
     layers, positions = model.num_layers, clean["input_ids"].shape[1]
     answer, against = tokens
     residual = [[recovered[RESIDUAL, layer, p] for p in range(positions)] for layer in range(layers + 1)]
-    heads = [[recovered[HEAD, layer, head] for head in range(model.num_heads)] for layer in range(layers)]
+    heads = [[recovered.get((HEAD, layer, head), np.nan) for head in range(model.num_heads)] for layer in range(layers)]
     return Patching(
         model_name=lm.name,
         clean_tokens=token_labels(lm.tokenizer, clean["input_ids"][0].tolist()),
@@ -442,9 +497,36 @@ def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered:
         metric_position=metric,
         residual=np.array(residual, dtype=np.float32),
         heads=np.array(heads, dtype=np.float32),
-        mlp=np.array([recovered[MLP, layer, None] for layer in range(layers)], dtype=np.float32),
+        mlp=np.array([recovered.get((MLP, layer, None), np.nan) for layer in range(layers)], dtype=np.float32),
         whole_first=float(recovered[STREAM, 0, None]),
         whole_last=float(recovered[STREAM, layers, None]),
         nothing=float(recovered[NOTHING, None, None]),
         dtype=dtype_name(lm.model),
+        headless=_headless_note(model),
+    )
+
+
+def _headless_note(model: _Model) -> str:
+    """Why rows of the heads' or the MLPs' map are blank: what those layers have instead of heads (and, in
+    Mamba, instead of an MLP) is neither."""
+    headless, without_mlp = model.headless(), model.without_mlp()
+    if model.unreached:
+        return (
+            f"The heads of {model.lm.name} cannot be patched ({model.unreached.rstrip('.')}); its residual stream "
+            "and its MLPs can: the heads' map is left out."
+        )
+    if not headless:
+        return ""
+    if not _attends(model.lm):
+        return (
+            f"{model.lm.name} has no attention: each layer mixes positions through a state carried along the "
+            "sequence (a state-space model), so it has no heads"
+            + (" and no MLP separate from that mixer" if without_mlp else "")
+            + " to patch; only its residual stream can be."
+        )
+    named = ", ".join(map(str, headless))
+    return (
+        f"Layer{'s' if len(headless) > 1 else ''} {named} of {model.lm.name} compute{'' if len(headless) > 1 else 's'} "
+        "no attention (a state-space or linear-attention layer: a state carried along the sequence, not heads "
+        "weighing positions), so head patching does not apply there: those rows are blank."
     )

@@ -22,6 +22,7 @@ shared model pass through them unchanged.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ import torch
 
 from explorer.data import STACK_DECODER
 from explorer.errors import InputError
+from explorer.models import recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
 
 _probing: ContextVar = ContextVar("explorer_sites_probe", default=None)
@@ -77,8 +79,9 @@ def stack_sites(lm, stack: str) -> StackSites:
 
 
 def rows_view(tensor: torch.Tensor, rows: int, positions: int) -> torch.Tensor:
-    """``tensor`` as [row, position, ...]: as the module saw it, or with positions flattened into rows (OPT)."""
-    if tensor.shape[:2] == (rows, positions):
+    """``tensor`` as [row, position, ...]: as the module saw it (Longformer's positions padded to a window multiple
+    at the end), or with positions flattened into rows (OPT)."""
+    if tensor.shape[:2] == (rows, positions) or (tensor.dim() > 2 and tensor.shape[0] == rows):
         return tensor
     return tensor.reshape(rows, positions, *tensor.shape[1:])
 
@@ -103,7 +106,7 @@ def _probe(lm, stack: str) -> StackSites:
     return StackSites(
         layers=tuple(call.module for call in layers),
         tail=tuple(call.module for call in tail),
-        mlps=tuple(_mlp(layer) for layer in layers),
+        mlps=tuple(_mlp(layer, _attends_at_all(lm)) for layer in layers),
     )
 
 
@@ -148,13 +151,34 @@ def _layers(lm, calls: list[ModuleCall], hidden) -> list[ModuleCall]:
             (c for c in calls if c.start > after and id(c.module) in listed and _reads(c, state, following)), None
         )
         if found is None:
-            raise InputError(
-                f"{lm.name} ({type(lm.model).__name__}) does not pass its hidden states through modules one layer "
-                f"at a time (no module reads hidden state {index}), so its residual stream cannot be read or patched."
-            )
+            return _chained(lm, calls, hidden, index)
         layers.append(found)
         after = found.end
     return layers
+
+
+def _batch_first(call: ModuleCall, state: torch.Tensor) -> bool:
+    """Whether ``call`` reads and returns the stream as [row, position, hidden], the positions as reported or padded
+    at the end to a window multiple (Longformer); not time-first (XLNet's [position, row, hidden])."""
+    rows, positions, width = state.shape
+    shape = call.input.shape
+    return call.output.shape == shape and shape[0] == rows and shape[1] >= positions and shape[2] == width
+
+
+def _chained(lm, calls: list[ModuleCall], hidden, index: int) -> list[ModuleCall]:
+    """The layers of a model whose reported hidden states are not each layer's input (Mamba's start after its
+    first layer): the ``count`` calls of one ``ModuleList``'s elements, in order, each reading the one before's
+    output, the first reading what no layer returned (the embeddings)."""
+    for modules in (m for m in lm.model.modules() if isinstance(m, torch.nn.ModuleList)):
+        members = {id(module) for module in modules}
+        run = [c for c in calls if id(c.module) in members and c.plain and c.output is not None]
+        chained = all(same(before.output, after.input) for before, after in itertools.pairwise(run))
+        if len(run) == len(hidden) - 1 and chained and all(_batch_first(c, hidden[0]) for c in run):
+            return run
+    raise InputError(
+        f"{lm.name} ({type(lm.model).__name__}) does not pass its hidden states through modules one layer "
+        f"at a time (no module reads hidden state {index}), so its residual stream cannot be read or patched."
+    )
 
 
 def _reads(call: ModuleCall, state: torch.Tensor, following: torch.Tensor | None) -> bool:
@@ -190,11 +214,16 @@ def _head(lm, stack: str) -> torch.nn.Module | None:
     return lm.model.get_output_embeddings() if stack == STACK_DECODER or lm.kind == KIND_DECODER else None
 
 
-def _mlp(layer: ModuleCall) -> torch.nn.Module | None:
+def _attends_at_all(lm) -> bool:
+    return getattr(lm, "attention", recorder.RECORDED) != recorder.NO_ATTENTION
+
+
+def _mlp(layer: ModuleCall, attends: bool = True) -> torch.nn.Module | None:
     """The feed-forward's branch: of the calls whose output the layer adds to its residual stream (outermost of
     each nest: one per branch), the first that is neither attention's nor a post-norm's residual (Gemma 4 adds a
     per-layer branch after its MLP, T5's decoder a cross-attention branch before it); the last where no branch
-    shows attention weights."""
+    shows attention weights. None in a model without attention whose layer has one branch: that branch mixes
+    positions (Mamba's mixer), it is no feed-forward."""
     seen = [layer.input, *(t for call in layer.inner for t in (call.input, call.output))]
     out = layer.output
     matches = [
@@ -202,6 +231,8 @@ def _mlp(layer: ModuleCall) -> torch.nn.Module | None:
     ]
     branches = [call for call in matches if not any(other.contains(call) for other in matches)]
     attending = [_attends(layer, branch) for branch in branches]
+    if not attends and len(branches) == 1:
+        return None
     if not any(attending):
         return branches[-1].module if branches else None
     feed_forward = (b for b, a in zip(branches, attending, strict=True) if not a and not _read_on(layer, b))

@@ -101,8 +101,13 @@ def strongest(patching: Patching) -> tuple[int, int]:
 
 
 def summary(patching: Patching) -> str:
-    layer, head = np.unravel_index(int(np.argmax(patching.heads)), patching.heads.shape)
-    return (
-        f"Patching: {patching.model_name}, {patching.summary()} The head that recovers the most alone: layer {layer}, "
-        f"head {head} ({float(patching.heads[layer, head]):+.2f}); the MLP: layer {int(np.argmax(patching.mlp))}."
-    )
+    """One line: the metric, the checks, and the head and the MLP that recover the most (where the model has them:
+    NaN marks a layer without, as a hybrid's Mamba layers)."""
+    line = f"Patching: {patching.model_name}, {patching.summary()}"
+    if patching.has_heads:
+        layer, head = np.unravel_index(int(np.nanargmax(patching.heads)), patching.heads.shape)
+        line += f" The head that recovers the most alone: layer {layer}, head {head} "
+        line += f"({float(patching.heads[layer, head]):+.2f});"
+    if patching.has_mlps:
+        line += f" the MLP: layer {int(np.nanargmax(patching.mlp))}."
+    return " ".join([line, patching.headless]).strip()
