@@ -74,7 +74,11 @@ def layout(lm, *, shared: bool = False, stacks: Iterable[str] | None = None) -> 
 
 def _probe(lm) -> AttentionLayout:
     if getattr(lm, "attention", recorder.RECORDED) == recorder.NO_ATTENTION:  # what RWKV returns are not weights
-        raise NoHeads(lm, "it has no attention layers")
+        raise NoHeads(
+            f"Head ablation does not apply to {lm.name} ({type(lm.model).__name__}): it has no attention layers, so "
+            "it has no attention heads to switch off.",
+            "it has no attention layers",
+        )
     ids = sites.probe_ids(lm, "Hello world")[:, :4]
     with torch.inference_mode(), recorder.recording() as calls:
         if lm.kind == KIND_ENCODER_DECODER:
@@ -114,7 +118,7 @@ def _probe_projections(lm) -> AttentionLayout:
         heads[stack].append(weights.shape[1])
     if not maps:
         if why := without_attention_layers(lm):
-            raise NoHeads(lm, why)
+            raise NoHeads(f"Head ablation does not apply: {why}, so it has no attention heads to switch off.", why)
         raise Unsupported(lm, "it returns no attention weights")
     return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()}, refused)
 
@@ -227,12 +231,8 @@ class NoHeads(NotApplicable, Unsupported):
     """A model with no attention layers: head ablation does not apply (activation patching still patches its residual
     stream and MLPs, and says with ``why`` that its heads' rows are blank)."""
 
-    def __init__(self, lm, why: str):
-        InputError.__init__(
-            self,
-            f"Head ablation does not apply to {lm.name} ({type(lm.model).__name__}): {why}, so it has no attention "
-            "heads to switch off.",
-        )
+    def __init__(self, message: str, why: str):
+        InputError.__init__(self, message)
         self.why = why
 
 
