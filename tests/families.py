@@ -774,11 +774,11 @@ def _layer_inputs(subject: Subject, ids, decoder_ids, modules: list, states) -> 
             handle.remove()
     read = seen[: len(modules)]
     reported = states[:-1]
-    pairs = list(zip(read, reported, strict=True))
-    if all(a.shape == b.shape and torch.equal(a, b) for a, b in pairs):
+    if all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(read, reported, strict=True)):
         return list(reported)
-    batch_first = all(a.shape[0] == b.shape[0] and a.shape[1] >= b.shape[1] for a, b in pairs)
-    return [a[:, : b.shape[1]] for a, b in pairs] if batch_first else list(reported)  # XLNet's are time-first
+    # What the layers read, whole, in the layout they read it: Longformer's positions padded to a window multiple,
+    # ProphetNet's predicting streams after its main stream (it reports the main stream only), XLNet's time-first
+    return read
 
 
 def _keep_first_input(seen: list):
