@@ -5,7 +5,9 @@ started and ended (so nesting), its input and its output (the first tensor of ea
 states transformers reports for the stack:
 
 layers  the module called as layer l: the first call of an element of a ``ModuleList`` (every stack of the library
-        keeps its layers in one) after layer l − 1 ended that reads hidden state l and returns a new one
+        keeps its layers in one) after layer l − 1 ended that reads hidden state l and returns a new one; where none
+        does, the calls of one ``ModuleList`` that chain each other's outputs, batch-first or, as XLNet's layers see
+        the stream, time-first ([position, row, hidden]: ``time_first``)
 tail    the modules the last layer's output goes through, in order, before the head reads it: the final norm
         (none for post-norm encoders; OPT-350m's ``project_out``), each called on the previous one's output
 mlps    in each layer, the call whose output is the feed-forward's contribution to the residual stream: of the
