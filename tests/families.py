@@ -774,11 +774,11 @@ def _layer_inputs(subject: Subject, ids, decoder_ids, modules: list, states) -> 
             handle.remove()
     read = seen[: len(modules)]
     reported = states[:-1]
-    pairs = list(zip(read, reported, strict=True))
-    if all(a.shape == b.shape and torch.equal(a, b) for a, b in pairs):
+    if all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(read, reported, strict=True)):
         return list(reported)
-    batch_first = all(a.shape[0] == b.shape[0] and a.shape[1] >= b.shape[1] for a, b in pairs)
-    return [a[:, : b.shape[1]] for a, b in pairs] if batch_first else list(reported)  # XLNet's are time-first
+    # What the layers read, whole, in the layout they read it: Longformer's positions padded to a window multiple,
+    # ProphetNet's predicting streams after its main stream (it reports the main stream only), XLNet's time-first
+    return read
 
 
 def _keep_first_input(seen: list):
@@ -888,7 +888,16 @@ def _metric_position(subject: Subject, ids: torch.Tensor) -> int:
 
 # Where a layer's MLP output and the input of its attention's output projection are, as paths inside a layer:
 # the reference's own sites (test code), tried in order.
-MLP_SITES = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "output.dense", "layer.1.DenseReluDense", "fc2")
+MLP_SITES = (
+    "mlp",
+    "feed_forward",
+    "ffn",
+    "block_sparse_moe",
+    "output.dense",
+    "layer.1.DenseReluDense",
+    "fc2",
+    "ff.layer_2",
+)
 PROJECTION_SITES = (
     *(
         f"{attention}.{projection}"
@@ -975,7 +984,9 @@ class Patcher:
     def residual(self, ids, clean, layer: int, position: int):
         def replace(hidden):
             hidden = hidden.clone()
-            hidden[0, position] = clean["in", layer][0, position]
+            # one row runs: its positions are on the other axis (XLNet's layers see [position, row, hidden])
+            index = (0, position) if hidden.shape[0] == 1 else (position, 0)
+            hidden[index] = clean["in", layer][index]
             return hidden
 
         if layer == len(self.layers):
@@ -1100,7 +1111,8 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
         if bool(np.isnan(result.heads[layer]).all()) and result.headless:
             # no head patched in this layer, and the page says why: it has no attention (a hybrid's Mamba layer), or
             # its heads are out of reach (said as a refusal: the reference's own site is named in the note)
-            (headless if patcher.projections[layer] is None else refused).append(layer)
+            attends = patcher.projections[layer] is not None or _every_layer_attends(subject, clean_ids, len(layers))
+            (refused if attends else headless).append(layer)
             continue
         if patcher.projections[layer] is None:
             unchecked.append("heads")
@@ -1117,6 +1129,15 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
     notes += (mlp_note,) if without_mlp else ()
     notes += (f"heads refused in layer {', '.join(map(str, refused))}: {result.headless}",) if refused else ()
     return Cell(Y, "; ".join(part for part in notes if part))
+
+
+def _every_layer_attends(subject: Subject, ids, layers: int) -> bool:
+    """Whether the model returns one attention map per layer (XLNet, whose heads no projection module reads):
+    blank heads there are refused, not a layer without attention (a hybrid's Mamba layer returns none)."""
+    decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
+    out = subject.run(ids, decoder_ids, output_attentions=True)
+    maps = getattr(out, "encoder_attentions" if subject.kind == ENCODER_DECODER else "attentions", None)  # Mamba: none
+    return maps is not None and sum(isinstance(m, torch.Tensor) for m in maps) == layers
 
 
 def _stack_layers(subject: Subject) -> int:

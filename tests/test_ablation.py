@@ -397,3 +397,15 @@ def test_heads_computed_in_the_models_own_code_are_zeroed_at_their_output_projec
     from tests import families
 
     assert families.check_ablation(families.subject_for(family, tmp_path)) == families.Cell(families.Y)
+
+
+def test_xlnet_says_its_heads_are_combined_in_its_own_code(tmp_path):
+    """XLNet's attention projects with weight parameters of its own ([hidden, head, head_dim]), not modules: no
+    module's input holds its heads side by side, so ablation refuses and names those weights, and patching repeats
+    why its heads' map is blank (the matrix's cells: head ablation a clear error, patching Y without the heads)."""
+    from tests import families
+
+    subject = families.subject_for("xlnet", tmp_path)
+    with pytest.raises(explorer.InputError, match=r"weights of its own code \(q, k, v, o, r, .*no hook can switch off"):
+        explorer.head_ablation_effects(subject.lm, families.PROMPT)
+    assert families.judge(families.check_ablation, subject).mark == families.ERROR

@@ -288,3 +288,14 @@ def test_the_lens_reads_the_layers_inputs_where_hidden_states_are_not_them(tmp_p
 
     subject = families.subject_for(family, tmp_path)
     assert families.check_lens(subject) == families.Cell(families.Y)
+
+
+@pytest.mark.parametrize("family", ["xlnet", "prophetnet"])
+def test_the_lens_reads_the_rows_the_head_reads(tmp_path, family):
+    """XLNet's layers read the stream time-first ([position, row, hidden]); ProphetNet's head reads its first
+    predicting stream, the rows after its main stream: the lens reads those rows at every layer, as the matrix's
+    reference does by putting each layer's whole input in place of the last layer's output."""
+    from tests import families
+
+    subject = families.subject_for(family, tmp_path)
+    assert families.check_lens(subject) == families.Cell(families.Y)

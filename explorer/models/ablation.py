@@ -111,7 +111,7 @@ def _probe_projections(lm) -> AttentionLayout:
         stack = lm.stack_of_module.get(id(attention.module), _main_stack(lm))
         projection = _output_projection(calls, attention, weights)
         if projection is None:  # this stack's heads are out of reach; the others' may still be ablated or patched
-            refused[stack] = unreached
+            refused[stack] = _no_projection(attention, weights.shape[1])
             continue
         _hook_projection(projection, id(attention.module), weights.shape[1])
         modules[stack].append(id(attention.module))
@@ -146,7 +146,7 @@ def _returning(calls: list, weights: torch.Tensor, used: set):
     """The innermost call that returned ``weights`` beside its output: the very tensor where the model passes it
     on as it is, else the first unused call that returned its values (maps of near-uniform random layers can be
     equal)."""
-    for match in (_is, _equal, _view_of):
+    for match in (_is, _equal, _view_of, _permuted):
         found = [c for c in calls if any(match(t, weights) for t in c.returned[1:])]
         innermost = [c for c in found if not any(c.contains(other) for other in found) and id(c) not in used]
         if innermost:
@@ -168,6 +168,32 @@ def _view_of(returned: torch.Tensor, weights: torch.Tensor) -> bool:
     with the head and query axes swapped and the padding to a window multiple cut off."""
     same_heads = returned.dim() == 4 and weights.shape[1] in returned.shape[1:3]
     return same_heads and returned.data_ptr() == weights.data_ptr() and returned.numel() >= weights.numel()
+
+
+def _permuted(returned: torch.Tensor, weights: torch.Tensor) -> bool:
+    """Whether the map the model reports is the module's with its axes reordered: XLNet's attention returns
+    [query, key, batch, head], reported as [batch, head, query, key]."""
+    same_axes = sorted(returned.shape) == sorted(weights.shape)
+    return same_axes and returned.data_ptr() == weights.data_ptr() and returned.numel() == weights.numel()
+
+
+def _no_projection(attention, heads: int) -> str:
+    """Why no hook reaches the heads of ``attention`` (a recorded call), in plain words: where its projections are
+    weights of its own ([width, head, head_dim]: XLNet's q, k, v, o, r), the heads are combined in its own code and
+    never side by side in a module's input; those weights are named."""
+    width = attention.output.shape[-1] if attention.output is not None else None
+    own = [
+        name
+        for name, weight in attention.module.named_parameters(recurse=False)
+        if weight.dim() == 3 and weight.shape[:2] == (width, heads)
+    ]
+    if not own:
+        return "no module reads its heads side by side before they are combined"
+    return (
+        f"its attention ({type(attention.module).__name__}) projects with weights of its own code "
+        f"({', '.join(own)}, each with an axis of its {heads} heads), not with modules: its heads are combined "
+        "inside that code, never side by side in a module's input, so no hook can switch off one head"
+    )
 
 
 def _output_projection(calls: list, attention, weights: torch.Tensor) -> torch.nn.Module | None:

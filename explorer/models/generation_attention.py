@@ -12,7 +12,9 @@ decoding of n new tokens has the prompt's rows and n - 1 more.
 
 A model whose attention is not recorded (it computes attention in its own code) gives the weights each pass returns
 (``output_attentions``), stitched the same way into weights-only stacks (``stitch_returned``); a model without a
-cache runs the whole sequence at every pass, so its last pass alone holds every row.
+cache runs the whole sequence at every pass, so its last pass alone holds every row. A model that returns several
+maps per layer at each step (XLNet's content and query streams, its positions attending to later ones) has no causal
+map to stitch: its decoding runs, and a note says why its attention is left out.
 """
 
 from __future__ import annotations
@@ -64,8 +66,7 @@ def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: lis
             f"{lm.name} returns no attention weights while it generates (its layers are linear-attention or "
             "state-space layers here): there is no attention to show."
         )
-    # Rows of the passes' [1, head, query, key] maps; another layout (XLNet's content and query streams, a pair) is
-    # refused by _stitch_weights below.
+    # Rows of the passes' [1, head, query, key] maps; a pair of maps per layer (XLNet's streams) is left out below.
     rows = sum(getattr(found[STACK_DECODER][0], "shape", (0, 0))[-2] for found in passes)
     fed, prompt_tokens = token_labels(lm.tokenizer, sequence)[:rows], token_labels(lm.tokenizer, prompt_ids)
     axes = {STACK_DECODER: (fed, fed), STACK_CROSS: (fed, prompt_tokens), STACK_ENCODER: (prompt_tokens, prompt_tokens)}
@@ -75,6 +76,11 @@ def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: lis
         if not per_pass:
             continue
         queries, keys = (len(tokens) for tokens in axes[name])
+        if name == STACK_DECODER and _streams(per_pass):  # XLNet: a content and a query stream, neither causal
+            if notes is None:
+                raise NotApplicable(_streams_left_out(lm, per_pass[0][0]))
+            notes.append(_streams_left_out(lm, per_pass[0][0]))
+            continue
         if name == STACK_ENCODER and not all(isinstance(layer, torch.Tensor) for layer in per_pass[0]):
             # Pegasus-X's encoder returns dicts of global and block-local maps: the decoder's are still drawn
             if notes is not None:
@@ -94,6 +100,25 @@ def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: lis
             dtype=str(first.dtype).removeprefix("torch."),
         )
     return stacks
+
+
+def _streams(per_pass: list) -> bool:
+    """Whether the passes return several maps per layer (a tuple: XLNet's content and query streams)."""
+    return any(isinstance(layer, tuple | list) for found in per_pass for layer in found)
+
+
+def _streams_left_out(lm, pair) -> str:
+    """Why a model that returns a pair of maps per layer has no attention to stitch, with what its first pass shows:
+    its content stream's positions attending to later ones (weight above the causal diagonal)."""
+    content = pair[0]
+    queries, keys = content.shape[-2:]
+    later = bool(torch.triu(content[0].float(), diagonal=1 + keys - queries).abs().amax() > 0)
+    reads_ahead = " and its positions attend to later ones too (no causal order)" if later else ""
+    return (
+        f"Attention while generating does not apply to {lm.name} ({type(lm.model).__name__}): at each step it "
+        f"returns {len(pair)} maps per layer (one per stream it runs){reads_ahead}, so its steps are not rows of "
+        "one causal map of the text. The tokens it generates are shown."
+    )
 
 
 def _encoder_left_out(lm, returned) -> str:

@@ -82,24 +82,29 @@ def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> L
 
 
 def _residual(lm, encoded, decoder_ids):
-    """The stack's residual stream ([position, hidden] at the input of each layer and the output of the last),
-    how to read one (the model's own tail, head and logit arithmetic) and the model's own logits
-    [position, vocabulary]."""
+    """The stack's residual stream ([position, hidden] at the input of each layer and the output of the last, the
+    rows the head reads), how to read one (the model's own tail, head and logit arithmetic) and the model's own
+    logits [position, vocabulary]."""
     stack = STACK_ENCODER if lm.kind == KIND_ENCODER else STACK_DECODER
     sites = stack_sites(lm, stack)
     head = masked_lm_head(lm) if lm.kind == KIND_ENCODER else _output_embeddings(lm)
     with torch.inference_mode(), _collecting([*sites.layers, head]) as calls:
         outputs = _forward(lm, encoded, decoder_ids)
-    residual = _layer_states(sites.layers, calls, _positions(encoded, decoder_ids))
+    streams = _layer_streams(sites, calls)
+    positions = _positions(encoded, decoder_ids)
     tail = final_norm(lm)
     with torch.inference_mode():
         if lm.kind == KIND_ENCODER:  # its head runs beside the loaded encoder: nothing in between to measure
+            residual = [stream[:positions] for stream in streams]
             return residual, lambda state: head(tail(state)), head(outputs.last_hidden_state[0])
         if not calls[id(head)]:
             raise InputError(_not_applicable(lm, "its forward does not call its output embedding as a module"))
         (head_input, head_output), own = calls[id(head)][0], outputs.logits[0]
-        before = _before_head(lm, tail(residual[-1]), head_input[0])
-        after = _after_head(lm, head_output[0], own)
+        read, scores = _first_rows(head_input, positions), _first_rows(head_output, positions)
+        rows = _rows_read(lm, tail, streams[-1], read, positions)
+        residual = [stream[rows] for stream in streams]
+        before = _before_head(lm, tail(residual[-1]), read)
+        after = _after_head(lm, scores, own)
     return residual, lambda state: after(head(tail(state) * before)), own
 
 
@@ -107,16 +112,36 @@ def _positions(encoded, decoder_ids) -> int:
     return (decoder_ids if decoder_ids is not None else encoded["input_ids"]).shape[1]
 
 
-def _layer_states(layers, calls: dict, positions: int) -> list[torch.Tensor]:
-    """[position, hidden] at the input of each layer (in the order called: ALBERT calls one module L times) and
-    at the output of the last; the text's positions only (Longformer's layers read it padded to a window
-    multiple at the end)."""
+def _layer_streams(sites, calls: dict) -> list[torch.Tensor]:
+    """[row, hidden] the whole stream of the text at the input of each layer (in the order called: ALBERT calls one
+    module L times) and at the output of the last: the positions (Longformer's padded to a window multiple at the
+    end), ProphetNet's predicting streams after its main stream; XLNet's layers see it time-first."""
     seen: dict[int, int] = {}
     states = []
-    for layer in layers:
+    for layer in sites.layers:
         occurrence = seen[id(layer)] = seen.get(id(layer), -1) + 1
-        states.append(calls[id(layer)][occurrence][0][0])
-    return [state[:positions] for state in (*states, calls[id(layers[-1])][-1][1][0])]
+        states.append(calls[id(layer)][occurrence][0])
+    states.append(calls[id(sites.layers[-1])][-1][1])
+    return [state[:, 0] if sites.time_first else state[0] for state in states]
+
+
+def _first_rows(tensor: torch.Tensor, positions: int) -> torch.Tensor:
+    """The first ``positions`` rows of what the head read or returned, [position, hidden or vocabulary]: the rows
+    the model's logits are (ProphetNet's head reads its predicting streams, [batch, stream, position, hidden], and
+    its logits are the first stream's)."""
+    return tensor.reshape(-1, tensor.shape[-1])[:positions]
+
+
+def _rows_read(lm, tail, last: torch.Tensor, read: torch.Tensor, positions: int) -> slice:
+    """The rows of the last layer's output whose tail output the head reads for the model's logits: the first
+    ``positions`` for most models; ProphetNet's first predicting stream, after its main stream. Found by value."""
+    blocks = (slice(start, start + positions) for start in range(0, last.shape[0] - positions + 1, positions))
+    first = slice(0, positions)
+    return next((rows for rows in blocks if _proportional(tail(last[rows]), read, lm)), first)
+
+
+def _proportional(before: torch.Tensor, after: torch.Tensor, lm) -> bool:
+    return _close(before, after, lm) or _factor(before, after, lm) is not None
 
 
 def _output_embeddings(lm) -> torch.nn.Module:

@@ -9,13 +9,14 @@ matrix products; three extra rows (the whole stream at layer 0 and at layer L, a
 rounding (``Patching.verification``).
 
 Where the layers and MLPs are is found in the module graph (``explorer.models.sites``), with the shapes those
-modules see: OPT's ``fc2`` reads positions flattened into rows, GPT-OSS's MLP returns a tuple. The heads are
-patched where head ablation zeroes them (``recorder.editing``): in the output of the recording attention, or, for
-attention computed in the model's own code, in the input of its output projection (``ablation.layout``). The
-hooks live only while a call runs (removed in ``finally``) and act only on the forward passes of the call that
-registered them, named in a context variable: another thread's run of the shared model passes through them
-unchanged. A module that runs several layers (ALBERT's shared layer, its MLP and attention) is hooked once and
-acts as layer k on its k-th call of the pass.
+modules see: OPT's ``fc2`` reads positions flattened into rows, GPT-OSS's MLP returns a tuple, XLNet's layers see
+the stream time-first ([position, row, hidden]; patched as [row, position, hidden], turned there and back). The
+heads are patched where head ablation zeroes them (``recorder.editing``): in the output of the recording
+attention, or, for attention computed in the model's own code, in the input of its output projection
+(``ablation.layout``). The hooks live only while a call runs (removed in ``finally``) and act only on the forward
+passes of the call that registered them, named in a context variable: another thread's run of the shared model
+passes through them unchanged. A module that runs several layers (ALBERT's shared layer, its MLP and attention) is
+hooked once and acts as layer k on its k-th call of the pass.
 
 Not every layer has every site: a hybrid's Mamba or linear-attention layer has no heads (its row of ``heads`` is
 NaN), a state-space model has neither heads nor an MLP apart from its mixer, and a stack whose heads no hook reaches
@@ -101,6 +102,7 @@ class _Model:
     attentions: tuple[int | None, ...]
     num_heads: int
     unreached: str = ""  # why no head of the stack can be patched, where the model has heads but no hook reaches them
+    time_first: bool = False  # its layers see the stream as [position, row, hidden] (XLNet's)
 
     @property
     def num_layers(self) -> int:
@@ -110,24 +112,31 @@ class _Model:
     def of(cls, lm) -> _Model:
         stack = STACK_OF_KIND[lm.kind]
         sites = stack_sites(lm, stack)
-        layers, mlps = sites.layers, sites.mlps
+        layers, mlps, layout = sites.layers, sites.mlps, {"time_first": sites.time_first}
         if not _attends(lm):  # Mamba: a residual stream, and in each layer a mixer that is neither heads nor MLP
-            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0)
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, **layout)
         if None in mlps:
             missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
             raise InputError(_not_applicable(lm, missing))
         try:
             found = ablation.layout(lm, shared=True, stacks=(stack,))
         except ablation.Unsupported as error:  # heads out of reach: the residual stream and the MLPs are still patched
-            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=error.why)
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=error.why, **layout)
         modules, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
         if not modules:  # Pegasus-X's encoder: attention in its own code, its maps returned as a dict
             unreached = f"no attention module of its {stack} returns one map per head that a hook can follow"
-            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=unreached)
+            return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=unreached, **layout)
         attentions = _attention_of_layers(lm, stack, layers, modules)
         if len(set(heads)) != 1:
             raise InputError(_not_applicable(lm, f"its {stack}'s layers have different numbers of heads ({heads})"))
-        return cls(lm, stack, layers, mlps, attentions, heads[0])
+        return cls(lm, stack, layers, mlps, attentions, heads[0], **layout)
+
+    def as_rows(self, tensor: torch.Tensor, edit: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        """``edit`` applied to ``tensor`` as [row, position, ...] and returned in the layout the module saw: XLNet's
+        layers see [position, row, ...], turned there and back."""
+        if not self.time_first:
+            return edit(tensor)
+        return edit(tensor.transpose(0, 1)).transpose(0, 1)
 
     def headless(self) -> list[int]:
         """The layers with no attention module: no head sites there."""
@@ -402,9 +411,13 @@ def _layer_input(call: _Call, module, args, kwargs):
     layer = None if run is None else run.next_layer(RESIDUAL, module, call.model.layers)
     if layer is None:
         return None
+
+    def at_residual(hidden):
+        return call.model.as_rows(hidden, partial(run.plan.at_residual, layer))
+
     if args:
-        return (run.plan.at_residual(layer, args[0]), *args[1:]), kwargs
-    return args, {**kwargs, "hidden_states": run.plan.at_residual(layer, kwargs["hidden_states"])}
+        return (at_residual(args[0]), *args[1:]), kwargs
+    return args, {**kwargs, "hidden_states": at_residual(kwargs["hidden_states"])}
 
 
 def _layer_output(call: _Call, module, args, output):
@@ -413,9 +426,10 @@ def _layer_output(call: _Call, module, args, output):
     last = call.model.num_layers
     if run is None or run.layer(RESIDUAL, module, call.model.layers) != last - 1:
         return None
+    at_residual = partial(call.model.as_rows, edit=partial(run.plan.at_residual, last))
     if isinstance(output, tuple | list):
-        return type(output)([run.plan.at_residual(last, output[0]), *output[1:]])
-    return run.plan.at_residual(last, output)
+        return type(output)([at_residual(output[0]), *output[1:]])
+    return at_residual(output)
 
 
 def _mlp_output(call: _Call, module, args, output):
@@ -426,7 +440,10 @@ def _mlp_output(call: _Call, module, args, output):
     if layer is None:
         return None
     tensor = first_tensor(output)
-    patched = run.plan.at_mlp(layer, rows_view(tensor, run.rows, run.positions)).reshape(tensor.shape)
+    if call.model.time_first:
+        patched = call.model.as_rows(tensor, partial(run.plan.at_mlp, layer))
+    else:
+        patched = run.plan.at_mlp(layer, rows_view(tensor, run.rows, run.positions)).reshape(tensor.shape)
     return patched if isinstance(output, torch.Tensor) else type(output)([patched, *output[1:]])
 
 

@@ -5,7 +5,9 @@ started and ended (so nesting), its input and its output (the first tensor of ea
 states transformers reports for the stack:
 
 layers  the module called as layer l: the first call of an element of a ``ModuleList`` (every stack of the library
-        keeps its layers in one) after layer l − 1 ended that reads hidden state l and returns a new one
+        keeps its layers in one) after layer l − 1 ended that reads hidden state l and returns a new one; where none
+        does, the calls of one ``ModuleList`` that chain each other's outputs, batch-first or, as XLNet's layers see
+        the stream, time-first ([position, row, hidden]: ``time_first``)
 tail    the modules the last layer's output goes through, in order, before the head reads it: the final norm
         (none for post-norm encoders; OPT-350m's ``project_out``), each called on the previous one's output
 mlps    in each layer, the call whose output is the feed-forward's contribution to the residual stream: of the
@@ -49,6 +51,7 @@ class StackSites:
     layers: tuple[torch.nn.Module, ...]
     tail: tuple[torch.nn.Module, ...]
     mlps: tuple[torch.nn.Module | None, ...]
+    time_first: bool = False  # the layers read and return the stream as [position, row, hidden] (XLNet's)
 
 
 @dataclass
@@ -107,6 +110,7 @@ def _probe(lm, stack: str) -> StackSites:
         layers=tuple(call.module for call in layers),
         tail=tuple(call.module for call in tail),
         mlps=tuple(_mlp(layer, _attends_at_all(lm)) for layer in layers),
+        time_first=_time_first(layers[0], hidden[0]),
     )
 
 
@@ -165,15 +169,25 @@ def _batch_first(call: ModuleCall, state: torch.Tensor) -> bool:
     return call.output.shape == shape and shape[0] == rows and shape[1] >= positions and shape[2] == width
 
 
+def _time_first(call: ModuleCall, state: torch.Tensor) -> bool:
+    """Whether ``call`` reads and returns the stream as [position, row, hidden] where transformers reports it as
+    [row, position, hidden] (XLNet's layers: the shapes its hooks see)."""
+    rows, positions, width = state.shape
+    shape = call.input.shape
+    return rows != positions and call.output.shape == shape == (positions, rows, width)
+
+
 def _chained(lm, calls: list[ModuleCall], hidden, index: int) -> list[ModuleCall]:
     """The layers of a model whose reported hidden states are not each layer's input (Mamba's start after its
-    first layer): the ``count`` calls of one ``ModuleList``'s elements, in order, each reading the one before's
-    output, the first reading what no layer returned (the embeddings)."""
+    first layer; XLNet's layers read them time-first): the ``count`` calls of one ``ModuleList``'s elements, in
+    order, each reading the one before's output, the first reading what no layer returned (the embeddings), all
+    batch-first or all time-first."""
     for modules in (m for m in lm.model.modules() if isinstance(m, torch.nn.ModuleList)):
         members = {id(module) for module in modules}
         run = [c for c in calls if id(c.module) in members and c.plain and c.output is not None]
         chained = all(same(before.output, after.input) for before, after in itertools.pairwise(run))
-        if len(run) == len(hidden) - 1 and chained and all(_batch_first(c, hidden[0]) for c in run):
+        laid_out = any(all(fits(c, hidden[0]) for c in run) for fits in (_batch_first, _time_first))
+        if len(run) == len(hidden) - 1 and chained and laid_out:
             return run
     raise InputError(
         f"{lm.name} ({type(lm.model).__name__}) does not pass its hidden states through modules one layer "
