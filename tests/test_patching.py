@@ -441,8 +441,7 @@ def test_concurrent_calls_do_not_see_each_others_hooks(models):
 # k-th call); Llama 4's chunks of 4 keep the changed word from the last position (a pair changed inside it);
 # Jamba's Mamba layer has no heads, Mamba has neither heads nor an MLP apart from its mixer; Longformer pads to a
 # window multiple; BigBird returns no maps (its heads refused, the rest patched); ProphetNet's encoder is patched
-# though its decoder's n-gram heads are out of reach. XLNet's layers see the stream time-first ([position, row,
-# hidden]): its residual stream and MLPs are patched there, its heads (combined by a weight, not a module) refused.
+# though its decoder's n-gram heads are out of reach. (XLNet predicts beyond the text: tests/test_lens.py.)
 UNUSUAL = {
     "albert": "reference checks the residual stream only",  # its heads and MLP: the test below
     "llama4_text": "a change in the last chunk",
@@ -451,7 +450,6 @@ UNUSUAL = {
     "longformer": "",
     "big_bird": "heads refused in layer 0, 1",
     "prophetnet": "",
-    "xlnet": "heads refused in layer 0, 1: The heads of",
 }
 
 

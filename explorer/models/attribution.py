@@ -52,6 +52,7 @@ from explorer.data.attribution import Attribution, Candidates
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER, routes_to_experts
 from explorer.models.capture import encode_text
+from explorer.models.distribution import prediction_beyond_the_text
 from explorer.models.head_effects import last_position_only
 from explorer.models.tokens import token_labels
 
@@ -67,6 +68,8 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
     """One score per input token of ``prompt`` for the log-probability of ``target`` (a token id or a token's
     text; default: the model's own top prediction), by ``method`` (see the module docstring)."""
     _check(method, steps)
+    if why := prediction_beyond_the_text(lm):
+        raise InputError(f"{why}: scores for the text's last position would not explain its prediction.")
     encoded, predict, embeddings, mask = _prediction(lm, prompt)
     with torch.no_grad():
         logprobs = predict(embeddings, mask)[0]

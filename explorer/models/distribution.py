@@ -14,6 +14,7 @@ from explorer.errors import InputError, NotApplicable
 from explorer.models import ablation
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER_DECODER
 from explorer.models.decoding import special_token_ids
+from explorer.models.sites import probe_ids
 from explorer.models.tokens import token_labels
 
 
@@ -37,6 +38,23 @@ def next_token_logits(lm, prompt: str, *, ablate=()) -> NextTokenLogits:
         logits=vocab_logits,
         tokens=vocabulary_labels(lm.tokenizer, vocab_logits.shape[0]),
         ablated=ablated,
+    )
+
+
+def prediction_beyond_the_text(lm) -> str | None:
+    """Why a plain forward over a decoder's text does not end in its next-token prediction, else None: where the
+    model's own first generation pass reads more ids than the text's (XLNet appends the token to predict, hidden by
+    its permutation mask, and reads its query stream there), the text's last position is not where it predicts."""
+    if lm.kind != KIND_DECODER:
+        return None
+    ids = probe_ids(lm)
+    added = _first_pass_inputs(lm, ids)["input_ids"].shape[-1] - ids.shape[-1]
+    if not added:
+        return None
+    return (
+        f"{lm.name} predicts the next token at a position its generation adds after the text ({added} more, hidden "
+        "from the text), not at the text's last position, so a plain pass over the text does not end in its "
+        "prediction"
     )
 
 

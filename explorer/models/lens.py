@@ -37,6 +37,7 @@ from explorer.data.lens import LogitLens
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import decoder_input_ids, dtype_name, encode_text
+from explorer.models.distribution import prediction_beyond_the_text
 from explorer.models.sites import first_tensor, layer_input, probe_ids, stack_sites
 from explorer.models.tokens import token_labels
 
@@ -294,6 +295,8 @@ def _check(lm, text: str, top_n: int, target: str | None) -> None:
         raise InputError("An encoder-decoder predicts with its decoder: give the decoder's text (the target) too.")
     if isinstance(top_n, bool) or not isinstance(top_n, int) or not 1 <= top_n <= 50:
         raise InputError(f"top_n must be a whole number from 1 to 50 (got {top_n!r}).")
+    if why := prediction_beyond_the_text(lm):
+        raise InputError(f"{why}: the lens of each layer would not read what the model predicts.")
 
 
 def final_norm(lm) -> torch.nn.Module:

@@ -45,6 +45,7 @@ from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import dtype_name
 from explorer.models.decoding import special_token_ids
+from explorer.models.distribution import prediction_beyond_the_text
 from explorer.models.head_effects import last_position_only
 from explorer.models.lens import masked_lm_head
 from explorer.models.sites import first_tensor, rows_view, stack_sites
@@ -68,6 +69,8 @@ def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, p
     """Activation patching of ``clean`` into ``corrupted`` (see ``explorer.data.patching``). ``answer`` and
     ``counterfactual`` are tokens (text of one token, or an id); by default the model's top next token on the
     clean and on the corrupted prompt. ``progress(done, total)`` is called as batches of patched runs finish."""
+    if why := prediction_beyond_the_text(lm):
+        raise InputError(f"{why}: the logit difference at the text's last position would not be its prediction.")
     model = _Model.of(lm)
     clean_inputs, corrupted_inputs = _inputs(lm, clean, "clean"), _inputs(lm, corrupted, "corrupted")
     _check_lengths(clean_inputs, corrupted_inputs)
