@@ -73,7 +73,7 @@ def layout(lm, *, shared: bool = False, stacks: Iterable[str] | None = None) -> 
 
 
 def _probe(lm) -> AttentionLayout:
-    if getattr(lm, "attention", recorder.RECORDED) == recorder.NO_ATTENTION:  # what RWKV returns are not weights
+    if not recorder.attends(lm):  # what RWKV returns are not weights
         raise NoHeads(
             f"Head ablation does not apply to {lm.name} ({type(lm.model).__name__}): it has no attention layers, so "
             "it has no attention heads to switch off.",

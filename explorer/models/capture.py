@@ -108,9 +108,7 @@ def _stream_notes(config, stacks) -> tuple[str, ...]:
     )
 
 
-def attention_source(lm) -> str:
-    """Where ``lm``'s attention is read from: ``recorder.RECORDED``, ``RETURNED`` or ``NO_ATTENTION``."""
-    return getattr(lm, "attention", recorder.RECORDED)
+attention_source = recorder.attention_source  # where the pages and decoding ask it
 
 
 def no_attention(lm) -> str:

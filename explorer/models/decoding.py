@@ -152,7 +152,7 @@ def decode(
     _check(lm, prompt, settings, record_attention)
     _check_force(lm, settings)
     run = _Run(lm, prompt, settings, progress)
-    if record_attention and _attention_source(lm) == recorder.RETURNED:
+    if record_attention and recorder.attention_source(lm) == recorder.RETURNED:
         run.returned = []  # its attention is the weights each pass returns (output_attentions), not recorded calls
     recording = recorder.recording() if record_attention and run.returned is None else nullcontext()
     with torch.inference_mode(), ablation.ablating(lm, settings.ablate), recording as calls:
@@ -304,14 +304,8 @@ def _check_recordable(lm) -> None:
     """A model without attention has none to stitch, and says so rather than showing nothing."""
     from explorer.models.capture import no_attention
 
-    if _attention_source(lm) == recorder.NO_ATTENTION:
+    if not recorder.attends(lm):
         raise NotApplicable(no_attention(lm))
-
-
-def _attention_source(lm) -> str:
-    from explorer.models.capture import attention_source
-
-    return attention_source(lm)
 
 
 def _token_ids(force) -> tuple[int, ...]:

@@ -112,7 +112,7 @@ def _check(lm, prompt: str, steps: int) -> None:
             f"{lm.name} is an encoder: it reads the whole text in one pass and generates nothing, so it keeps no KV "
             "cache. Load a decoder (the bundled prose-llama, gpt2, ...) or an encoder-decoder (t5-small)."
         )
-    if getattr(lm, "attention", recorder.RECORDED) == recorder.NO_ATTENTION:  # RWKV's, xLSTM's caches: states only
+    if not recorder.attends(lm):  # RWKV's, xLSTM's caches: states only
         raise NotApplicable(
             f"{lm.name} has no attention layers, so it keeps no keys and values: its cache holds each layer's running "
             "state (a recurrence or a state space), fixed in size, so there is no KV cache to show."

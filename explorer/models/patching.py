@@ -116,7 +116,9 @@ class _Model:
         stack = STACK_OF_KIND[lm.kind]
         sites = stack_sites(lm, stack)
         layers, mlps, layout = sites.layers, sites.mlps, {"time_first": sites.time_first}
-        if not _attends(lm):  # Mamba: a residual stream, and in each layer a mixer that is neither heads nor MLP
+        if not recorder.attends(
+            lm
+        ):  # Mamba: a residual stream, and in each layer a mixer that is neither heads nor MLP
             return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, **layout)
         if None in mlps:
             missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
@@ -148,10 +150,6 @@ class _Model:
     def without_mlp(self) -> list[int]:
         """The layers with no feed-forward (Mamba's, whose one branch is its mixer): no MLP site there."""
         return [layer for layer, mlp in enumerate(self.mlps) if mlp is None]
-
-
-def _attends(lm) -> bool:
-    return getattr(lm, "attention", recorder.RECORDED) != recorder.NO_ATTENTION
 
 
 def _attention_of_layers(lm, stack: str, layers, modules: tuple[int, ...]) -> tuple[int | None, ...]:
@@ -537,7 +535,7 @@ def _headless_note(model: _Model) -> str:
         )
     if not headless:
         return ""
-    if not _attends(model.lm):
+    if not recorder.attends(model.lm):
         return (
             f"{model.lm.name} has no attention: each layer mixes positions through a state carried along the "
             "sequence (a state-space model), so it has no heads"

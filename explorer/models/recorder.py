@@ -40,6 +40,16 @@ RETURNED = "returned"  # the model computes attention in its own code: its eager
 NO_ATTENTION = "none"  # the model has no attention at all (a state-space model such as Mamba)
 
 
+def attention_source(lm) -> str:
+    """Where ``lm``'s attention is read from: ``RECORDED``, ``RETURNED`` or ``NO_ATTENTION`` (decided at load)."""
+    return getattr(lm, "attention", RECORDED)
+
+
+def attends(lm) -> bool:
+    """Whether ``lm`` has attention layers at all."""
+    return attention_source(lm) != NO_ATTENTION
+
+
 @dataclass(frozen=True)
 class AttentionCall:
     """One attention module's call, as torch tensors detached on their device.

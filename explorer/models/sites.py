@@ -109,7 +109,7 @@ def _probe(lm, stack: str) -> StackSites:
     return StackSites(
         layers=tuple(call.module for call in layers),
         tail=tuple(call.module for call in tail),
-        mlps=tuple(_mlp(layer, _attends_at_all(lm)) for layer in layers),
+        mlps=tuple(_mlp(layer, recorder.attends(lm)) for layer in layers),
         time_first=_time_first(layers[0], hidden[0]),
     )
 
@@ -226,10 +226,6 @@ def _per_position(call: ModuleCall) -> bool:
 
 def _head(lm, stack: str) -> torch.nn.Module | None:
     return lm.model.get_output_embeddings() if stack == STACK_DECODER or lm.kind == KIND_DECODER else None
-
-
-def _attends_at_all(lm) -> bool:
-    return getattr(lm, "attention", recorder.RECORDED) != recorder.NO_ATTENTION
 
 
 def _mlp(layer: ModuleCall, attends: bool = True) -> torch.nn.Module | None:
