@@ -7,6 +7,8 @@ import explorer
 from explorer import ui, views
 from explorer.compute.probes import MEANINGS, SCORE_NAMES
 
+DECODER_PRESET = {"probe_n": 20, "seed": 0, "probe": "induction"}  # the model card's probe
+
 ui.page_shell()
 ui.page_header(
     "Head types",
@@ -16,6 +18,17 @@ ui.page_header(
     "pattern (0 to 1, the mean weight it puts there).",
 )
 lm = ui.require_model()
+ui.apply_pending_preset(lm.name)
+ui.preset_notice()
+if lm.name != explorer.DEFAULT_DECODER:  # the probe's lesson needs a model with induction heads: one click away
+    ui.preset_button(
+        f"The bundled decoder, {explorer.display_name(explorer.DEFAULT_DECODER)} (trained so that induction heads "
+        "form): 20 tokens repeated, seed 0, induction",
+        model=explorer.DEFAULT_DECODER,
+        fallback=explorer.DEFAULT_DECODER,
+        values=DECODER_PRESET,
+        key="decoder-preset",
+    )
 longest = max(2, min(100, ui.run_model("longest n", lm.name)))  # twice n tokens must fit the model
 with ui.controls():
     n_column, seed_column, score_column = st.columns([2, 2, 3], vertical_alignment="bottom")

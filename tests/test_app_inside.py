@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer import ui, views
+from explorer.compute.probes import stands_out
 from explorer.models.attribution import top_targets
 from explorer.ui.decoding import default_prompt
 from tests.figures import decode_plotly_array
@@ -162,6 +163,23 @@ def test_the_head_types_page_shows_the_best_head_and_every_score(prose):
     assert table["Previous token"].iloc[0] == pytest.approx(float(probes.scores["previous"][layer, head]), abs=1e-6)
     captions = [c.value for c in at.caption]  # the claims of tests/test_page_claims.py, on the page
     assert views.probes.best_caption(probes, "previous") in captions and views.probes.types_caption(probes) in captions
+
+
+def test_on_the_encoder_one_click_opens_the_probe_on_the_bundled_decoder_and_its_induction_head(prose):
+    """Issue 41: the app opens on the encoder, which has no induction head; the page offers the bundled decoder."""
+    at = AppTest.from_file("../app.py", default_timeout=TIMEOUT).run()  # the default model: the MiniLM encoder
+    at.switch_page("pages/head_types.py").run()
+    assert not at.exception and not at.error
+    at.button(key="decoder-preset").click().run()
+    assert not at.exception and not at.error
+    found = explorer.head_probes(prose, n=20, seed=0)
+    said = views.probes.best_caption(found, "induction")
+    assert said in [caption.value for caption in at.caption]
+    layer, head = found.best("induction")
+    assert stands_out(float(found.scores["induction"][layer, head]), float(found.uniform["induction"]))
+    assert said.startswith(f"Layer {layer}, head {head} stands out as an induction head")
+    assert any(info.value.startswith("Preset applied: tokens repeated (n) 20, seed 0") for info in at.info)
+    assert not at.get("button") or all(button.key != "decoder-preset" for button in at.button)
 
 
 def test_a_probe_too_long_for_the_model_is_clamped_with_a_notice():

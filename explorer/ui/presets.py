@@ -35,6 +35,9 @@ SETTING_LABELS = {
     "bv_view": "view",
     "bv_layer": "layer",
     "bv_head": "head",
+    "probe_n": "tokens repeated (n)",
+    "seed": "seed",
+    "probe": "best head for",
 }
 _TEXT_KEYS = ("text", "prompt")  # the setting that holds a preset's text, for the button's offline label
 
