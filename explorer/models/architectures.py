@@ -153,11 +153,17 @@ def inputs_besides_ids(model_class) -> list[str]:
 
 
 def _mapped_class(auto_class, config):
-    """The class ``auto_class`` would build for ``config``, without building it; None where it maps none."""
+    """The class ``auto_class`` would build for ``config``, without building it; None where it maps none. Where it
+    maps several (Funnel's full and base models), the one the checkpoint was saved as, else the first, as
+    transformers picks."""
     try:
-        return auto_class._model_mapping[type(config)]
+        found = auto_class._model_mapping[type(config)]
     except (KeyError, ValueError):
         return None
+    if not isinstance(found, list | tuple):
+        return found
+    saved = set(getattr(config, "architectures", None) or ())
+    return next((model_class for model_class in found if model_class.__name__ in saved), found[0])
 
 
 def _auto_names(mapping: str) -> dict:
