@@ -1236,8 +1236,8 @@ REPRESENTATIVES = (
     "gpt2", "llama", "mistral", "gemma2", "gemma3_text", "cohere", "granite", "opt", "bloom", "falcon", "gpt_neo",
     "gptj", "gpt_oss", "llama4_text", "qwen3_next", "jamba", "mamba", "mixtral", "phi", "xlnet",
     # encoders: absolute positions; RoBERTa's offset positions; factorized embeddings; disentangled attention;
-    # local and global layers; a family with a causal-LM class too
-    "bert", "roberta", "albert", "electra", "deberta-v2", "modernbert", "camembert",
+    # local and global layers; a family with a causal-LM class too; attention from a latent array to the tokens
+    "bert", "roberta", "albert", "electra", "deberta-v2", "modernbert", "camembert", "perceiver",
     # encoder-decoders: relative bias; learned and sinusoidal positions; local attention; experts; block-local
     "t5", "bart", "m2m_100", "longt5", "switch_transformers", "pegasus_x",
     # and the other families whose failures issue 40 names (windows, caches, kinds, positions, heads)
@@ -1400,8 +1400,8 @@ the test fails on any other FAIL, and on a listed gap that now passes. **·** no
 every family; the other features, which cost more per family, on {count} representatives, one per attention style
 and per quirk (learned, rotary, ALiBi and relative positions; sliding, chunked, local and global windows;
 softcapping, logit scales, attention sinks; grouped heads; experts; hybrid linear-attention and Mamba layers; no
-attention at all; factorized embeddings; encoders with a causal-LM class) and the families issue 40 names, to keep
-the matrix within its share of the suite's time: {representatives}.
+attention at all; factorized embeddings; encoders with a causal-LM class; a latent array) and the families issue 40
+names, to keep the matrix within its share of the suite's time: {representatives}.
 
 Regenerate this page with `python -m tests.families --write-docs`; the suite fails when it differs from the matrix.
 """

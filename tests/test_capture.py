@@ -430,6 +430,27 @@ def test_a_model_that_returns_vectors_in_place_of_weights_says_attention_views_d
         explorer.capture(lm, TEXT)
 
 
+@pytest.mark.parametrize("latents", [4, 15])  # 15: as many latents as the text has tokens
+def test_a_latent_array_model_says_attention_views_do_not_apply_with_the_shapes_it_returns(tmp_path, latents):
+    """Perceiver attends from its latents to the tokens (cross attention), among its latents, and from its output
+    queries to its latents: never from token to token. The capture says attention views do not apply, with the
+    shapes the model itself returns, even where the latents are as many as the tokens (maps of the same shape)."""
+    from tests.tiny_models import save_tiny_perceiver
+
+    save_tiny_perceiver(tmp_path, num_latents=latents)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    encoded = lm.tokenizer(TEXT, return_tensors="pt").to(DEVICE)
+    tokens = encoded["input_ids"].shape[1]
+    with torch.inference_mode():
+        own = lm.model(**encoded, output_attentions=True)
+    reading = tuple(own.cross_attentions[0].shape)
+    assert reading == (1, 2, latents, tokens) and tokens == 15
+    assert all(tuple(layer.shape) == (1, 2, latents, latents) for layer in own.attentions)
+    said = re.escape(f"does not attend from token to token: its cross attention {reading} reads these {tokens} tokens")
+    with pytest.raises(explorer.NotApplicable, match=said + r".*attention views do not apply"):
+        explorer.capture(lm, TEXT)
+
+
 def test_a_model_that_switched_its_own_attention_type_says_why_it_returns_no_weights(tmp_path):
     """BigBird's block-sparse attention needs more tokens than its blocks cover: its forward (the load's probe)
     switches it to full attention and swaps its attention modules, and transformers' own output_attentions is then

@@ -114,6 +114,25 @@ def test_an_encoder_without_a_masked_lm_head_says_why(minilm):
         explorer.logit_lens(minilm, TEXT)
 
 
+def test_a_latent_array_model_says_its_predictions_cannot_be_read_token_by_token(tmp_path):
+    """Perceiver's masked LM predicts from its latents, through a decoder whose queries attend to them: no head reads
+    a token's hidden state, so the lens, attribution and patching (which read an encoder through that head) say the
+    features do not apply, rather than failing inside its base model (which reads no token ids)."""
+    from tests.tiny_models import save_tiny_perceiver
+
+    save_tiny_perceiver(tmp_path)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    said = r"predicts its masked tokens from 4 positions of its own \(a latent array\).*cannot be read token by token"
+    masked, other = "the cat sat on the [MASK]", "the dog sat on the [MASK]"
+    for feature in (
+        lambda: explorer.logit_lens(lm, masked),
+        lambda: explorer.attribute(lm, masked),
+        lambda: explorer.patch(lm, masked, other),
+    ):
+        with pytest.raises(explorer.NotApplicable, match=said):
+            feature()
+
+
 def test_an_encoder_is_read_through_its_masked_lm_head(tmp_path):
     """A BERT saved with its masked-LM head: every hidden state through the model's own ``cls`` head, the last
     equal to its own masked-LM logits (the reading at a position guesses the token there)."""

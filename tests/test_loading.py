@@ -192,20 +192,32 @@ def test_a_model_whose_config_names_no_heads_loads_without_attention(tmp_path, m
 
 
 def test_a_model_that_reads_no_token_ids_is_refused_saying_so(tmp_path):
-    """Perceiver's base model (what an encoder loads as) requires `inputs`, values its preprocessor makes, not token
-    ids: it is refused with that reason, not with its forward's TypeError."""
-    from transformers import PerceiverConfig, PerceiverForMaskedLM
+    """Perceiver's base model requires `inputs`, values a preprocessor makes, not token ids, and a checkpoint saved
+    as the base model has no text preprocessor: it is refused with that reason, not with its forward's TypeError."""
+    from tests.tiny_models import save_tiny_perceiver
 
-    from tests.tiny_models import VOCAB, word_tokenizer
-
-    config = PerceiverConfig(
-        num_latents=4, d_latents=16, d_model=16, num_blocks=1, num_self_attends_per_block=1,
-        num_self_attention_heads=2, num_cross_attention_heads=2, vocab_size=len(VOCAB), max_position_embeddings=64,
-    )  # fmt: skip
-    PerceiverForMaskedLM(config).save_pretrained(tmp_path)
-    word_tokenizer().save_pretrained(tmp_path)
+    save_tiny_perceiver(tmp_path, "PerceiverModel")
     with pytest.raises(explorer.ModelLoadError, match=r"does not read token ids: its forward requires `inputs`"):
         explorer.load_model(tmp_path, device=DEVICE)
+
+
+def test_a_perceiver_saved_as_its_masked_lm_loads_as_that_masked_lm(tmp_path):
+    """Perceiver's text checkpoints are its masked LM, whose text preprocessor reads token ids (its base model reads
+    none): an encoder loads as that class where its checkpoint was saved as it, with its own weights. Its config
+    names no layer or head count: those of the maps it returns, and the latent array its layers run over is found."""
+    import torch
+
+    from tests.tiny_models import save_tiny_perceiver
+
+    saved = save_tiny_perceiver(tmp_path, num_latents=5)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    assert (type(lm.model).__name__, lm.kind, lm.latents) == ("PerceiverForMaskedLM", "encoder", 5)
+    ids = lm.tokenizer("the cat sat on the mat", return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        own = saved(input_ids=ids, output_attentions=True)
+        loaded = lm.model(input_ids=ids.to(DEVICE)).logits.cpu()
+    torch.testing.assert_close(loaded, own.logits, rtol=0, atol=1e-6)
+    assert (lm.num_layers, lm.num_heads) == (len(own.attentions), own.attentions[0].shape[1]) == (2, 2)
 
 
 def test_loading_reports_its_stages(tiny_models):
@@ -232,7 +244,7 @@ def test_a_hub_download_announces_its_size(monkeypatch):
     monkeypatch.setattr("explorer.models.loading._load_config", lambda name, source, hub=None: TINY["gpt2"][1]())
     monkeypatch.setattr("explorer.models.loading._load_tokenizer", lambda name, source, hub=None: None)
 
-    def offline(name, source, kind, hub=None, placement=None):
+    def offline(name, source, kind, hub=None, placement=None, auto_class=None):
         raise explorer.ModelLoadError("no network here")
 
     monkeypatch.setattr("explorer.models.loading._load_weights", offline)

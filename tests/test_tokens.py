@@ -226,6 +226,38 @@ def test_the_first_layers_input_is_what_a_hook_on_it_sees(family):
         assert note is None and 0.5 < vectors.largest_difference < float("inf")
 
 
+def test_a_latent_array_model_says_no_layer_receives_a_row_per_token(tmp_path):
+    """Perceiver names its latent array as its input embeddings (a parameter, not a table): the page reads its token
+    and position rows from the tables its text preprocessor looks the ids up in, shows all 12 latent rows its first
+    layer receives for 8 tokens (none cut as padding), and says why no layer receives one row per token."""
+    import explorer
+    from explorer import gateway
+    from tests.tiny_models import save_tiny_perceiver
+
+    saved = save_tiny_perceiver(tmp_path, num_latents=12)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    vectors = gateway._input_vectors(lm, "the cat sat on the mat")
+    ids = torch.tensor([row.token_id for row in vectors.rows])
+    preprocessor = saved.perceiver.input_preprocessor
+    np.testing.assert_array_equal(vectors.embeddings.token, preprocessor.embeddings.weight[ids].detach().numpy())
+    np.testing.assert_array_equal(
+        vectors.embeddings.position[: len(ids)], preprocessor.position_embeddings.weight[: len(ids)].detach().numpy()
+    )
+    seen = []
+    first = lm.model.perceiver.encoder.self_attends[0]
+    hook = first.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(args[0] if args else kwargs["hidden_states"]), with_kwargs=True
+    )
+    try:
+        with torch.inference_mode():
+            lm.model(input_ids=ids[None].to(DEVICE))
+    finally:
+        hook.remove()
+    assert len(ids) == 8 and vectors.first_layer.shape == (12, 16)
+    np.testing.assert_allclose(vectors.first_layer, seen[0][0].float().cpu().numpy(), atol=1e-6)
+    assert "run over 12 positions of its own (a latent array)" in vectors.embeddings.note
+
+
 def test_the_sum_is_put_in_the_first_layers_shape():
     """A first layer that reads copies of each row gets the sum copied (hyper-connections, [token, stream, hidden]);
     one that reads the model's own maps of it (AltUp, [stream, token, hidden]) or rows of its own gets a note with

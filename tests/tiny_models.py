@@ -140,3 +140,22 @@ def eager_reference(name: str, folder: Path, dtype: torch.dtype = torch.float32)
     """The same weights loaded the plain way, with the library's own eager attention, in ``dtype``."""
     auto_class = TINY[name][0]
     return auto_class.from_pretrained(folder, attn_implementation="eager", dtype=dtype).to(DEVICE).eval()
+
+
+def save_tiny_perceiver(folder: Path, model_class: str = "PerceiverForMaskedLM", num_latents: int = 4):
+    """A tiny Perceiver saved as ``model_class`` (its text checkpoints' masked LM, or its base model) with the
+    word tokenizer and a [MASK]: ``num_latents`` latents, 2 self-attention layers of 2 heads. Returns the model as
+    saved."""
+    import transformers
+
+    tokenizer = word_tokenizer(pair_template=True)
+    tokenizer.add_special_tokens({"mask_token": "[MASK]"})
+    torch.manual_seed(0)
+    config = transformers.PerceiverConfig(
+        num_latents=num_latents, d_latents=16, d_model=16, num_blocks=1, num_self_attends_per_block=2,
+        num_self_attention_heads=2, num_cross_attention_heads=2, vocab_size=len(tokenizer), max_position_embeddings=64,
+    )  # fmt: skip
+    model = getattr(transformers, model_class)(config).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return model

@@ -8,9 +8,10 @@ decoder's cross-attention modules from its self-attention ones.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 
-from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
 KIND_ENCODER = "encoder"
 KIND_DECODER = "decoder"
@@ -124,6 +125,45 @@ def infer_kind(config) -> str:
         return KIND_DECODER if decoder else KIND_ENCODER
     headless = _classes(_auto_names("MODEL_MAPPING_NAMES"), config.model_type) - causal
     return KIND_ENCODER if saved and saved <= headless else KIND_DECODER
+
+
+def auto_class_for(config, kind: str):
+    """The auto class that loads a checkpoint of ``kind``: ``AUTO_CLASS_OF_KIND``'s, except for an encoder whose base
+    model reads no token ids (Perceiver's requires ``inputs``, arrays a preprocessor makes, and its base model has
+    none) saved as its masked LM, which does (Perceiver's embeds the ids through its text preprocessor): that masked
+    LM. A base model saved without one keeps its base class, and the load's probe refuses it with the reason."""
+    base = AUTO_CLASS_OF_KIND[kind]
+    if kind != KIND_ENCODER or not inputs_besides_ids(_mapped_class(base, config)):
+        return base
+    saved = set(getattr(config, "architectures", None) or ())
+    if not saved & _classes(_auto_names("MODEL_FOR_MASKED_LM_MAPPING_NAMES"), config.model_type):
+        return base
+    return AutoModelForMaskedLM if not inputs_besides_ids(_mapped_class(AutoModelForMaskedLM, config)) else base
+
+
+def inputs_besides_ids(model_class) -> list[str]:
+    """The inputs a model class's forward requires besides ``input_ids`` (none for a text model; an unknown class
+    has none to name)."""
+    if model_class is None:
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = inspect.signature(model_class.forward).parameters.values()
+    required = [p.name for p in parameters if p.kind in kinds and p.default is p.empty]
+    return [name for name in required if name not in ("self", "input_ids")]
+
+
+def _mapped_class(auto_class, config):
+    """The class ``auto_class`` would build for ``config``, without building it; None where it maps none. Where it
+    maps several (Funnel's full and base models), the one the checkpoint was saved as, else the first, as
+    transformers picks."""
+    try:
+        found = auto_class._model_mapping[type(config)]
+    except (KeyError, ValueError):
+        return None
+    if not isinstance(found, list | tuple):
+        return found
+    saved = set(getattr(config, "architectures", None) or ())
+    return next((model_class for model_class in found if model_class.__name__ in saved), found[0])
 
 
 def _auto_names(mapping: str) -> dict:

@@ -274,6 +274,7 @@ def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[tor
         named = {STACK_ENCODER: out.encoder_attentions, STACK_DECODER: out.decoder_attentions}
         named[STACK_CROSS] = out.cross_attentions
     else:
+        _refuse_latent_array(lm, out, len(token_axes[_default_stack(lm)][1]))
         named = {_default_stack(lm): attention_outputs(lm.model.config, out.attentions)}
     stacks = {name: [layer for layer in layers or () if layer is not None] for name, layers in named.items()}
     stacks = {  # local attention comes in blocks or bands: laid out as [query, key] maps first
@@ -304,6 +305,43 @@ def _refuse_empty(lm) -> None:
     raise InputError(
         f"{_named(lm)} returned no attention weights for this text, though its output has a place for them."
     )
+
+
+def latent_cross_attention(kind: str, out, tokens: int) -> torch.Tensor | None:
+    """The map [batch, head, latent, token] by which a model of one stack reads its ``tokens`` as the keys of a cross
+    attention from query positions of its own (Perceiver's latent array), else None. Fed token ids alone, such a
+    model has no second sequence to attend across to: its queries there are not its tokens, whatever their count."""
+    if kind == KIND_ENCODER_DECODER:  # its cross attention reads the encoder's tokens from the decoder's
+        return None
+    maps = [layer for layer in getattr(out, "cross_attentions", None) or () if isinstance(layer, torch.Tensor)]
+    return next((layer for layer in maps if layer.dim() == 4 and layer.shape[-1] == tokens), None)
+
+
+def _refuse_latent_array(lm, out, tokens: int) -> None:
+    """``NotApplicable`` for a model whose attention runs over a latent array of its own (Perceiver: from its latents
+    to the tokens, among the latents, from its output queries to the latents), said with the shapes it returned."""
+    reading = latent_cross_attention(lm.kind, out, tokens)
+    if reading is None:
+        return
+    latents = reading.shape[-2]
+    others = [layer for layer in (*(out.attentions or ()), *out.cross_attentions) if layer is not reading]
+    described = "; ".join(f"{count} of shape {_shape(layer)}" for layer, count in _counted(others).items())
+    raise NotApplicable(
+        f"{_named(lm)} does not attend from token to token: its cross attention {_shape(reading)} reads these "
+        f"{tokens} tokens as keys from {latents} query positions of its own (a latent array), and its other maps "
+        f"({described}) have those positions or its output queries as queries, never the tokens, so no map is over "
+        "the tokens and attention views do not apply to it."
+    )
+
+
+def _counted(layers) -> dict:
+    """{a representative layer: how many layers have its shape}, in order of first appearance."""
+    first, counts = {}, defaultdict(int)
+    for layer in layers:
+        if isinstance(layer, torch.Tensor):
+            first.setdefault(tuple(layer.shape), layer)
+            counts[tuple(layer.shape)] += 1
+    return {layer: counts[shape] for shape, layer in first.items()}
 
 
 def _check_layout(lm, stack: str, layer, queries: int, keys: int) -> None:

@@ -47,9 +47,16 @@ def embedding_stack(lm) -> torch.nn.Module:
 
 
 def input_table(lm) -> torch.nn.Module:
-    """The stack's token embedding table; the model's where the stack has no accessor (FSMT's encoder)."""
+    """The stack's token embedding table; the model's where the stack has no accessor (FSMT's encoder). Where what
+    the model names its input embeddings is no lookup module (Perceiver's: its latent array, a parameter), the
+    stack's table of one row per word of its vocabulary (Perceiver's text preprocessor's)."""
     stack = embedding_stack(lm)
-    return (stack if hasattr(stack, "get_input_embeddings") else lm.model).get_input_embeddings()
+    table = (stack if hasattr(stack, "get_input_embeddings") else lm.model).get_input_embeddings()
+    if isinstance(table, torch.nn.Module):
+        return table
+    words = lm.model.config.get_text_config().vocab_size
+    found = (m for m in stack.modules() if isinstance(m, torch.nn.Embedding) and m.num_embeddings == words)
+    return next(found, table)
 
 
 def entry(lm) -> Entry:
@@ -142,7 +149,7 @@ def first_layer_rows(lm, ids: torch.Tensor, **extra) -> np.ndarray:
         return _numpy(_without_batch(reported[0]))
     rows = _without_batch(seen[0])
     count = ids.shape[1]
-    if rows.dim() != 2 or len(rows) <= count:
+    if rows.dim() != 2 or len(rows) <= count or getattr(lm, "latents", 0):  # a latent array's rows: none are cut
         return _numpy(rows)
     own = _without_batch(reported[0]) if reported else None
     if own is not None and own.shape == rows[-count:].shape and torch.equal(own, rows[-count:]):

@@ -91,6 +91,7 @@ def embeddings(lm, token_ids, token_type_ids=None, *, positions: int | None = No
             types = torch.as_tensor(token_type_ids if token_type_ids is not None else [0] * len(ids), device=lm.device)
             token_type = first_tensor(type_table(types))  # I-BERT's tables return (rows, scale)
     token_projection, trigram, note = _token_projection(lm, token.shape[-1], position)
+    note = note or _latent_array_note(lm)
     rotary = next((m for name, m in lm.model.named_modules() if name.endswith("rotary_emb")), None)
     inverse_frequency = None if rotary is None else _numpy(getattr(rotary, "inv_freq", None))
     return Embeddings(
@@ -105,6 +106,18 @@ def embeddings(lm, token_ids, token_type_ids=None, *, positions: int | None = No
         note=note,
         trigram=trigram,
         token_scale=_scale(table) or _scale(stack) or 1.0,
+    )
+
+
+def _latent_array_note(lm) -> str | None:
+    """Why the summed rows are no layer's input where the layers run over a latent array (Perceiver), else None."""
+    latents = getattr(lm, "latents", 0)
+    if not latents:
+        return None
+    return (
+        f"Its layers run over {latents} positions of its own (a latent array), not over the tokens: they read the "
+        f"tokens only as the keys and values of a cross attention, and its first layer receives the {latents} "
+        "latent rows, so no layer receives one row per token to compare these sums with."
     )
 
 

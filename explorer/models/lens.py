@@ -34,7 +34,7 @@ from explorer.checks import given_text
 from explorer.data import STACK_DECODER, STACK_ENCODER
 from explorer.data.attention import TOLERANCE
 from explorer.data.lens import LogitLens
-from explorer.errors import InputError
+from explorer.errors import InputError, NotApplicable
 from explorer.models.architectures import KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import decoder_input_ids, dtype_name, encode_text
 from explorer.models.distribution import prediction_beyond_the_text
@@ -231,6 +231,8 @@ def masked_lm_head(lm) -> torch.nn.Module:
         if lm.model not in _heads:
             _heads[lm.model] = _load_masked_lm_head(lm)
     head = _heads[lm.model]
+    if isinstance(head, NotApplicable):
+        raise NotApplicable(str(head))
     if isinstance(head, str):
         raise InputError(head)
     return head
@@ -238,7 +240,15 @@ def masked_lm_head(lm) -> torch.nn.Module:
 
 def _load_masked_lm_head(lm) -> torch.nn.Module | str:
     """The modules ``AutoModelForMaskedLM`` adds to the encoder, in the order its forward calls them; checked to
-    give the masked-LM model's own logits from the encoder's last hidden state."""
+    give the masked-LM model's own logits from the encoder's last hidden state. A model whose layers run over a latent
+    array (Perceiver) has no such head: ``NotApplicable`` saying so."""
+    if getattr(lm, "latents", 0):
+        return NotApplicable(
+            f"{lm.name} ({type(lm.model).__name__}) predicts its masked tokens from {lm.latents} positions of its own "
+            "(a latent array), through a decoder whose queries attend to them, not from each token's last hidden "
+            "state: no head reads a token's hidden state, so its predictions cannot be read token by token or layer "
+            "by layer."
+        )
     source = lm.model.config._name_or_path  # the folder the encoder was loaded from (a Hub snapshot, or a path)
     try:
         with warnings.catch_warnings():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
-import inspect
 import json
 import os
 from collections.abc import Callable
@@ -25,7 +24,9 @@ from explorer.models.architectures import (
     KIND_ENCODER,
     KIND_ENCODER_DECODER,
     attention_outputs,
+    auto_class_for,
     infer_kind,
+    inputs_besides_ids,
     integrated_gradients_steps,
     quirks_for,
 )
@@ -60,6 +61,9 @@ class LoadedModel:
     # Where its attention is read from, decided at load by one short probe: recorder.RECORDED (weights, queries,
     # keys, values), RETURNED (the model's own output_attentions: weights only) or NO_ATTENTION (none at all).
     attention: str = recorder.RECORDED
+    # The positions of its own its layers run over, where they are not its tokens (Perceiver's latent array, which
+    # reads the tokens as the keys of a cross attention), found by the same probe; 0 where they are its tokens.
+    latents: int = 0
 
     @property
     def weights_only(self) -> bool:
@@ -252,7 +256,7 @@ def load_model(
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source, hub)
     say(_weights_stage(kind, download_bytes))
-    model = _load_weights(name, source, kind, hub, placement)
+    model = _load_weights(name, source, kind, hub, placement, auto_class=auto_class_for(config, kind))
     if device_map is None:
         say(f"Moving the model to {device} and checking that its attention can be captured…")
         model.to(device)
@@ -267,10 +271,13 @@ def load_model(
         name=name.strip(),
         kind=kind,
         device=device,
-        num_layers=_config_int(model.config, _LAYER_ATTRS, "layers"),
-        num_heads=0 if attention == recorder.NO_ATTENTION else _config_int(model.config, _HEAD_ATTRS, "heads"),
+        num_layers=_config_int(model.config, _LAYER_ATTRS, "layers", probed.counts[0]),
+        num_heads=0
+        if attention == recorder.NO_ATTENTION
+        else _config_int(model.config, _HEAD_ATTRS, "heads", probed.counts[1]),
         stack_of_module=stack_of_module(model, kind, probed),
         attention=attention,
+        latents=probed.latents,
     )
 
 
@@ -486,9 +493,10 @@ def _load_tokenizer(name: str, source: str, hub: dict | None = None):
 
 
 def _load_weights(
-    name: str, source: str, kind: str, hub: dict | None = None, placement: dict | None = None
+    name: str, source: str, kind: str, hub: dict | None = None, placement: dict | None = None, *, auto_class=None
 ) -> PreTrainedModel:
-    auto_class = AUTO_CLASS_OF_KIND[kind]
+    """The weights through ``auto_class`` (``auto_class_for`` the config and the kind; by default the kind's)."""
+    auto_class = auto_class or AUTO_CLASS_OF_KIND[kind]
     try:
         # Eager first: sdpa returns no attention weights at all.
         return auto_class.from_pretrained(
@@ -536,10 +544,14 @@ class Probe:
     has_place: bool
     lengths: tuple[int, int]
     per_head: bool = False
+    # The layers and heads of the first stack it returned maps for ([batch, head, query, key] each): where its config
+    # names neither (Perceiver's counts its blocks and the self-attention layers in each), the model's own count.
+    counts: tuple[int, int | None] = (0, None)
+    latents: int = 0  # the query positions of a cross attention that reads the tokens in a model of one stack
 
 
 def _probe(model: PreTrainedModel, kind: str, tokenizer, name: str) -> Probe:
-    from explorer.models.capture import decoder_start_token_id
+    from explorer.models.capture import decoder_start_token_id, latent_cross_attention
 
     _check_reads_token_ids(model, name)
     ids = tokenizer("Hello world, hello", return_tensors="pt")["input_ids"][:, :4]
@@ -573,16 +585,25 @@ def _probe(model: PreTrainedModel, kind: str, tokenizer, name: str) -> Probe:
     ]
     per_head = any(isinstance(layer, torch.Tensor) and layer.dim() == 4 for layer in returned)
     decoder = inputs.get("decoder_input_ids", ids).shape[1]
-    return Probe(calls, len(returned), bool(places), (ids.shape[1], decoder), per_head)
+    latent = latent_cross_attention(kind, out, ids.shape[1])
+    latents = 0 if latent is None else latent.shape[-2]
+    lengths = (ids.shape[1], decoder)
+    return Probe(calls, len(returned), bool(places), lengths, per_head, _counts(model, out, places), latents)
+
+
+def _counts(model: PreTrainedModel, out, places: list[str]) -> tuple[int, int | None]:
+    """The layers and heads of the first stack whose maps ``out`` returns: how many maps, and their head axis where
+    every per-head map ([batch, head, query, key]) has the same."""
+    first = (attention_outputs(model.config, getattr(out, places[0])) or ()) if places else ()
+    heads = {layer.shape[1] for layer in first if isinstance(layer, torch.Tensor) and layer.dim() == 4}
+    return len(first), heads.pop() if len(heads) == 1 else None
 
 
 def _check_reads_token_ids(model: PreTrainedModel, name: str) -> None:
     """The explorer feeds a model token ids: one whose forward requires another input (Perceiver's base model
     requires ``inputs``, values its input preprocessor would make, and the base model saved without a head has no
     text preprocessor) cannot read text, and is refused with that reason rather than its forward's TypeError."""
-    parameters = inspect.signature(model.forward).parameters.values()
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    required = [p.name for p in parameters if p.kind in kinds and p.default is p.empty and p.name != "input_ids"]
+    required = inputs_besides_ids(type(model))
     if required:
         raise ModelLoadError(
             f"“{name}” ({type(model).__name__}) does not read token ids: its forward requires "
@@ -620,13 +641,16 @@ _LAYER_ATTRS = ("num_hidden_layers", "num_layers", "n_layer")
 _HEAD_ATTRS = ("num_attention_heads", "num_heads", "n_head")
 
 
-def _config_int(config, attrs: tuple[str, ...], what: str | None = None) -> int | None:
-    """The first of ``attrs`` the (text) config holds as a whole number; where it holds none, ``ModelLoadError``
-    saying it cannot tell how many ``what``, or None without a ``what``."""
+def _config_int(config, attrs: tuple[str, ...], what: str | None = None, returned: int | None = None) -> int | None:
+    """The first of ``attrs`` the (text) config holds as a whole number; where it holds none, ``returned`` (what the
+    model's own attention maps count, from the load's probe), else ``ModelLoadError`` saying it cannot tell how
+    many ``what``, or None without a ``what``."""
     text_config = config.get_text_config()
     for attr in attrs:
         if isinstance(getattr(text_config, attr, None), int):
             return getattr(text_config, attr)
+    if returned:
+        return returned
     if what is None:
         return None
     raise ModelLoadError(f"Cannot tell how many {what} a `{config.model_type}` model has.")

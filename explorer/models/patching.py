@@ -71,6 +71,8 @@ def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, p
     clean and on the corrupted prompt. ``progress(done, total)`` is called as batches of patched runs finish."""
     if why := prediction_beyond_the_text(lm):
         raise InputError(f"{why}: the logit difference at the text's last position would not be its prediction.")
+    if lm.kind == KIND_ENCODER:  # read through its masked-LM head: where it has none, that is the reason, said first
+        masked_lm_head(lm)
     model = _Model.of(lm)
     clean_inputs, corrupted_inputs = _inputs(lm, clean, "clean"), _inputs(lm, corrupted, "corrupted")
     _check_lengths(clean_inputs, corrupted_inputs)

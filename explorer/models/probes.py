@@ -8,6 +8,7 @@ from explorer.compute.probes import probe_scores, uniform_scores
 from explorer.data.probes import HeadProbes
 from explorer.errors import InputError
 from explorer.models.capture import capture_token_ids
+from explorer.models.first_layer import input_table
 
 MIN_N = 2
 
@@ -63,7 +64,7 @@ def _check_whole(n, seed) -> None:
 
 def _ordinary_ids(lm) -> np.ndarray:
     """Every id of both the tokenizer and the model's embedding, except special tokens."""
-    size = min(len(lm.tokenizer), lm.model.get_input_embeddings().num_embeddings)
+    size = min(len(lm.tokenizer), input_table(lm).num_embeddings)
     special = set(lm.tokenizer.all_special_ids)
     return np.array([i for i in range(size) if i not in special])
 
