@@ -60,6 +60,8 @@ class LoadedModel:
     # Where its attention is read from, decided at load by one short probe: recorder.RECORDED (weights, queries,
     # keys, values), RETURNED (the model's own output_attentions: weights only) or NO_ATTENTION (none at all).
     attention: str = recorder.RECORDED
+    # What the model runs that its checkpoint does not say (an attention type its forward switched to), for pages.
+    notes: tuple[str, ...] = ()
 
     @property
     def weights_only(self) -> bool:
@@ -252,15 +254,17 @@ def load_model(
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source, hub)
     say(_weights_stage(kind, download_bytes))
-    model = _load_weights(name, source, kind, hub, placement)
-    if device_map is None:
-        say(f"Moving the model to {device} and checking that its attention can be captured…")
-        model.to(device)
-    else:
-        device = str(model.get_input_embeddings().weight.device)
-        say("Checking that the model's attention can be captured…")
-    model.eval()
+    model, device = _placed(_load_weights(name, source, kind, hub, placement), device, device_map, say)
     attention, probed = _attention_source(model, kind, tokenizer, name)
+    notes = ()
+    if running := switched_attention_type(model):
+        # Its own forward switched its attention type during the probe and swapped its attention modules, which
+        # transformers' output capture never reads: loaded again as it now runs, its modules are the ones read.
+        say(f"Loading the model again with the {running} attention it switched to…")
+        overrides = placement | {"attention_type": running}
+        model, device = _placed(_load_weights(name, source, kind, hub, overrides), device, device_map, say)
+        attention, probed = _attention_source(model, kind, tokenizer, name)
+        notes = (attention_type_note(model, running),)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -271,6 +275,39 @@ def load_model(
         num_heads=0 if attention == recorder.NO_ATTENTION else _config_int(model.config, _HEAD_ATTRS, "heads"),
         stack_of_module=stack_of_module(model, kind, probed),
         attention=attention,
+        notes=notes,
+    )
+
+
+def _placed(model: PreTrainedModel, device: str, device_map, say) -> tuple[PreTrainedModel, str]:
+    """The model on ``device`` (or where ``device_map`` put it) in eval mode, and the device its inputs go to."""
+    if device_map is None:
+        say(f"Moving the model to {device} and checking that its attention can be captured…")
+        model.to(device)
+    else:
+        device = str(model.get_input_embeddings().weight.device)
+        say("Checking that the model's attention can be captured…")
+    return model.eval(), device
+
+
+def switched_attention_type(model: PreTrainedModel) -> str | None:
+    """The attention type ``model`` runs where its own forward switched away from the one its config names (BigBird:
+    block-sparse attention needs more tokens than its blocks cover, so on a shorter text its forward switches to
+    full attention, for good), else None."""
+    configured = getattr(model.config, "attention_type", None)
+    running = getattr(model.base_model, "attention_type", None)
+    if isinstance(configured, str) and isinstance(running, str) and running != configured:
+        return running
+    return None
+
+
+def attention_type_note(model: PreTrainedModel, running: str) -> str:
+    """What a model loaded with the attention type its forward switched to runs, in the visitor's words."""
+    return (
+        f"{type(model).__name__} runs {running} attention here: transformers switches it from the attention type "
+        f"its checkpoint names to {running} on a text too short for its sparse blocks (the load's check of a few "
+        "tokens) and keeps it for every later text, however long, so it is loaded with that attention type and its "
+        "weights are those of every text it reads here."
     )
 
 
