@@ -57,7 +57,7 @@ if selected:
 with ui.controls():
     layer_column, head_column = st.columns(2)
     with layer_column:
-        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+        layer = ui.layer_slider_ui(stack, key="layer")
     with head_column:
         head = ui.index_slider_ui("Head", stack.num_heads, key="head")
 ui.notices_ui()

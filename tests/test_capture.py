@@ -555,3 +555,24 @@ def test_the_attention_pages_show_a_weights_only_model_and_say_what_it_lacks(fam
     assert "not verified: nothing to recompute from" in said(heatmaps.caption)
     assert "✓ verified" not in said(heatmaps.caption)
     assert "This view needs the queries and keys" in said(page("pages/neuron_view.py").info)
+
+
+def test_the_heatmaps_page_numbers_layers_as_the_model_does_where_some_are_left_out(tmp_path):
+    """Funnel's pooled layer 1 is left out: the layer slider offers the model's own layers 0 and 2, a link to layer
+    2 opens layer 2 (the stack's second), and the title and the note say so."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.families import build_family
+
+    folder = build_family("funnel", tmp_path / "funnel")
+    at = AppTest.from_file("../app.py", default_timeout=120)
+    at.query_params.update({"model": folder, "text": "the cat sat on the mat", "layer": "2"})
+    at.run()
+    at.switch_page("pages/attention_heatmaps.py")
+    at.run()
+    assert not at.exception, [error.value for error in at.exception]
+    slider = at.select_slider(key="layer")
+    assert [str(option) for option in slider.options] == ["0", "2"] and int(slider.value) == 2
+    said = " ".join(str(element.value) for element in (*at.caption, *at.markdown, *at.info)).replace("\\", "")
+    assert "Layer 1 of the encoder attention is left out" in said
+    assert at.query_params["layer"] == "2"

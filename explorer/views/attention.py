@@ -79,7 +79,8 @@ class Head:
     def info(self, result: AttentionCapture) -> FigureInfo:
         title, one_head = SHOW[self.show]
         where = (STACK_NAMES[self.stack],) if len(result.stacks) > 1 else ()
-        place = (f"layer {self.layer}", f"head {self.head}") if one_head else (f"layer {self.layer}",)
+        layer = f"layer {result.stacks[self.stack].layer_number(self.layer)}"  # the model's own number
+        place = (layer, f"head {self.head}") if one_head else (layer,)
         return FigureInfo(title, model=self.model, text=self.shown_text, where=(*where, *place))
 
     def figure(self, result: AttentionCapture) -> Builder:
