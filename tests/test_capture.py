@@ -576,3 +576,20 @@ def test_the_heatmaps_page_numbers_layers_as_the_model_does_where_some_are_left_
     said = " ".join(str(element.value) for element in (*at.caption, *at.markdown, *at.info)).replace("\\", "")
     assert "Layer 1 of the encoder attention is left out" in said
     assert at.query_params["layer"] == "2"
+
+
+def test_views_of_a_stack_with_layers_left_out_name_the_model_s_own_layers(tmp_path):
+    """Where Funnel's pooled layer 1 is left out, the stack's second layer is the model's layer 2: the all-heads
+    grid's ticks and hover, the heatmap's and the statistics head's titles say 2."""
+    from explorer import views
+    from tests.families import build_family
+
+    lm = explorer.load_model(build_family("funnel", tmp_path / "funnel"), device=DEVICE)
+    cap = explorer.capture(lm, "the cat sat on the mat")
+    figure = views.attention.AllHeads(lm.name, "the cat sat on the mat").figure(cap)()
+    assert list(figure.layout.yaxis.ticktext) == ["0", "2"]
+    assert figure.data[1].hovertext[-1] == "2" and "%{hovertext}" in figure.data[1].hovertemplate
+    head = views.attention.Head(lm.name, "the cat sat on the mat", layer=1, head=0)
+    assert "layer 2" in head.info(cap).where
+    statistics = views.attention.StatisticsHead(lm.name, "the cat sat on the mat", layer=1)
+    assert "layer 2" in statistics.info(cap).where

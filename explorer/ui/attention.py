@@ -160,7 +160,7 @@ def cached_head_statistics(view: CaptureView, special_positions: tuple[int, ...]
                 mass = kept_mass(weights, hidden)
                 weights, kept = without_tokens(weights, hidden)
             measured = head_statistics(weights, special_positions, key_positions=kept, kept=mass)
-            rows += [{**row, "layer": layer} for row in measured]
+            rows += [{**row, "layer": view.stack.layer_number(layer)} for row in measured]  # the model's number
         return rows
 
     return results_cache().get(_derived_key(view, "head statistics", hidden), compute)

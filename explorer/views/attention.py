@@ -191,7 +191,8 @@ class Side(OnCapture):
     stretch: bool = False
 
     def info(self, result=None) -> FigureInfo:
-        where = (f"layer {self.layer}", f"head {self.head}")
+        layer = self.layer if result is None else result.main.layer_number(self.layer)  # the model's own number
+        where = (f"layer {layer}", f"head {self.head}")
         return FigureInfo("Attention weights", model=self.model, text=self.shown_text, where=where)
 
     def figure(self, capture: AttentionCapture) -> Builder:
@@ -203,7 +204,7 @@ class Side(OnCapture):
             stack.query_tokens,
             stack.key_tokens,
             color_max=None if self.stretch else 1.0,
-            info=self.info(),
+            info=self.info(capture),
             boundaries=() if b is None else (b,),
         )
 
@@ -217,16 +218,17 @@ class StatisticsHead(OnCapture):
     hidden: tuple = ()
 
     def info(self, result=None) -> FigureInfo:
-        where = (f"layer {self.layer}", f"head {self.head}") + (("special tokens hidden",) if self.hidden else ())
+        layer = self.layer if result is None else result.stacks[self.stack].layer_number(self.layer)
+        where = (f"layer {layer}", f"head {self.head}") + (("special tokens hidden",) if self.hidden else ())
         return FigureInfo("Attention weights", model=self.model, text=self.shown_text, where=where)
 
     def figure(self, capture: AttentionCapture) -> Builder:
         stack = capture.stacks[self.stack]
         shown, keys = shown_head(stack, self.layer, self.head, self.hidden)
         if not self.hidden:
-            return builder(token_matrix, shown, stack.query_tokens, keys, info=self.info())
-        kept = self.kept(capture)
-        return builder(renormalised_matrix, shown, kept, NEGLIGIBLE_MASS, stack.query_tokens, keys, info=self.info())
+            return builder(token_matrix, shown, stack.query_tokens, keys, info=self.info(capture))
+        kept, info = self.kept(capture), self.info(capture)
+        return builder(renormalised_matrix, shown, kept, NEGLIGIBLE_MASS, stack.query_tokens, keys, info=info)
 
     def kept(self, capture: AttentionCapture) -> np.ndarray:
         """[query] the share of each row's weight left on the keys still shown (all of it when nothing is hidden)."""
@@ -316,8 +318,10 @@ class AllHeads(OnCapture):
         stack = capture.stacks[self.stack]
         image, rows, columns = tiled(stack.attentions, stack.masks_by_layer())
         shape = (rows, columns, stack.num_layers, stack.num_heads)
-        selected = {} if self.selected is None else {"selected": self.selected}
-        return builder(tiles_figure, image, *shape, info=self.info(capture), **selected)
+        options = {} if self.selected is None else {"selected": self.selected}
+        if stack.layer_numbers is not None:  # layers left out: rows named by the model's own numbers
+            options["layer_numbers"] = tuple(int(number) for number in stack.layer_numbers)
+        return builder(tiles_figure, image, *shape, info=self.info(capture), **options)
 
 
 @dataclass(frozen=True)
