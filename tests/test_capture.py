@@ -558,8 +558,9 @@ def test_the_attention_pages_show_a_weights_only_model_and_say_what_it_lacks(fam
 
 
 def test_the_heatmaps_page_numbers_layers_as_the_model_does_where_some_are_left_out(tmp_path):
-    """Funnel's pooled layer 1 is left out: the layer slider offers the model's own layers 0 and 2, a link to layer
-    2 opens layer 2 (the stack's second), and the title and the note say so."""
+    """Funnel's pooled layer 1 is left out: the layer slider of every attention page offers the model's own layers 0
+    and 2, a link to layer 2 opens layer 2 (the stack's second), the note says why, and rollout says why it is not
+    drawn."""
     from streamlit.testing.v1 import AppTest
 
     from tests.families import build_family
@@ -576,6 +577,15 @@ def test_the_heatmaps_page_numbers_layers_as_the_model_does_where_some_are_left_
     said = " ".join(str(element.value) for element in (*at.caption, *at.markdown, *at.info)).replace("\\", "")
     assert "Layer 1 of the encoder attention is left out" in said
     assert at.query_params["layer"] == "2"
+    for path in ("pages/heads_overview.py", "pages/head_statistics.py", "pages/bertviz_views.py"):
+        at.switch_page(path)
+        at.run()
+        assert not at.exception, (path, [error.value for error in at.exception])
+        assert [str(option) for option in at.select_slider(key=at.select_slider[0].key).options] == ["0", "2"]
+    at.switch_page("pages/head_statistics.py")
+    at.run()
+    said = " ".join(str(element.value) for element in at.caption).replace("\\", "")
+    assert "layer 1 of this model is left out of this stack" in said
 
 
 def test_views_of_a_stack_with_layers_left_out_name_the_model_s_own_layers(tmp_path):
@@ -593,3 +603,9 @@ def test_views_of_a_stack_with_layers_left_out_name_the_model_s_own_layers(tmp_p
     assert "layer 2" in head.info(cap).where
     statistics = views.attention.StatisticsHead(lm.name, "the cat sat on the mat", layer=1)
     assert "layer 2" in statistics.info(cap).where
+    assert "layer 1 of this model is left out" in views.attention.rollout_not_drawn(cap.main)
+    bertviz = views.attention.BertViz(lm.name, "the cat sat on the mat", layers=(1,))
+    assert "layer 2" in bertviz.info(cap).where  # BertViz's own menu and headings: the model's numbers too
+    assert '"layer":2,"heads":[0],"include_layers":[2]' in bertviz.html(cap)
+    model_view = views.attention.BertViz(lm.name, "the cat sat on the mat", which="model").html(cap)
+    assert '"include_layers":[0,2]' in model_view

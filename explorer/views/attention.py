@@ -274,6 +274,26 @@ def greyed_table_caption(statistics: list[dict], queries: int) -> str:
     )
 
 
+def rollout_not_drawn(stack) -> str | None:
+    """Why the rollout of ``stack`` is not drawn, in the visitor's words, else None: it needs square maps, and it
+    multiplies every layer in turn, so a stack with layers left out (Funnel's pooled layers) would lack their mixing."""
+    if stack.attentions.shape[-1] != stack.attentions.shape[-2]:
+        return "Rollout needs self-attention (square matrices): pick the encoder or decoder stack."
+    if stack.layer_numbers is None:
+        return None
+    kept = [int(number) for number in stack.layer_numbers]
+    missing = [str(number) for number in range(kept[-1]) if number not in kept]
+    which = (
+        f"layer {missing[0]} of this model is"
+        if len(missing) == 1
+        else f"layers {', '.join(missing)} of this model are"
+    )
+    return (
+        f"Rollout multiplies every layer in turn, and {which} left out of this stack (the note above says why): "
+        "without their mixing it would not be this model's rollout, so it is not drawn."
+    )
+
+
 @dataclass(frozen=True)
 class Rollout(OnCapture):
     """Attention rollout through layer ``upto``; the result is (capture, [layer, query, key] rollout up to each
@@ -520,14 +540,12 @@ class BertViz(OnCapture):
 
     def info(self, capture: AttentionCapture) -> FigureInfo:
         stack = capture.stacks[self.stack]
+        first = stack.layer_number(self.layers[0] if self.layers else 0)  # the model's own number, as BertViz's
         if self.which == "head":
-            first = self.layers[0] if self.layers else 0
             return FigureInfo(
                 "Head view", model=self.model, text=self.shown_text, where=(f"layer {first}", f"head {self.head}")
             )
-        shown = (
-            (f"layer {self.layers[0]}",) if self.layers else (f"{stack.num_layers} layers × {stack.num_heads} heads",)
-        )
+        shown = (f"layer {first}",) if self.layers else (f"{stack.num_layers} layers × {stack.num_heads} heads",)
         return FigureInfo("Model view", model=self.model, text=self.shown_text, where=shown)
 
     def figure(self, capture: AttentionCapture) -> Builder:
