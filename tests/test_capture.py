@@ -479,7 +479,7 @@ def test_a_model_that_switched_its_own_attention_type_is_loaded_as_it_runs(tmp_p
         own = full.to(DEVICE)(input_ids=ids, output_attentions=True)
         torch.testing.assert_close(own.logits, sparse.to(DEVICE)(input_ids=ids).logits, rtol=0, atol=1e-6)
     np.testing.assert_array_equal(cap.main.attentions, torch.stack([a[0] for a in own.attentions]).cpu().numpy())
-    assert any("runs original_full attention here" in note for note in cap.notes)
+    assert any("runs original_full attention here, not the block_sparse" in note for note in cap.notes)
 
 
 def test_every_view_of_weights_draws_a_weights_only_capture_and_views_of_vectors_say_why_not(families):

@@ -261,10 +261,10 @@ def load_model(
         # Its own forward switched its attention type during the probe and swapped its attention modules, which
         # transformers' output capture never reads: loaded again as it now runs, its modules are the ones read.
         say(f"Loading the model again with the {running} attention it switched to…")
+        notes = (attention_type_note(model, running),)
         overrides = placement | {"attention_type": running}
         model, device = _placed(_load_weights(name, source, kind, hub, overrides), device, device_map, say)
         attention, probed = _attention_source(model, kind, tokenizer, name)
-        notes = (attention_type_note(model, running),)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -302,12 +302,12 @@ def switched_attention_type(model: PreTrainedModel) -> str | None:
 
 
 def attention_type_note(model: PreTrainedModel, running: str) -> str:
-    """What a model loaded with the attention type its forward switched to runs, in the visitor's words."""
+    """What a model whose forward switched its attention type (to ``running``) runs, in the visitor's words."""
     return (
-        f"{type(model).__name__} runs {running} attention here: transformers switches it from the attention type "
-        f"its checkpoint names to {running} on a text too short for its sparse blocks (the load's check of a few "
-        "tokens) and keeps it for every later text, however long, so it is loaded with that attention type and its "
-        "weights are those of every text it reads here."
+        f"{type(model).__name__} runs {running} attention here, not the {model.config.attention_type} attention its "
+        f"checkpoint names: transformers switches it to {running} on any text too short for its sparse blocks (as "
+        "the load's check of a few tokens was) and never switches back, even for long texts. It is loaded with "
+        f"{running} attention, so the weights shown are those it computes on every text."
     )
 
 
