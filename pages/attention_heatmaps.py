@@ -58,7 +58,7 @@ with ui.controls():
     # The toggles' column holds "…ignoring the first row" whole at 1280 px beside the sidebar ("Stretch co…" once).
     layer_column, head_column, show_column, scale_column = st.columns([2, 2, 3, 3], vertical_alignment="bottom")
     with layer_column:
-        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer", help="Counted from 0, input side first.")
+        layer = ui.layer_slider_ui(stack, key="layer", help="Counted from 0, input side first.")
     with head_column:
         head = ui.index_slider_ui("Head", stack.num_heads, key="head", help="Counted from 0.")
     with show_column:

@@ -66,7 +66,7 @@ with ui.controls():
     else:
         layer_column, head_column, query_column = st.columns(3)
         with layer_column:
-            layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+            layer = ui.layer_slider_ui(stack, key="layer")
         with head_column:
             head = ui.index_slider_ui("Head", stack.num_heads, key="head")
         with query_column:

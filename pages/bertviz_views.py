@@ -34,7 +34,7 @@ with ui.controls():
     layer_column, head_column = st.columns(2)
     with layer_column:
         if tokens > LONG or which == "head":
-            layer = ui.index_slider_ui("Layer", stack.num_layers, key="bv_layer")
+            layer = ui.layer_slider_ui(stack, key="bv_layer")
             layers = [layer]
         else:
             layers = None

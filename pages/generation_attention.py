@@ -47,7 +47,7 @@ with ui.controls():
     generated = len(trace.generated_tokens[0])
     layer_column, head_column, step_column = st.columns(3)
     with layer_column:
-        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+        layer = ui.layer_slider_ui(stack, key="layer")
     with head_column:
         head = ui.index_slider_ui("Head", stack.num_heads, key="head")
     with step_column:

@@ -57,7 +57,7 @@ if selected:
 with ui.controls():
     layer_column, head_column = st.columns(2)
     with layer_column:
-        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+        layer = ui.layer_slider_ui(stack, key="layer")
     with head_column:
         head = ui.index_slider_ui("Head", stack.num_heads, key="head")
 ui.notices_ui()
@@ -77,8 +77,8 @@ st.caption(
     "layers: average the heads of a layer, add the residual connection (½ identity + ½ attention), renormalise, "
     "and multiply layer by layer. An estimate built from the weights, not something the model computes."
 )
-if stack.attentions.shape[-1] != stack.attentions.shape[-2]:
-    st.caption("Rollout needs self-attention (square matrices): pick the encoder or decoder stack.")
+if why := views.attention.rollout_not_drawn(stack):
+    st.caption(why)
 else:
     upto = ui.index_slider_ui("Rollout through layer", stack.num_layers, key="rollout_layer", default_last=True)
     ui.show_view(views.attention.Rollout(*inputs, upto), (capture, cached_rollout(view)), key="rollout")

@@ -28,7 +28,7 @@ if max(tokens, len(stack.key_tokens)) > MAX_THUMBNAIL:
 with ui.controls():
     layer_column, head_column = st.columns(2)
     with layer_column:
-        layer = ui.index_slider_ui("Layer", stack.num_layers, key="layer")
+        layer = ui.layer_slider_ui(stack, key="layer")
     with head_column:
         head = ui.index_slider_ui("Head", stack.num_heads, key="head")
 ui.notices_ui()
@@ -52,8 +52,8 @@ points = (
 )
 picked = next((p.get("customdata") for p in points if p.get("customdata")), None)
 if picked and tuple(picked) != (layer, head):
-    ui.set_value("layer", int(picked[0]))
+    ui.set_value("layer", stack.layer_number(int(picked[0])))  # the slider shows the model's own numbers
     ui.set_value("head", int(picked[1]))
     st.rerun()
-st.markdown(f"**Layer {layer}, head {head}** selected.")
+st.markdown(f"**Layer {stack.layer_number(layer)}, head {head}** selected.")
 open_head_links(view, layer, head)

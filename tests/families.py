@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import inspect
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -475,9 +475,10 @@ def check_capture(subject: Subject) -> Cell:
     """The captured weights equal the model's own eager ``output_attentions``, stack by stack."""
     cap = _capture(subject)
     ids = torch.as_tensor(cap.token_ids)[None]
+    subject = _returning_attentions(subject)
     if subject.kind == ENCODER_DECODER:
         out = subject.run(ids, subject.teacher_ids(), output_attentions=True)
-        encoder = _layers(out.encoder_attentions, ids.shape[1])  # LongT5's local blocks cut to the input
+        encoder = _encoder_layers(subject, out.encoder_attentions, ids.shape[1])
         expected = {"encoder": encoder, "decoder": out.decoder_attentions, "cross": _main_stream(out)}
     else:
         out = subject.run(ids, output_attentions=True)
@@ -490,9 +491,80 @@ def check_capture(subject: Subject) -> Cell:
             notes.append(f"{stack}: {' '.join(cap.notes)}")
             continue
         length = None if stack == "cross" else cap.stacks[stack].attentions.shape[-2]
+        if not isinstance(layers, np.ndarray):
+            layers = _token_by_token(cap, stack, layers, len(cap.stacks[stack].query_tokens))
         weights = layers if isinstance(layers, np.ndarray) else _layers(layers, length)
         close(f"{stack} weights", cap.stacks[stack].attentions, weights)
     return Cell(NA, "; ".join(notes)) if notes and len(notes) == len(expected) else Cell(Y, "; ".join(notes))
+
+
+def _token_by_token(cap, stack: str, layers, queries: int) -> list:
+    """The model's own layers (those without attention, None, left out) whose maps have a row per token: a layer
+    that pools its queries (Funnel's blocks after the first: fewer rows than tokens) is left out, and the capture
+    must leave out the same layers, keep the model's own numbers for the others, and name the left-out ones."""
+    present = [layer for layer in layers if layer is not None]
+    pooled = [
+        number
+        for number, layer in enumerate(present)
+        if isinstance(layer, torch.Tensor) and layer.dim() == 4 and layer.shape[-2] < queries
+    ]
+    if not pooled:
+        return layers
+    kept = [number for number in range(len(present)) if number not in pooled]
+    numbers = [cap.stacks[stack].layer_number(layer) for layer in range(cap.stacks[stack].num_layers)]
+    if numbers != kept:
+        raise Mismatch(f"{stack} layers numbered {numbers}, the model's own token-by-token layers {kept}")
+    named = f"{', '.join(map(str, pooled))} of the {stack} attention"
+    if not any(named in note and "left out" in note for note in cap.notes):
+        raise Mismatch(f"pooled {stack} layers {pooled} left out with no note naming them")
+    return [present[number] for number in kept]
+
+
+def _encoder_layers(subject: Subject, layers, length: int):
+    """The encoder's own layers, its local blocks placed at their keys: LongT5's cut to the input, Pegasus-X's
+    global-local dicts as their text rows."""
+    if layers and isinstance(layers[0], dict):
+        return _global_local_text_rows(subject, layers, length)
+    return _layers(layers, length)
+
+
+def _global_local_text_rows(subject: Subject, layers, length: int) -> np.ndarray:
+    """[layer, head, query, key]: Pegasus-X's encoder layers' local weights [batch, head, block, block_len, global +
+    block_len], each text token's weights on its block's tokens put at their keys, one by one. The text is padded
+    at its end to whole blocks; a layer the model staggers (its own ``stagger_blocks_this_layer``) pads block_len // 2
+    more in front. Weights on padding must be exactly 0 (nothing of the text is dropped)."""
+    found = []
+    for module, layer in zip(subject.reference.get_encoder().layers, layers, strict=True):
+        local = layer["local"][0]  # [head, block, block_len, global + block_len]
+        heads, _, size, width = local.shape
+        front = size // 2 if module.stagger_blocks_this_layer else 0
+        full = torch.zeros(heads, length, length, dtype=local.dtype)
+        for query in range(length):
+            block, row = divmod(query + front, size)
+            for column in range(size):
+                key, weights = block * size + column - front, local[:, block, row, width - size + column]
+                if 0 <= key < length:
+                    full[:, query, key] = weights
+                elif weights.any():
+                    raise Mismatch(f"query {query} puts weight on a padding position of its block")
+        found.append(full)
+    return torch.stack(found).float().numpy()
+
+
+def _returning_attentions(subject: Subject) -> Subject:
+    """``subject`` with a reference model that returns its own attentions. One whose forward switched its attention
+    type (BigBird on a short text: block-sparse to full attention, its attention modules replaced by new ones, which
+    transformers' output capture, installed on the first call, never reads) is built afresh with the type it runs,
+    after checking that this computes the logits a fresh model of the family's own config computes on the prompt."""
+    running = getattr(subject.reference.base_model, "attention_type", None)
+    if running is None or running == getattr(subject.reference.config, "attention_type", None):
+        return subject
+    as_it_runs, fresh = build(subject.model_type, attention_type=running)[0], build(subject.model_type)[0]
+    ids = subject.ids(PROMPT)
+    with torch.inference_mode(), reference_runs("own forward pass"):
+        ours, theirs = as_it_runs(input_ids=ids).logits, fresh(input_ids=ids).logits
+    close(f"logits with attention_type={running!r}, against the family's own config", ours, theirs)
+    return replace(subject, reference=as_it_runs)
 
 
 def _main_stream(out):

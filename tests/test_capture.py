@@ -247,10 +247,10 @@ FAMILIES = {
     ),
     # A masked-LM checkpoint of a family that also has a causal-LM class: an encoder (it loaded as a decoder).
     "camembert": ("AutoModelForMaskedLM", lambda: _family("camembert", **_ENCODER), "recorded"),
-    # Its encoder's global-local attention returns dicts of blocks: it loads, and a capture says why not.
+    # Its encoder's global-local attention returns dicts of blocks (its second layer's staggered by half a block).
     "pegasus_x": (
         "AutoModelForSeq2SeqLM",
-        lambda: _family("pegasus_x", **_SEQ2SEQ, block_size=4, num_global_tokens=2),
+        lambda: _family("pegasus_x", **(_SEQ2SEQ | {"encoder_layers": 2}), block_size=4, num_global_tokens=2),
         "returned",
     ),
     # OPT-350m projects between a narrower embedding width and its layers: hidden states of two widths.
@@ -335,23 +335,55 @@ def test_a_masked_lm_checkpoint_loads_as_an_encoder(families):
     assert families("camembert")[0].kind == "encoder"  # CamembertForCausalLM exists; this checkpoint is not one
 
 
-def test_a_layout_of_its_own_loads_and_its_capture_says_why_it_cannot_be_drawn(families):
-    """Pegasus-X failed at load (issue 40); its encoder's blocks are no [query, key] map: the capture says so, naming
-    the parts of the dict it returns."""
+def test_global_local_blocks_are_placed_at_their_keys_and_the_global_share_is_said(families):
+    """Pegasus-X's encoder returns dicts (issue 40: refused before): each text token's weights on its block's tokens
+    are placed at their keys, as the reference's own loops place them (a staggered layer's blocks start half a block
+    before the text); the rows sum to 1 less the weight on the model's global tokens, which the note gives."""
     lm = families("pegasus_x")[0]
     assert lm.kind == "encoder-decoder" and lm.weights_only
-    with pytest.raises(explorer.InputError, match=r"in a layout of its own \(a dict of global \(1, 2, .* and local"):
-        explorer.capture(lm, TEXT, target=TARGET)
+    cap = explorer.capture(lm, TEXT, target=TARGET)
+    length = len(cap.tokens)
+    with torch.inference_mode():
+        ids = torch.as_tensor(cap.token_ids, device=DEVICE)[None]
+        own = lm.model.get_encoder()(input_ids=ids, output_attentions=True).attentions
+    staggered = [module.stagger_blocks_this_layer for module in lm.model.get_encoder().layers]
+    for layer, (returned, front) in enumerate(zip(own, (2 if s else 0 for s in staggered), strict=True)):
+        local = returned["local"][0].cpu()  # [head, block, 4, 2 global + 4]
+        for query in range(length):
+            block, row = divmod(query + front, 4)
+            keys = [block * 4 + column - front for column in range(4)]
+            expected = np.zeros((local.shape[0], length), dtype=np.float32)
+            for column, key in enumerate(keys):
+                if 0 <= key < length:
+                    expected[:, key] = local[:, block, row, 2 + column].numpy()
+            np.testing.assert_array_equal(cap.stacks["encoder"].attentions[layer, :, query], expected)
+            np.testing.assert_allclose(
+                cap.stacks["encoder"].attentions[layer, :, query].sum(-1),
+                1 - local[:, block, row, :2].sum(-1).numpy(),
+                atol=1e-6,
+            )
+    assert any(staggered) and cap.stacks["decoder"].attentions.shape[-1] == len(cap.target_tokens)
+    assert any(
+        "2 global tokens of the model's own" in note and "each row sums to less than 1" in note for note in cap.notes
+    )
 
 
-def test_pooled_queries_are_refused_saying_they_are_pooled(tmp_path):
-    """Funnel pools its queries between blocks: a layer returns fewer query rows than tokens. The capture says so
-    (a clear error: the data contract holds one query axis, of tokens, per stack)."""
+def test_pooled_layers_are_left_out_and_the_others_keep_the_model_s_numbers(tmp_path):
+    """Funnel pools its queries in its blocks after the first (issue 40: refused before): those layers are left out
+    with a note naming them; the token-by-token layers (its first block's and its decoder's) are its own weights,
+    under the model's own layer numbers."""
     from tests.families import build_family
 
     lm = explorer.load_model(build_family("funnel", tmp_path / "funnel"), device=DEVICE)
-    with pytest.raises(explorer.InputError, match=r"pools its queries: .* returns 4 query rows for these 8 tokens"):
-        explorer.capture(lm, "the cat sat on the mat")
+    cap = explorer.capture(lm, "the cat sat on the mat")
+    ids = torch.as_tensor(cap.token_ids, device=DEVICE)[None]
+    with torch.inference_mode():
+        own = lm.model(input_ids=ids, output_attentions=True).attentions
+    assert [tuple(layer.shape[-2:]) for layer in own] == [(8, 8), (4, 8), (8, 8)]
+    stack = cap.main
+    assert [stack.layer_number(layer) for layer in range(stack.num_layers)] == [0, 2]
+    np.testing.assert_array_equal(stack.attentions, torch.stack([own[0][0], own[2][0]]).cpu().numpy())
+    assert any(note.startswith("Layer 1 of the encoder attention is left out") for note in cap.notes)
 
 
 def test_hidden_states_of_different_widths_are_left_out(families):
@@ -451,19 +483,24 @@ def test_a_latent_array_model_says_attention_views_do_not_apply_with_the_shapes_
         explorer.capture(lm, TEXT)
 
 
-def test_a_model_that_switched_its_own_attention_type_says_why_it_returns_no_weights(tmp_path):
+def test_a_model_that_switched_its_own_attention_type_is_loaded_as_it_runs(tmp_path):
     """BigBird's block-sparse attention needs more tokens than its blocks cover: its forward (the load's probe)
-    switches it to full attention and swaps its attention modules, and transformers' own output_attentions is then
-    empty. The capture names the switch rather than a bare "no weights"."""
-    from tests.families import build_family
+    switches it to full attention for good and swaps its attention modules, which transformers' output_attentions
+    never reads (issue 40: refused before). The load sees the switch and loads it again with full attention: its
+    capture is a fresh full-attention BigBird's own weights, whose logits equal a fresh block-sparse one's on this
+    text, and a note says what it runs."""
+    from tests.families import build, build_family
 
     lm = explorer.load_model(build_family("big_bird", tmp_path / "big_bird"), device=DEVICE)
-    assert lm.model.config.attention_type == "block_sparse"
-    with torch.inference_mode():  # the model's own answer: no weights at all
-        own = lm.model(**lm.tokenizer(TEXT, return_tensors="pt").to(DEVICE), output_attentions=True).attentions
-    assert not own
-    with pytest.raises(explorer.InputError, match="runs original_full attention, not the block_sparse attention"):
-        explorer.capture(lm, TEXT)
+    assert lm.model.config.attention_type == "original_full" and lm.attention == "returned"
+    cap = explorer.capture(lm, TEXT)
+    (full, _), (sparse, _) = build("big_bird", attention_type="original_full"), build("big_bird")
+    ids = torch.as_tensor(cap.token_ids, device=DEVICE)[None]
+    with torch.inference_mode():
+        own = full.to(DEVICE)(input_ids=ids, output_attentions=True)
+        torch.testing.assert_close(own.logits, sparse.to(DEVICE)(input_ids=ids).logits, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(cap.main.attentions, torch.stack([a[0] for a in own.attentions]).cpu().numpy())
+    assert any("runs original_full attention here, not the block_sparse" in note for note in cap.notes)
 
 
 def test_every_view_of_weights_draws_a_weights_only_capture_and_views_of_vectors_say_why_not(families):
@@ -539,3 +576,57 @@ def test_the_attention_pages_show_a_weights_only_model_and_say_what_it_lacks(fam
     assert "not verified: nothing to recompute from" in said(heatmaps.caption)
     assert "✓ verified" not in said(heatmaps.caption)
     assert "This view needs the queries and keys" in said(page("pages/neuron_view.py").info)
+
+
+def test_the_heatmaps_page_numbers_layers_as_the_model_does_where_some_are_left_out(tmp_path):
+    """Funnel's pooled layer 1 is left out: the layer slider of every attention page offers the model's own layers 0
+    and 2, a link to layer 2 opens layer 2 (the stack's second), the note says why, and rollout says why it is not
+    drawn."""
+    from streamlit.testing.v1 import AppTest
+
+    from tests.families import build_family
+
+    folder = build_family("funnel", tmp_path / "funnel")
+    at = AppTest.from_file("../app.py", default_timeout=120)
+    at.query_params.update({"model": folder, "text": "the cat sat on the mat", "layer": "2"})
+    at.run()
+    at.switch_page("pages/attention_heatmaps.py")
+    at.run()
+    assert not at.exception, [error.value for error in at.exception]
+    slider = at.select_slider(key="layer")
+    assert [str(option) for option in slider.options] == ["0", "2"] and int(slider.value) == 2
+    said = " ".join(str(element.value) for element in (*at.caption, *at.markdown, *at.info)).replace("\\", "")
+    assert "Layer 1 of the encoder attention is left out" in said
+    assert at.query_params["layer"] == "2"
+    for path in ("pages/heads_overview.py", "pages/head_statistics.py", "pages/bertviz_views.py"):
+        at.switch_page(path)
+        at.run()
+        assert not at.exception, (path, [error.value for error in at.exception])
+        assert [str(option) for option in at.select_slider(key=at.select_slider[0].key).options] == ["0", "2"]
+    at.switch_page("pages/head_statistics.py")
+    at.run()
+    said = " ".join(str(element.value) for element in at.caption).replace("\\", "")
+    assert "layer 1 of this model is left out of this stack" in said
+
+
+def test_views_of_a_stack_with_layers_left_out_name_the_model_s_own_layers(tmp_path):
+    """Where Funnel's pooled layer 1 is left out, the stack's second layer is the model's layer 2: the all-heads
+    grid's ticks and hover, the heatmap's and the statistics head's titles say 2."""
+    from explorer import views
+    from tests.families import build_family
+
+    lm = explorer.load_model(build_family("funnel", tmp_path / "funnel"), device=DEVICE)
+    cap = explorer.capture(lm, "the cat sat on the mat")
+    figure = views.attention.AllHeads(lm.name, "the cat sat on the mat").figure(cap)()
+    assert list(figure.layout.yaxis.ticktext) == ["0", "2"]
+    assert figure.data[1].hovertext[-1] == "2" and "%{hovertext}" in figure.data[1].hovertemplate
+    head = views.attention.Head(lm.name, "the cat sat on the mat", layer=1, head=0)
+    assert "layer 2" in head.info(cap).where
+    statistics = views.attention.StatisticsHead(lm.name, "the cat sat on the mat", layer=1)
+    assert "layer 2" in statistics.info(cap).where
+    assert "layer 1 of this model is left out" in views.attention.rollout_not_drawn(cap.main)
+    bertviz = views.attention.BertViz(lm.name, "the cat sat on the mat", layers=(1,))
+    assert "layer 2" in bertviz.info(cap).where  # BertViz's own menu and headings: the model's numbers too
+    assert '"layer":2,"heads":[0],"include_layers":[2]' in bertviz.html(cap)
+    model_view = views.attention.BertViz(lm.name, "the cat sat on the mat", which="model").html(cap)
+    assert '"include_layers":[0,2]' in model_view

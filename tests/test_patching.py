@@ -440,15 +440,16 @@ def test_concurrent_calls_do_not_see_each_others_hooks(models):
 # family -> what the matrix cell's note must say: ALBERT calls one layer module for every layer (hooks act on its
 # k-th call); Llama 4's chunks of 4 keep the changed word from the last position (a pair changed inside it);
 # Jamba's Mamba layer has no heads, Mamba has neither heads nor an MLP apart from its mixer; Longformer pads to a
-# window multiple; BigBird returns no maps (its heads refused, the rest patched); ProphetNet's encoder is patched
-# though its decoder's n-gram heads are out of reach. (XLNet predicts beyond the text: tests/test_lens.py.)
+# window multiple; BigBird switches itself to full attention (loaded as it runs, its heads are patched too);
+# ProphetNet's encoder is patched though its decoder's n-gram heads are out of reach. (XLNet predicts beyond the
+# text: tests/test_lens.py.)
 UNUSUAL = {
     "albert": "reference checks the residual stream only",  # its heads and MLP: the test below
     "llama4_text": "a change in the last chunk",
     "jamba": "no heads in layer 0: no attention there",
     "mamba": "no MLP in layer 0, 1",
     "longformer": "",
-    "big_bird": "heads refused in layer 0, 1",
+    "big_bird": "",
     "prophetnet": "",
 }
 

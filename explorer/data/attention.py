@@ -74,6 +74,8 @@ class AttentionStack:
                 layers, 256 in sliding ones): each layer's own; the arrays are zero-padded to the widest, and zeros
                 add nothing to q . k. ``value_dims`` likewise for the values. ``head_vectors(layer, head)`` cuts them
     device, dtype  where and in what precision the model ran ("cuda:0", "bfloat16"): ``verify()`` runs there
+    layer_numbers [layer] int or None: the model's own number of each layer, only where some of its layers are left
+                out (Funnel's pooled layers): ``layer_number(layer)`` reads either, for every label shown
     """
 
     query_tokens: tuple[str, ...]
@@ -94,9 +96,14 @@ class AttentionStack:
     layer_kv_head_of_query: np.ndarray | None = None
     head_dims: np.ndarray | None = None
     value_dims: np.ndarray | None = None
+    layer_numbers: np.ndarray | None = None
 
     def __post_init__(self):
         freeze_arrays(self)
+
+    def layer_number(self, layer: int) -> int:
+        """The model's own number of the stack's ``layer``-th layer (the same, unless layers are left out)."""
+        return layer if self.layer_numbers is None else int(self.layer_numbers[layer])
 
     @property
     def tolerance(self) -> float:

@@ -21,7 +21,7 @@ from explorer.models.architectures import (
     module_quirks,
     stateful_layer_types,
 )
-from explorer.models.local_attention import as_query_key_maps
+from explorer.models.local_attention import as_query_key_maps, global_local_as_query_key
 from explorer.models.tokens import token_labels
 from explorer.models.transfer import to_host
 
@@ -70,11 +70,12 @@ def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start)
     target_tokens = None if decoder_ids is None else token_labels(lm.tokenizer, decoder_ids[0])
     hidden = _main_hidden_states(lm, out, decoder_ids)
     if source == recorder.RETURNED:
-        stacks, hidden_states = _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens)
+        stacks, hidden_states, notes = _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens)
+        notes = (WEIGHTS_ONLY_NOTE, *notes)
     else:
         stacks, hidden_states = _assemble(lm, calls, hidden, tokens, target_tokens)
-    notes = (WEIGHTS_ONLY_NOTE,) if source == recorder.RETURNED else _quirk_notes(calls)
-    notes += _stream_notes(lm.model.config, stacks)
+        notes = _quirk_notes(calls)
+    notes += _stream_notes(lm.model.config, stacks) + lm.notes
     return AttentionCapture(
         model_name=lm.name,
         tokens=tokens,
@@ -243,14 +244,15 @@ def _assemble(lm, calls, hidden, tokens, target_tokens) -> tuple[dict[str, Atten
 
 
 def _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens):
-    """The stacks from the model's own output_attentions (weights only) and the hidden states, in one ``to_host``."""
+    """The stacks from the model's own output_attentions (weights only), the hidden states, in one ``to_host``, and
+    the notes on what of them is left out or not over the tokens."""
     token_axes = {
         STACK_ENCODER: (tokens, tokens),
         STACK_DECODER: (target_tokens or tokens, target_tokens or tokens),
         STACK_CROSS: (target_tokens, tokens),
     }
-    returned = _returned_attentions(lm, out, decoder_ids, token_axes)
-    wanted = {(name, "attentions"): [layer[0] for layer in layers] for name, layers in returned.items()}
+    returned, notes = _returned_attentions(lm, out, decoder_ids, token_axes)
+    wanted = {(name, "attentions"): [layer[0] for _, layer in layers] for name, layers in returned.items()}
     wanted.update(_hidden_wanted(hidden))
     host = to_host(wanted)
     stacks = {
@@ -258,35 +260,86 @@ def _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens):
             host[(name, "attentions")],
             *token_axes[name],
             causal=name == STACK_DECODER,
-            device=str(layers[0].device),
-            dtype=str(layers[0].dtype).removeprefix("torch."),
+            device=str(layers[0][1].device),
+            dtype=str(layers[0][1].dtype).removeprefix("torch."),
+            layer_numbers=[number for number, _ in layers],
         )
         for name, layers in returned.items()
     }
-    return stacks, host.get(HIDDEN)
+    return stacks, host.get(HIDDEN), notes
 
 
-def _returned_attentions(lm, out, decoder_ids, token_axes) -> dict[str, list[torch.Tensor]]:
-    """{stack: [batch, head, query, key] per layer} as the model returned them; a layer without attention (None,
-    in hybrid models) is left out. Another layout (Longformer's bands, Pegasus-X's blocks) is refused clearly:
-    it is not a [query, key] map of these tokens."""
+def _returned_attentions(lm, out, decoder_ids, token_axes):
+    """({stack: [(the model's own layer number, [batch, head, query, key])]}, notes) as the model returned them.
+    A layer without attention (None, in hybrid models) is left out; so are layers that pool their queries (Funnel's
+    blocks after the first), with a note naming them. Local attention in blocks or bands is laid out as [query,
+    key] maps first; any other layout is refused clearly: it is not a [query, key] map of these tokens."""
     if lm.kind == KIND_ENCODER_DECODER and decoder_ids is not None:
         named = {STACK_ENCODER: out.encoder_attentions, STACK_DECODER: out.decoder_attentions}
         named[STACK_CROSS] = out.cross_attentions
     else:
         _refuse_latent_array(lm, out, len(token_axes[_default_stack(lm)][1]))
         named = {_default_stack(lm): attention_outputs(lm.model.config, out.attentions)}
-    stacks = {name: [layer for layer in layers or () if layer is not None] for name, layers in named.items()}
-    stacks = {  # local attention comes in blocks or bands: laid out as [query, key] maps first
-        name: [_as_map(lm, name, layer, len(token_axes[name][0])) for layer in layers]
-        for name, layers in stacks.items()
-    }
+    stacks, notes, pooled = {}, [], {}
+    for name, layers in named.items():
+        sizes = tuple(len(tokens) for tokens in token_axes[name])
+        numbered = [(number, layer) for number, layer in enumerate(layers or ()) if layer is not None]
+        notes += _global_tokens_notes(lm, name, [layer for _, layer in numbered], sizes[0])
+        numbered = [(number, _as_map(lm, name, layer, sizes[0])) for number, layer in numbered]
+        pooled[name] = [(number, layer) for number, layer in numbered if _pools_queries(layer, *sizes)]
+        stacks[name] = [(number, layer) for number, layer in numbered if not _pools_queries(layer, *sizes)]
+        for _, layer in stacks[name]:
+            _check_layout(lm, name, layer, *sizes)
     if not any(stacks.values()):
+        for name, layers in pooled.items():  # nothing but pooled layers: refused as the pooled layers they are
+            for _, layer in layers:
+                _check_layout(lm, name, layer, *(len(tokens) for tokens in token_axes[name]))
         _refuse_empty(lm)
-    for name, layers in stacks.items():
-        for layer in layers:
-            _check_layout(lm, name, layer, *(len(tokens) for tokens in token_axes[name]))
-    return {name: layers for name, layers in stacks.items() if layers}
+    notes += [_pooled_note(lm, name, layers, token_axes[name]) for name, layers in pooled.items() if layers]
+    return {name: layers for name, layers in stacks.items() if layers}, tuple(notes)
+
+
+def _pools_queries(layer, queries: int, keys: int) -> bool:
+    """Whether a returned layer [batch, head, query, key] has fewer query rows than tokens (and no more key columns):
+    each row a pool of tokens (Funnel's blocks after the first pool the queries, and their later layers the keys)."""
+    if not isinstance(layer, torch.Tensor) or layer.dim() != 4:
+        return False
+    return layer.shape[-2] < queries and layer.shape[-1] <= keys
+
+
+def _pooled_note(lm, stack: str, layers, token_axes) -> str:
+    """What the capture of a model that pools its queries leaves out, and why, naming the model's own layers."""
+    numbers = ", ".join(str(number) for number, _ in layers)
+    shapes = ", ".join(dict.fromkeys(_shape(layer) for _, layer in layers))
+    which = (
+        f"Layer {numbers} of the {stack} attention is"
+        if len(layers) == 1
+        else f"Layers {numbers} of the {stack} attention are"
+    )
+    return (
+        f"{which} left out: {_named(lm)} pools its tokens there, so their "
+        f"{len(token_axes[0])} tokens become fewer rows ({shapes}), each a pool of tokens rather than one, which "
+        "cannot be drawn as maps of these tokens. Layers are numbered as the model numbers them (its "
+        "output_attentions, in order)."
+    )
+
+
+def _global_tokens_notes(lm, stack: str, layers, length: int) -> list[str]:
+    """How much weight the text's tokens put on the model's own global tokens, which no map over the text shows
+    (Pegasus-X's global-local attention: the rows shown sum to 1 minus that share), measured on this text."""
+    local = [layer["local"] for layer in layers if isinstance(layer, dict) and "local" in layer]
+    if not local:
+        return []
+    shares = torch.stack([global_local_as_query_key(weights, length)[1].float() for weights in local])
+    num_global = local[0].shape[-1] - local[0].shape[-2]
+    return [
+        f"{_named(lm)}'s {stack} attention is global-local: each token attends to the tokens of its own block of "
+        f"{local[0].shape[-2]} and to {num_global} global tokens of the model's own (learned summaries, not tokens "
+        "of the text). The maps show the weights on the text's tokens, placed at their keys (0 outside the block); "
+        f"the weight on the global tokens is over no token of the text, so each row sums to less than 1: on this "
+        f"text the global tokens take {shares.mean():.0%} of a row's weight on average ({shares.min():.0%} to "
+        f"{shares.max():.0%} across layers, heads and tokens). The global tokens' own rows are not shown."
+    ]
 
 
 def _refuse_empty(lm) -> None:
@@ -357,7 +410,7 @@ def _check_layout(lm, stack: str, layer, queries: int, keys: int) -> None:
             f"width per token ({_shape(layer)}: its attention's output, computed by an approximation that forms no "
             "weights over the tokens), so attention views do not apply to it."
         )
-    if isinstance(layer, torch.Tensor) and layer.dim() == 4 and layer.shape[-1] == keys and layer.shape[-2] < queries:
+    if _pools_queries(layer, queries, keys):
         raise InputError(
             f"{_named(lm)} pools its queries: a layer of its {stack} attention returns {layer.shape[-2]} query rows "
             f"for these {queries} tokens ({_shape(layer)}), each row a pool of tokens rather than one, so its layers "
@@ -404,8 +457,10 @@ def _attention_type_switched(lm) -> str | None:
 def _as_map(lm, stack: str, layer, length: int):
     """One layer's returned attention as [batch, head, query, key] where its layout is known: LongT5's blocks, and
     the bands of a Longformer-style encoder (one with an ``attention_window``: Longformer, LED) placed at their keys,
-    the main stream's rows of a cross attention that has n-gram streams' too (ProphetNet).
-    Any other layout comes back as it is, and is refused (Pegasus-X's encoder returns dicts of its own)."""
+    the main stream's rows of a cross attention that has n-gram streams' too (ProphetNet), the text rows of
+    Pegasus-X's global-local dicts. Any other layout comes back as it is, and is refused."""
+    if isinstance(layer, dict) and "local" in layer:  # Pegasus-X: the text rows of its global-local attention
+        return global_local_as_query_key(layer["local"], length)[0]
     if not isinstance(layer, torch.Tensor):
         return layer
     if stack == STACK_CROSS:
@@ -453,10 +508,18 @@ def _shape(layer) -> str:
 
 
 def weights_only_stack(
-    attentions: np.ndarray, query_tokens, key_tokens, *, causal: bool, device: str = "cpu", dtype: str = "float32"
+    attentions: np.ndarray,
+    query_tokens,
+    key_tokens,
+    *,
+    causal: bool,
+    device: str = "cpu",
+    dtype: str = "float32",
+    layer_numbers=None,
 ) -> AttentionStack:
     """An ``AttentionStack`` of weights alone ([layer, head, query, key] on the host): no queries, keys or values,
-    so nothing to recompute (``verify()`` is NaN). The mask is the stack's structure: causal or full."""
+    so nothing to recompute (``verify()`` is NaN). The mask is the stack's structure: causal or full.
+    ``layer_numbers``: the model's own number of each layer (kept only where some are left out)."""
     num_queries, num_keys = attentions.shape[-2:]
     full = np.ones((num_queries, num_keys), dtype=bool)
     return AttentionStack(
@@ -471,7 +534,15 @@ def weights_only_stack(
         kv_head_of_query=np.arange(attentions.shape[1]),
         device=device,
         dtype=dtype,
+        layer_numbers=_renumbered(layer_numbers),
     )
+
+
+def _renumbered(numbers) -> np.ndarray | None:
+    """[layer] int: the model's own layer numbers where they are not 0, 1, 2, ... (layers left out), else None."""
+    if numbers is None or list(numbers) == list(range(len(numbers))):
+        return None
+    return np.asarray(numbers, dtype=np.int64)
 
 
 HIDDEN = ("capture", "hidden_states")  # the hidden states' key among the stacks' (stack, field) keys

@@ -64,6 +64,8 @@ class LoadedModel:
     # The positions of its own its layers run over, where they are not its tokens (Perceiver's latent array, which
     # reads the tokens as the keys of a cross attention), found by the same probe; 0 where they are its tokens.
     latents: int = 0
+    # What the model runs that its checkpoint does not say (an attention type its forward switched to), for pages.
+    notes: tuple[str, ...] = ()
 
     @property
     def weights_only(self) -> bool:
@@ -256,15 +258,22 @@ def load_model(
     kind = infer_kind(config)
     tokenizer = _load_tokenizer(name, source, hub)
     say(_weights_stage(kind, download_bytes))
-    model = _load_weights(name, source, kind, hub, placement, auto_class=auto_class_for(config, kind))
-    if device_map is None:
-        say(f"Moving the model to {device} and checking that its attention can be captured…")
-        model.to(device)
-    else:
-        device = str(model.get_input_embeddings().weight.device)
-        say("Checking that the model's attention can be captured…")
-    model.eval()
+    auto_class = auto_class_for(config, kind)
+    model, device = _placed(
+        _load_weights(name, source, kind, hub, placement, auto_class=auto_class), device, device_map, say
+    )
     attention, probed = _attention_source(model, kind, tokenizer, name)
+    notes = ()
+    if running := switched_attention_type(model):
+        # Its own forward switched its attention type during the probe and swapped its attention modules, which
+        # transformers' output capture never reads: loaded again as it now runs, its modules are the ones read.
+        say(f"Loading the model again with the {running} attention it switched to…")
+        notes = (attention_type_note(model, running),)
+        overrides = placement | {"attention_type": running}
+        model, device = _placed(
+            _load_weights(name, source, kind, hub, overrides, auto_class=auto_class), device, device_map, say
+        )
+        attention, probed = _attention_source(model, kind, tokenizer, name)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -278,6 +287,39 @@ def load_model(
         stack_of_module=stack_of_module(model, kind, probed),
         attention=attention,
         latents=probed.latents,
+        notes=notes,
+    )
+
+
+def _placed(model: PreTrainedModel, device: str, device_map, say) -> tuple[PreTrainedModel, str]:
+    """The model on ``device`` (or where ``device_map`` put it) in eval mode, and the device its inputs go to."""
+    if device_map is None:
+        say(f"Moving the model to {device} and checking that its attention can be captured…")
+        model.to(device)
+    else:
+        device = str(model.get_input_embeddings().weight.device)
+        say("Checking that the model's attention can be captured…")
+    return model.eval(), device
+
+
+def switched_attention_type(model: PreTrainedModel) -> str | None:
+    """The attention type ``model`` runs where its own forward switched away from the one its config names (BigBird:
+    block-sparse attention needs more tokens than its blocks cover, so on a shorter text its forward switches to
+    full attention, for good), else None."""
+    configured = getattr(model.config, "attention_type", None)
+    running = getattr(model.base_model, "attention_type", None)
+    if isinstance(configured, str) and isinstance(running, str) and running != configured:
+        return running
+    return None
+
+
+def attention_type_note(model: PreTrainedModel, running: str) -> str:
+    """What a model whose forward switched its attention type (to ``running``) runs, in the visitor's words."""
+    return (
+        f"{type(model).__name__} runs {running} attention here, not the {model.config.attention_type} attention its "
+        f"checkpoint names: transformers switches it to {running} on any text too short for its sparse blocks (as "
+        "the load's check of a few tokens was) and never switches back, even for long texts. It is loaded with "
+        f"{running} attention, so the weights shown are those it computes on every text."
     )
 
 

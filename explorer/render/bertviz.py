@@ -106,7 +106,7 @@ def head_view_html(
     frame's CSS pixels) stretches the lines between the two token columns so that the view fills it.
     """
     included = _layers(capture, layers)
-    params = _head_params(included, heads, layer, uid)
+    params = _head_params(capture, included, heads, layer, uid)
     if width is not None:
         params["matrix_width"] = matrix_width(width / zoom - 2 * PADDING)
     return _document("head", capture, stacks, included, None, params, zoom)
@@ -117,15 +117,22 @@ def matrix_width(drawing_width: float) -> float:
     return max(MATRIX_WIDTH, drawing_width - 2 * BOX_WIDTH)
 
 
-def _head_params(included: list[int], heads, layer, uid) -> dict:
+def _head_params(capture: AttentionCapture, included: list[int], heads, layer, uid) -> dict:
+    numbers = _layer_numbers(capture, included)
     return {
         "default_filter": "0",
         "root_div_id": uid or _uid(),
         # BertViz looks the layer *number* up in include_layers (an index here showed nothing for layer > 0).
-        "layer": layer if layer in included else included[0],
+        "layer": numbers[included.index(layer) if layer in included else 0],
         "heads": heads,
-        "include_layers": included,
+        "include_layers": numbers,
     }
+
+
+def _layer_numbers(capture: AttentionCapture, included: list[int]) -> list[int]:
+    """The labels BertViz shows for the ``included`` layers (it reads their data by position): the model's own
+    numbers, which differ from the indices where layers are left out (Funnel's pooled layers)."""
+    return [capture.main.layer_number(layer) for layer in included]
 
 
 def model_view_html(
@@ -144,16 +151,16 @@ def model_view_html(
     included = _layers(capture, layers)
     total_heads = capture.main.num_heads
     head_list = list(range(total_heads)) if heads is None else sorted(set(heads))
-    params = _model_params(included, head_list, total_heads, uid)
+    params = _model_params(_layer_numbers(capture, included), head_list, total_heads, uid)
     return _document("model", capture, stacks, included, head_list, params, zoom)
 
 
-def _model_params(included: list[int], head_list: list[int], total_heads: int, uid) -> dict:
+def _model_params(layer_numbers: list[int], head_list: list[int], total_heads: int, uid) -> dict:
     return {
         "default_filter": "0",
         "display_mode": "light",
         "root_div_id": uid or _uid(),
-        "include_layers": included,
+        "include_layers": layer_numbers,
         "include_heads": head_list,
         "total_heads": total_heads,
     }
@@ -171,7 +178,7 @@ def head_view_slide(
     """The head view as a ``look``-sized slide: the house title, BertViz's layer menu, then the lines of
     ``layer`` for ``heads`` (as the page draws them) enlarged to the slide's height and stretched to its width."""
     included = _layers(capture, layers)
-    params = _head_params(included, heads, layer, None)
+    params = _head_params(capture, included, heads, layer, None)
     room_width, room_height = _room(look)
     zoom = min(room_height / _drawing_height("head", capture, len(included)), 4.0)
     params["matrix_width"] = matrix_width(room_width / zoom)
@@ -191,7 +198,7 @@ def model_view_slide(
     included = _layers(capture, layers)
     total_heads = capture.main.num_heads
     head_list = list(range(total_heads)) if heads is None else sorted(set(heads))
-    params = _model_params(included, head_list, total_heads, None)
+    params = _model_params(_layer_numbers(capture, included), head_list, total_heads, None)
     room_width, room_height = _room(look)
     zoom = min(room_height / _drawing_height("model", capture, len(included)), room_width / MODEL_WIDTH, 3.0)
     return HtmlFigure(_slide_document("model", capture, included, head_list, params, zoom, info, look))

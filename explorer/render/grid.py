@@ -80,8 +80,12 @@ def tiles_figure(
     look: Look = SCREEN,
     selected: tuple[int, int] | None = None,
     color_max: float = 1.0,
+    layer_numbers=None,
 ) -> go.Figure:
-    """The thumbnails figure from an image ``tiled`` already made (pages keep the image, not the capture)."""
+    """The thumbnails figure from an image ``tiled`` already made (pages keep the image, not the capture).
+    ``layer_numbers``: the model's own number of each row of layers, where some of its layers are left out (the
+    ticks and the hover say those; a click still gives the row's index)."""
+    numbers = list(range(layers)) if layer_numbers is None else [int(number) for number in layer_numbers]
     figure = go.Figure(
         go.Heatmap(
             z=image,
@@ -106,7 +110,7 @@ def tiles_figure(
             mode="markers",
             marker={"symbol": "square", "size": 14, "color": "rgba(0,0,0,0)"},
             customdata=[[layer, head] for layer in range(layers) for head in range(heads)],
-            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>click to open<extra></extra>",
+            **_layer_hover(numbers, heads, renumbered=layer_numbers is not None),
             showlegend=False,
         )
     )
@@ -140,7 +144,7 @@ def tiles_figure(
             figure,
             "y",
             tickvals=[layer * (rows + GUTTER) + (rows - 1) / 2 for layer in range(layers)],
-            ticktext=[str(layer) for layer in range(layers)],
+            ticktext=[str(number) for number in numbers],
             title="layer",
             autorange="reversed",
             showgrid=False,
@@ -151,6 +155,16 @@ def tiles_figure(
             color=MUTED,
         )
     return figure
+
+
+def _layer_hover(numbers: list[int], heads: int, *, renumbered: bool) -> dict:
+    """The thumbnails' hover: the layer as the model numbers it (its row index unless layers are left out)."""
+    if not renumbered:
+        return {"hovertemplate": "layer %{customdata[0]}, head %{customdata[1]}<br>click to open<extra></extra>"}
+    return {
+        "hovertext": [str(number) for number in numbers for _ in range(heads)],
+        "hovertemplate": "layer %{hovertext}, head %{customdata[1]}<br>click to open<extra></extra>",
+    }
 
 
 def _height(image: np.ndarray, look: Look) -> int:

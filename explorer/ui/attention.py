@@ -160,7 +160,7 @@ def cached_head_statistics(view: CaptureView, special_positions: tuple[int, ...]
                 mass = kept_mass(weights, hidden)
                 weights, kept = without_tokens(weights, hidden)
             measured = head_statistics(weights, special_positions, key_positions=kept, kept=mass)
-            rows += [{**row, "layer": layer} for row in measured]
+            rows += [{**row, "layer": view.stack.layer_number(layer)} for row in measured]  # the model's number
         return rows
 
     return results_cache().get(_derived_key(view, "head statistics", hidden), compute)
@@ -173,7 +173,9 @@ def cached_rollout(view: CaptureView) -> np.ndarray:
 
 
 def open_head_links(view: CaptureView, layer: int, head: int) -> None:
-    """Links that open one head in the heatmap and step-by-step pages (same text, same model)."""
+    """Links that open one head (``layer``: its index in the view's stack) in the heatmap and step-by-step pages (same
+    text, same model), named by the model's own layer number as the pages' sliders and URLs are."""
+    layer = view.stack.layer_number(layer)
     params = {"text": view.text, "layer": str(layer), "head": str(head)}
     if view.text_pair:
         params["pair"] = view.text_pair

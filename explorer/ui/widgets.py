@@ -228,6 +228,29 @@ def index_slider_ui(
     return st.slider(label, first, last, key=key, help=help, on_change=_on_change, args=(key,)) - first
 
 
+def layer_slider_ui(stack, *, key: str, help: str | None = None) -> int:
+    """``index_slider_ui`` over the layers of ``stack`` (an ``AttentionStack``); returns the 0-based index into it.
+    Where some of the model's layers are left out (Funnel's pooled layers: ``stack.layer_numbers``), the slider and
+    the URL show the model's own layer numbers; a number not shown here falls back to the first with a notice."""
+    if stack.layer_numbers is None:
+        return index_slider_ui("Layer", stack.num_layers, key=key, help=help)
+    numbers = [int(number) for number in stack.layer_numbers]
+    asked = _resolve(key, _index, numbers[0], "Layer")
+    _remember(key, asked)
+    shown = asked if asked in numbers else numbers[0]
+    if asked != shown:
+        add_notice(
+            f"Layer {asked} is not shown for this model (its layers shown: {', '.join(map(str, numbers))}): showing "
+            f"layer {shown}. It comes back when a model that has it is loaded."
+        )
+    _write_url(key, None if shown == numbers[0] else str(shown))
+    if len(numbers) <= 1:
+        return 0
+    st.session_state[key] = shown
+    chosen = st.select_slider("Layer", numbers, key=key, help=help, on_change=_on_change, args=(key,))
+    return numbers.index(chosen)
+
+
 def number_slider_ui(
     label: str,
     low: float,

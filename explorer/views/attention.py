@@ -79,7 +79,8 @@ class Head:
     def info(self, result: AttentionCapture) -> FigureInfo:
         title, one_head = SHOW[self.show]
         where = (STACK_NAMES[self.stack],) if len(result.stacks) > 1 else ()
-        place = (f"layer {self.layer}", f"head {self.head}") if one_head else (f"layer {self.layer}",)
+        layer = f"layer {result.stacks[self.stack].layer_number(self.layer)}"  # the model's own number
+        place = (layer, f"head {self.head}") if one_head else (layer,)
         return FigureInfo(title, model=self.model, text=self.shown_text, where=(*where, *place))
 
     def figure(self, result: AttentionCapture) -> Builder:
@@ -190,7 +191,8 @@ class Side(OnCapture):
     stretch: bool = False
 
     def info(self, result=None) -> FigureInfo:
-        where = (f"layer {self.layer}", f"head {self.head}")
+        layer = self.layer if result is None else result.main.layer_number(self.layer)  # the model's own number
+        where = (f"layer {layer}", f"head {self.head}")
         return FigureInfo("Attention weights", model=self.model, text=self.shown_text, where=where)
 
     def figure(self, capture: AttentionCapture) -> Builder:
@@ -202,7 +204,7 @@ class Side(OnCapture):
             stack.query_tokens,
             stack.key_tokens,
             color_max=None if self.stretch else 1.0,
-            info=self.info(),
+            info=self.info(capture),
             boundaries=() if b is None else (b,),
         )
 
@@ -216,16 +218,17 @@ class StatisticsHead(OnCapture):
     hidden: tuple = ()
 
     def info(self, result=None) -> FigureInfo:
-        where = (f"layer {self.layer}", f"head {self.head}") + (("special tokens hidden",) if self.hidden else ())
+        layer = self.layer if result is None else result.stacks[self.stack].layer_number(self.layer)
+        where = (f"layer {layer}", f"head {self.head}") + (("special tokens hidden",) if self.hidden else ())
         return FigureInfo("Attention weights", model=self.model, text=self.shown_text, where=where)
 
     def figure(self, capture: AttentionCapture) -> Builder:
         stack = capture.stacks[self.stack]
         shown, keys = shown_head(stack, self.layer, self.head, self.hidden)
         if not self.hidden:
-            return builder(token_matrix, shown, stack.query_tokens, keys, info=self.info())
-        kept = self.kept(capture)
-        return builder(renormalised_matrix, shown, kept, NEGLIGIBLE_MASS, stack.query_tokens, keys, info=self.info())
+            return builder(token_matrix, shown, stack.query_tokens, keys, info=self.info(capture))
+        kept, info = self.kept(capture), self.info(capture)
+        return builder(renormalised_matrix, shown, kept, NEGLIGIBLE_MASS, stack.query_tokens, keys, info=info)
 
     def kept(self, capture: AttentionCapture) -> np.ndarray:
         """[query] the share of each row's weight left on the keys still shown (all of it when nothing is hidden)."""
@@ -268,6 +271,26 @@ def greyed_table_caption(statistics: list[dict], queries: int) -> str:
         f"{greyed} of the {total} rows of all {len(statistics)} heads keep less than {limit} of their weight once "
         f'the special tokens are hidden ({some}; the column "{GREYED_COLUMN}" counts them): '
         "their figure greys them, the statistics above still average them renormalised."
+    )
+
+
+def rollout_not_drawn(stack) -> str | None:
+    """Why the rollout of ``stack`` is not drawn, in the visitor's words, else None: it needs square maps, and it
+    multiplies every layer in turn, so a stack with layers left out (Funnel's pooled layers) would lack their mixing."""
+    if stack.attentions.shape[-1] != stack.attentions.shape[-2]:
+        return "Rollout needs self-attention (square matrices): pick the encoder or decoder stack."
+    if stack.layer_numbers is None:
+        return None
+    kept = [int(number) for number in stack.layer_numbers]
+    missing = [str(number) for number in range(kept[-1]) if number not in kept]
+    which = (
+        f"layer {missing[0]} of this model is"
+        if len(missing) == 1
+        else f"layers {', '.join(missing)} of this model are"
+    )
+    return (
+        f"Rollout multiplies every layer in turn, and {which} left out of this stack (the note above says why): "
+        "without their mixing it would not be this model's rollout, so it is not drawn."
     )
 
 
@@ -315,8 +338,10 @@ class AllHeads(OnCapture):
         stack = capture.stacks[self.stack]
         image, rows, columns = tiled(stack.attentions, stack.masks_by_layer())
         shape = (rows, columns, stack.num_layers, stack.num_heads)
-        selected = {} if self.selected is None else {"selected": self.selected}
-        return builder(tiles_figure, image, *shape, info=self.info(capture), **selected)
+        options = {} if self.selected is None else {"selected": self.selected}
+        if stack.layer_numbers is not None:  # layers left out: rows named by the model's own numbers
+            options["layer_numbers"] = tuple(int(number) for number in stack.layer_numbers)
+        return builder(tiles_figure, image, *shape, info=self.info(capture), **options)
 
 
 @dataclass(frozen=True)
@@ -515,14 +540,12 @@ class BertViz(OnCapture):
 
     def info(self, capture: AttentionCapture) -> FigureInfo:
         stack = capture.stacks[self.stack]
+        first = stack.layer_number(self.layers[0] if self.layers else 0)  # the model's own number, as BertViz's
         if self.which == "head":
-            first = self.layers[0] if self.layers else 0
             return FigureInfo(
                 "Head view", model=self.model, text=self.shown_text, where=(f"layer {first}", f"head {self.head}")
             )
-        shown = (
-            (f"layer {self.layers[0]}",) if self.layers else (f"{stack.num_layers} layers × {stack.num_heads} heads",)
-        )
+        shown = (f"layer {first}",) if self.layers else (f"{stack.num_layers} layers × {stack.num_heads} heads",)
         return FigureInfo("Model view", model=self.model, text=self.shown_text, where=shown)
 
     def figure(self, capture: AttentionCapture) -> Builder:
