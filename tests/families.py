@@ -745,6 +745,8 @@ def _replace_last_call(module, calls: int, make):
 def lens_reference(subject: Subject, ids, decoder_ids) -> np.ndarray:
     """[layer + 1, position, vocab] log-probabilities: each layer's residual stream put in place of the last
     layer's output, so that the model's own final norm, scaling, head and softcapping read it."""
+    if first_pass(subject, ids)[1]:
+        return _lens_reference_of_streams(subject, ids)
     out = subject.run(ids, decoder_ids, output_hidden_states=True)
     states = out.decoder_hidden_states if subject.kind == ENCODER_DECODER else out.hidden_states
     modules = layer_calls(subject, ids, decoder_ids, len(states) - 1, last=True)
@@ -758,6 +760,81 @@ def lens_reference(subject: Subject, ids, decoder_ids) -> np.ndarray:
             handle.remove()
     readings.append(out.logits[0])
     return torch.log_softmax(torch.stack(readings).float(), dim=-1).numpy()
+
+
+def first_pass(subject: Subject, ids: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    """(ids, further inputs) of the pass that predicts the token after ``ids``: for a decoder whose own
+    ``prepare_inputs_for_generation`` (what generate() runs first) reads positions after the text, the ids it
+    prepares and the tensors it adds (XLNet: the appended token, its permutation mask and target mapping); else
+    ``ids`` and nothing."""
+    if subject.kind != DECODER:
+        return ids, {}
+    prepared = subject.reference.prepare_inputs_for_generation(
+        ids, is_first_iteration=True, attention_mask=torch.ones_like(ids), use_cache=False
+    )
+    if prepared["input_ids"].shape[-1] == ids.shape[-1]:
+        return ids, {}
+    extra = {name: value for name, value in prepared.items() if isinstance(value, torch.Tensor)}
+    return extra.pop("input_ids"), extra
+
+
+def _stream_the_head_reads(subject: Subject, ids, extra: dict, last: torch.nn.Module) -> int:
+    """Which item of the last layer's output the head reads (XLNet: its query stream, item 1), by value: the
+    item equal to the head's input, time-first or not."""
+    seen = {}
+    handles = [
+        last.register_forward_hook(lambda module, args, output: seen.setdefault("out", output)),
+        subject.reference.get_output_embeddings().register_forward_pre_hook(
+            lambda module, args: seen.setdefault("head", args[0])
+        ),
+    ]
+    try:
+        subject.run(ids, **extra)
+    finally:
+        for handle in handles:
+            handle.remove()
+    head = seen["head"]
+    for index, item in enumerate(seen["out"]):
+        layouts = (item, item.transpose(0, 1)) if isinstance(item, torch.Tensor) and item.dim() == 3 else ()
+        if any(t.shape == head.shape and torch.equal(t, head) for t in layouts):
+            return index
+    raise ReferenceFailure("the head reads none of the last layer's outputs as it returns it")
+
+
+def _lens_reference_of_streams(subject: Subject, text_ids) -> np.ndarray:
+    """The lens's reference where the first pass reads after the text (XLNet): the stream the head reads (its
+    query stream at the target) at each layer's input, from forward pre-hooks on the model's own layers, put in
+    place of that item of the last layer's output, and the model's own logits of that first pass."""
+    ids, extra = first_pass(subject, text_ids)
+    plain = subject.run(text_ids, output_hidden_states=True).hidden_states
+    modules = layer_calls(subject, text_ids, None, len(plain) - 1, last=True)
+    stream = _stream_the_head_reads(subject, ids, extra, modules[-1])
+    seen, handles = [], []
+    for module in dict.fromkeys(modules):
+        handles.append(module.register_forward_pre_hook(lambda m, args: seen.append(args[stream].clone())))
+    try:
+        own = subject.run(ids, **extra).logits[0]
+    finally:
+        for handle in handles:
+            handle.remove()
+    readings = []
+    for state in seen[: len(modules)]:
+        replace = _replace_item(modules[-1], stream, state)
+        try:
+            readings.append(subject.run(ids, **extra).logits[0])
+        finally:
+            replace.remove()
+    readings.append(own)
+    return torch.log_softmax(torch.stack(readings).float(), dim=-1).numpy()
+
+
+def _replace_item(module, index: int, state: torch.Tensor):
+    """A forward hook putting ``state`` in place of item ``index`` of ``module``'s output tuple."""
+
+    def hook(module, args, output):
+        return (*output[:index], state, *output[index + 1 :])
+
+    return module.register_forward_hook(hook)
 
 
 def _layer_inputs(subject: Subject, ids, decoder_ids, modules: list, states) -> list[torch.Tensor]:
@@ -833,7 +910,8 @@ def check_attribution(subject: Subject) -> Cell:
     encoded = subject.tokenizer(prompt, return_tensors="pt")
     position = _metric_position(subject, encoded["input_ids"])
     decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
-    logits = subject.run(encoded["input_ids"], decoder_ids).logits[0, position]
+    ids, extra = first_pass(subject, encoded["input_ids"])  # XLNet: the pass generate() runs first
+    logits = subject.run(ids, decoder_ids, **extra).logits[0, position]
     close("log p(target)", result.logprob, torch.log_softmax(logits.float(), -1)[result.target_id], 1e-4)
     delta = float(result.scores.sum()) - result.change
     if abs(delta) <= 0.01 * abs(result.change) + 1e-6:
