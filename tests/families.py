@@ -1093,6 +1093,80 @@ class Patcher:
         return self.projections[layer].register_forward_pre_hook(_on_call(self.call(layer, value is None), hook))
 
 
+class StreamsPatcher(Patcher):
+    """The reference where the pass that predicts reads after the text (XLNet): that pass, as the model's own
+    ``prepare_inputs_for_generation`` prepares it; each layer's streams (the arguments it returns updated in the same
+    place and shape: XLNet's content stream and query stream) recorded and patched by hooks on the model's own
+    layers, a column being the text's positions in the first stream, then each row of the others; an MLP patched
+    in every call its layer makes of it (one per stream)."""
+
+    def logits(self, ids) -> torch.Tensor:
+        ids, extra = first_pass(self.subject, ids)
+        return self.subject.run(ids, **extra).logits[0, -1].float()
+
+    def record(self, ids) -> dict:
+        found, handles = {}, []
+        for index, layer in enumerate(self.layers):
+            handles.append(layer.register_forward_hook(_streams_keeper(found, index, len(self.layers))))
+            if self.mlps[index] is not None:
+                handles.append(self.mlps[index].register_forward_hook(_calls_keeper(found, ("mlp", index))))
+        try:
+            self.logits(ids)
+        finally:
+            for handle in handles:
+                handle.remove()
+        self.columns = [(0, p) for p in range(ids.shape[1])]
+        self.columns += [(k, row) for k, stream in enumerate(found["in", 0][1:], 1) for row in range(len(stream))]
+        return found
+
+    def residual(self, ids, clean, layer: int, column: int):
+        stream, position = self.columns[column]
+
+        def replace(hidden):
+            hidden = hidden.clone()
+            index = (0, position) if hidden.shape[0] == 1 else (position, 0)  # XLNet's: time-first
+            hidden[index] = clean["in", layer][stream][index]
+            return hidden
+
+        if layer == len(self.layers):
+            return self.layers[-1].register_forward_hook(
+                lambda m, a, output: (*output[:stream], replace(output[stream]), *output[stream + 1 :])
+            )
+        return self.layers[layer].register_forward_pre_hook(
+            lambda m, args: (*args[:stream], replace(args[stream]), *args[stream + 1 :])
+        )
+
+    def mlp(self, clean, layer: int):
+        calls = iter(clean["mlp", layer])
+        return self.mlps[layer].register_forward_hook(lambda m, a, o: next(calls))
+
+
+def _streams_keeper(found, index: int, layers: int):
+    """Each stream the layer reads (its arguments it returns updated, same shape, in the same place), and after
+    the last layer each stream it returns."""
+
+    def hook(module, args, output):
+        count = 0
+        while count < min(len(args), len(output)) and _same_shape(args[count], output[count]):
+            count += 1
+        found["in", index] = [args[k].clone() for k in range(count)]
+        if index == layers - 1:
+            found["in", layers] = [output[k].clone() for k in range(count)]
+
+    return hook
+
+
+def _same_shape(a, b) -> bool:
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point() and a.shape == b.shape
+
+
+def _calls_keeper(found, key):
+    def hook(module, args, output):
+        found.setdefault(key, []).append(_hidden(output).clone())
+
+    return hook
+
+
 def _on_call(nth: int | None, hook):
     """``hook`` acting on its module's ``nth`` call of the run only: a module that runs several layers (ALBERT's
     shared layer) is layer k on its k-th call; on every call for None."""
@@ -1138,7 +1212,8 @@ def check_patching(subject: Subject) -> Cell:
         _stack_layers(subject),
         last=subject.kind != ENCODER_DECODER,
     )
-    return compare_patching(subject, Patcher(subject, layers))
+    patcher = StreamsPatcher if first_pass(subject, clean_ids)[1] else Patcher
+    return compare_patching(subject, patcher(subject, layers))
 
 
 def _patching_prompts(subject: Subject, patcher: Patcher) -> tuple[str, str, str]:
@@ -1173,8 +1248,11 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
     # fraction off by 0.001 fails however small the tiny model's change is.
     atol = 1e-6 + 1e-3 * abs(change)
     close("logit differences", [result.ld_clean, result.ld_corrupted], [ld(patcher.logits(clean_ids)), corrupted])
+    columns = len(getattr(patcher, "columns", range(clean_ids.shape[1])))  # XLNet's: the text, then where it predicts
+    if result.residual.shape[1] != columns:
+        raise Mismatch(f"{result.residual.shape[1]} columns of the residual stream, the reference {columns}")
     for layer in range(len(layers) + 1):
-        for position in range(clean_ids.shape[1]):
+        for position in range(columns):
             handle = patcher.residual(corrupted_ids, clean, layer, position)
             expected = ld(patcher.patched(corrupted_ids, handle)) - corrupted
             close(f"residual [{layer}, {position}]", result.residual[layer, position] * change, expected, atol)

@@ -441,7 +441,8 @@ def test_concurrent_calls_do_not_see_each_others_hooks(models):
 # k-th call); Llama 4's chunks of 4 keep the changed word from the last position (a pair changed inside it);
 # Jamba's Mamba layer has no heads, Mamba has neither heads nor an MLP apart from its mixer; Longformer pads to a
 # window multiple; BigBird returns no maps (its heads refused, the rest patched); ProphetNet's encoder is patched
-# though its decoder's n-gram heads are out of reach. (XLNet predicts beyond the text: tests/test_lens.py.)
+# though its decoder's n-gram heads are out of reach; XLNet predicts at a position its generation appends (its
+# query stream there: the test below), its heads combined in its own code.
 UNUSUAL = {
     "albert": "reference checks the residual stream only",  # its heads and MLP: the test below
     "llama4_text": "a change in the last chunk",
@@ -450,6 +451,7 @@ UNUSUAL = {
     "longformer": "",
     "big_bird": "heads refused in layer 0, 1",
     "prophetnet": "",
+    "xlnet": "heads refused in layer 0, 1: The heads of",
 }
 
 
@@ -460,6 +462,29 @@ def test_patching_unusual_families_equals_one_hooked_run_per_cell(tmp_path, fami
     cell = families.check_patching(families.subject_for(family, tmp_path))
     assert cell.mark == families.Y, cell.note
     assert UNUSUAL[family] in cell.note if UNUSUAL[family] else cell.note == ""
+
+
+def test_xlnet_patches_its_content_stream_at_the_text_and_its_query_stream_where_it_predicts(tmp_path):
+    """XLNet predicts at a token its generate() appends after the text, from its query stream there: patching reads
+    the logit difference of that first pass, patches the content stream under each token and the query stream under
+    the column after them, and each MLP in both streams; every cell equals one run of the plain model's first pass
+    patched by hooks on its own layers (the matrix's reference). The query stream starts as the same learned vector
+    in both prompts (layer 0: nothing to recover) and is all the head reads (the last layer: the content stream
+    recovers nothing, the query stream everything)."""
+    from tests import families
+
+    subject = families.subject_for("xlnet", tmp_path)
+    assert families.check_patching(subject).mark == families.Y
+    clean = explorer.next_token_logits(subject.lm, families.PROMPT).logits
+    moved = clean - explorer.next_token_logits(subject.lm, families.CORRUPTED).logits
+    found = explorer.patch(
+        subject.lm, families.PROMPT, families.CORRUPTED, answer=int(moved.argmax()), counterfactual=int(moved.argmin())
+    )
+    assert found.columns == (*families.PROMPT.split(), "(next token)") and found.metric_position == 6
+    assert found.residual.shape == (3, 7) and np.isfinite(found.mlp).all()
+    np.testing.assert_allclose(found.residual[-1], [0, 0, 0, 0, 0, 0, 1], atol=1e-3)
+    assert found.residual[0, -1] == pytest.approx(0, abs=1e-3)
+    assert found.verification() <= 1e-3 and "query stream where it predicts" in found.streams
 
 
 def test_albert_patches_each_layer_on_its_own_call_of_the_shared_module(tmp_path):

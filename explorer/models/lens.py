@@ -38,7 +38,7 @@ from explorer.errors import InputError
 from explorer.models.architectures import KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import decoder_input_ids, dtype_name, encode_text
 from explorer.models.distribution import prediction_inputs
-from explorer.models.sites import first_tensor, layer_input, probe_ids, stack_sites
+from explorer.models.sites import first_tensor, layer_input, layer_streams, probe_ids, stack_sites
 from explorer.models.tokens import token_labels
 
 POSITIONS_PER_CHUNK = 128  # positions read through the head at once: [positions, vocabulary] floats each
@@ -138,22 +138,6 @@ def _stream_read(lm, sites, calls: dict, tail, read: torch.Tensor) -> int:
         if rows.shape[0] >= read.shape[0] and _proportional(tail(rows[: read.shape[0]]), read, lm):
             return index
     return 0
-
-
-def layer_streams(args, kwargs, output) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
-    """(input, output) of each stream a layer carries: its hidden states, then each further argument that it
-    returns updated in the same place of its output tuple and shape (XLNet's query stream, beside its content
-    stream)."""
-    streams = [(layer_input(args, kwargs), first_tensor(output))]
-    items = output if type(output) in (tuple, list) else ()
-    for index in range(1, min(len(args), len(items))):
-        given, returned = args[index], items[index]
-        if not (isinstance(given, torch.Tensor) and isinstance(returned, torch.Tensor)):
-            break
-        if not given.is_floating_point() or given.shape != returned.shape:
-            break
-        streams.append((given.detach(), returned.detach()))
-    return tuple(streams)
 
 
 def _first_rows(tensor: torch.Tensor, positions: int) -> torch.Tensor:
