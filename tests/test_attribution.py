@@ -466,4 +466,5 @@ def test_xlnet_explains_the_prediction_of_its_first_generation_pass(tmp_path):
         assert result.tokens == tuple(text.split())  # the text's tokens: the appended one is no text
         assert result.logprob == pytest.approx(full, abs=1e-5)
         assert result.baseline_logprob == pytest.approx(baseline, abs=1e-5)
+        assert "appends after the text" in result.held and "gets no score" in result.held
     assert families.check_attribution(subject) == families.Cell(families.Y)

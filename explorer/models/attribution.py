@@ -53,7 +53,7 @@ from explorer.data.attribution import Attribution, Candidates
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER, routes_to_experts
 from explorer.models.capture import encode_text
-from explorer.models.distribution import prediction_inputs
+from explorer.models.distribution import appended_positions, prediction_inputs
 from explorer.models.head_effects import last_position_only
 from explorer.models.tokens import token_labels
 
@@ -91,6 +91,19 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
         jumps=jumps,
         steps=steps if method == "integrated_gradients" else None,
         routed=method == "integrated_gradients" and routes_to_experts(lm.model.config),
+        held=_held(lm),
+    )
+
+
+def _held(lm) -> str:
+    """What the pass reads after the text and the scores leave out, in the visitor's words ("" where nothing)."""
+    appended = appended_positions(lm)
+    if not appended:
+        return ""
+    return (
+        f"{lm.name} predicts at {'a token' if appended == 1 else f'{appended} tokens'} its generation appends after "
+        "the text, hidden from it: that token is no text, so it gets no score, and it keeps its own embedding on "
+        "the whole path (the baseline included), as the model's positions do."
     )
 
 
