@@ -319,4 +319,5 @@ def test_xlnet_is_read_where_its_first_generation_pass_predicts(tmp_path):
     assert lens.tokens == ("mat",) and lens.top_logprobs.shape == (3, 1, 3)
     np.testing.assert_allclose(lens.top_logprobs[-1, 0], np.sort(generated)[::-1][:3], atol=1e-5)
     assert lens.final_ids.tolist() == [int(generated.argmax())]
+    assert "appends after the text" in lens.read_at and "query stream" in lens.read_at
     assert families.check_lens(subject) == families.Cell(families.Y)

@@ -35,9 +35,9 @@ from explorer.data import STACK_DECODER, STACK_ENCODER
 from explorer.data.attention import TOLERANCE
 from explorer.data.lens import LogitLens
 from explorer.errors import InputError
-from explorer.models.architectures import KIND_ENCODER, KIND_ENCODER_DECODER
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import decoder_input_ids, dtype_name, encode_text
-from explorer.models.distribution import prediction_inputs
+from explorer.models.distribution import appended_positions, prediction_inputs
 from explorer.models.sites import first_tensor, layer_input, layer_streams, probe_ids, stack_sites
 from explorer.models.tokens import token_labels
 
@@ -60,7 +60,7 @@ def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> L
     _check(lm, text, top_n, target)
     encoded, truncated = encode_text(lm, text, None)
     decoder_ids = decoder_input_ids(lm, target) if lm.kind == KIND_ENCODER_DECODER else None
-    residual, read, own = _residual(lm, encoded, decoder_ids)
+    residual, read, own, stream = _residual(lm, encoded, decoder_ids)
     with torch.inference_mode():
         _check_last_layer(lm, read, residual[-1], own)
         final_ids = own.argmax(dim=-1)  # the model's own prediction
@@ -80,13 +80,30 @@ def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> L
         final_ranks=final_ranks,
         truncated=truncated,
         masked=lm.kind == KIND_ENCODER,
+        read_at=_read_at(lm, stream),
+    )
+
+
+def _read_at(lm, stream: int) -> str:
+    """Where the lens reads, in the visitor's words, where the model predicts after the text (XLNet)."""
+    if lm.kind != KIND_DECODER or not appended_positions(lm):
+        return ""
+    which = "the stream its head reads" + (
+        f" (stream {stream + 1} of those its layers carry: a query stream, with a row only where it predicts)"
+        if stream
+        else ""
+    )
+    return (
+        f"{lm.name} predicts the next token at a token its generation appends after the text, hidden from the text: "
+        f"the lens reads {which} there after every layer, one row, labelled with the text's last token, after "
+        "which it predicts."
     )
 
 
 def _residual(lm, encoded, decoder_ids):
     """The stack's residual stream ([position, hidden] at the input of each layer and the output of the last, the
     rows the head reads), how to read one (the model's own tail, head and logit arithmetic) and the model's own
-    logits [position, vocabulary]."""
+    logits [position, vocabulary], and which of the streams its layers carry the head reads (0 but for XLNet's)."""
     stack = STACK_ENCODER if lm.kind == KIND_ENCODER else STACK_DECODER
     sites = stack_sites(lm, stack)
     head = masked_lm_head(lm) if lm.kind == KIND_ENCODER else _output_embeddings(lm)
@@ -97,18 +114,19 @@ def _residual(lm, encoded, decoder_ids):
         if lm.kind == KIND_ENCODER:  # its head runs beside the loaded encoder: nothing in between to measure
             positions, streams = _positions(encoded, decoder_ids), _layer_streams(sites, calls)
             residual = [stream[:positions] for stream in streams]
-            return residual, lambda state: head(tail(state)), head(outputs.last_hidden_state[0])
+            return residual, lambda state: head(tail(state)), head(outputs.last_hidden_state[0]), 0
         if not calls[id(head)]:
             raise InputError(_not_applicable(lm, "its forward does not call its output embedding as a module"))
         (head_input, head_output, _), own = calls[id(head)][0], outputs.logits[0]
         positions = min(_positions(encoded, decoder_ids), own.shape[0])  # XLNet's head reads one target
         read, scores = _first_rows(head_input, positions), _first_rows(head_output, positions)
-        streams = _layer_streams(sites, calls, _stream_read(lm, sites, calls, tail, read))
+        stream = _stream_read(lm, sites, calls, tail, read)
+        streams = _layer_streams(sites, calls, stream)
         rows = _rows_read(lm, tail, streams[-1], read, positions)
         residual = [stream[rows] for stream in streams]
         before = _before_head(lm, tail(residual[-1]), read)
         after = _after_head(lm, scores, own)
-    return residual, lambda state: after(head(tail(state) * before)), own
+    return residual, lambda state: after(head(tail(state) * before)), own, stream
 
 
 def _positions(encoded, decoder_ids) -> int:

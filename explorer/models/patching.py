@@ -27,6 +27,7 @@ MLPs only. ``Patching.headless`` says why, in the visitor's words.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -146,17 +147,15 @@ class _Model:
     @classmethod
     def of(cls, lm) -> _Model:
         """The model's parts, and where its generation's first pass appends positions to predict at (XLNet), the
-        streams its layers carry there and its MLPs' calls per layer, counted in one such pass (hooks of this
-        context only: ``sites.record_calls``)."""
+        streams its layers carry there and its MLPs' calls per layer, counted once per model in one such pass
+        (hooks of this context only: ``sites.record_calls``)."""
         model = cls._parts(lm)
-        appended = appended_positions(lm)
-        if not appended:
+        if not appended_positions(lm):
             return model
-        with torch.inference_mode(), record_calls(lm.model) as calls:
-            lm.model(**prediction_inputs(lm, probe_ids(lm)), use_cache=False)
-        first = next(c for c in calls if c.module is model.layers[0])
-        mlp_calls = sum(c.module is model.mlps[0] and first.contains(c) for c in calls) if model.mlps[0] else 1
-        return replace(model, appended=appended, streams=_streams(first), mlp_calls=max(mlp_calls, 1))
+        with _layouts_lock:
+            if lm.model not in _first_pass_layouts:
+                _first_pass_layouts[lm.model] = _first_pass_layout(lm, model)
+        return replace(model, **_first_pass_layouts[lm.model])
 
     def columns(self, positions: int, recorded: _Recorded) -> list[int]:
         """The cells of the residual map, as rows of the streams laid end to end (``edit_streams``): the text's
@@ -190,6 +189,21 @@ class _Model:
     def without_mlp(self) -> list[int]:
         """The layers with no feed-forward (Mamba's, whose one branch is its mixer): no MLP site there."""
         return [layer for layer, mlp in enumerate(self.mlps) if mlp is None]
+
+
+# The first pass's layout of a model that predicts after the text, probed once per model and kept with it.
+_first_pass_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_layouts_lock = threading.Lock()
+
+
+def _first_pass_layout(lm, model: _Model) -> dict:
+    """How many positions the first pass appends, the streams its layers carry and how often a layer calls its MLP
+    there, counted in one such pass over a probe text."""
+    with torch.inference_mode(), record_calls(lm.model) as calls:
+        lm.model(**prediction_inputs(lm, probe_ids(lm)), use_cache=False)
+    first = next(c for c in calls if c.module is model.layers[0])
+    mlp_calls = sum(c.module is model.mlps[0] and first.contains(c) for c in calls) if model.mlps[0] else 1
+    return {"appended": appended_positions(lm), "streams": _streams(first), "mlp_calls": max(mlp_calls, 1)}
 
 
 def _streams(layer_call) -> int:
