@@ -487,6 +487,29 @@ def test_xlnet_patches_its_content_stream_at_the_text_and_its_query_stream_where
     assert found.verification() <= 1e-3 and "query stream where it predicts" in found.streams
 
 
+def test_xlnet_patching_and_lens_beside_other_calls_on_the_shared_model(tmp_path):
+    """XLNet's patching, lens and next token run at once on one loaded model, on threads, give what each gives
+    alone: the streams' hooks act only on their own call's passes, and the first pass's layout is probed once."""
+    from tests import families
+
+    lm = families.subject_for("xlnet", tmp_path).lm
+    moved = (
+        explorer.next_token_logits(lm, families.PROMPT).logits
+        - explorer.next_token_logits(lm, families.CORRUPTED).logits
+    )
+    pair = dict(answer=int(moved.argmax()), counterfactual=int(moved.argmin()))
+    calls = {
+        "patch": lambda: explorer.patch(lm, families.PROMPT, families.CORRUPTED, **pair).residual,
+        "lens": lambda: explorer.logit_lens(lm, families.PROMPT).top_logprobs,
+        "next": lambda: explorer.next_token_logits(lm, families.CORRUPTED).logits,
+    }
+    alone = {name: call() for name, call in calls.items()}
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        together = [(name, pool.submit(call)) for name, call in calls.items() for _ in range(2)]
+    for name, future in together:
+        np.testing.assert_allclose(future.result(), alone[name], atol=1e-6, err_msg=name)
+
+
 def test_albert_patches_each_layer_on_its_own_call_of_the_shared_module(tmp_path):
     """ALBERT runs one layer module (shared weights) for every layer: each head and MLP cell of layer k patches the
     k-th call only, as hooks that count the calls of the reference's own attention projection and feed-forward
