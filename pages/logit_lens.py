@@ -71,3 +71,5 @@ st.caption(
     "model's own logits; each row is the model's own final norm and unembedding applied to that layer's residual "
     "stream (nostalgebraist's logit lens, 2020)."
 )
+if lens.read_at:
+    st.caption(ui.literal(lens.read_at))

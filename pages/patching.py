@@ -53,6 +53,8 @@ ui.notices_ui()
 
 with ui.stage():
     ui.show_view(residual, patching, key="patching-residual")
+if patching.streams:
+    st.caption(ui.literal(patching.streams))
 layer, position = views.patching.strongest(patching)
 where = (
     f"the input of layer {layer}" if layer < patching.num_layers else f"the output of layer {patching.num_layers - 1}"
@@ -61,7 +63,7 @@ st.caption(
     f"Answer {ui.literal(repr(patching.answer_token))} against {ui.literal(repr(patching.counterfactual_token))}: "
     f"LD {patching.ld_clean:.3f} on the clean prompt, {patching.ld_corrupted:.3f} on the corrupted one. The "
     f"residual stream recovers the most at {where}, position {position} "
-    f"({ui.literal(repr(patching.clean_tokens[position]))}: {float(patching.residual[layer, position]):+.2f}). "
+    f"({ui.literal(repr(patching.columns[position]))}: {float(patching.residual[layer, position]):+.2f}). "
     f"Check: the whole stream patched into layer 0 recovers {patching.whole_first:.6f}, out of the last layer "
     f"{patching.whole_last:.6f}, nothing {patching.nothing:.6f} (largest error {patching.verification():.1e}); "
     "every cell equals a one-run-per-cell reference with forward hooks within 1e-5 in the tests."

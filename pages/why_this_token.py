@@ -103,6 +103,8 @@ with ui.stage():
     # wide: bars need no 16:9 frame, and on a projector the shaded text above leaves less height for one
     ui.show_view(view, attribution, key="attribution", wide=True, alt=f"Attribution scores of {view.info().subtitle()}")
 st.caption(view.caption(attribution))  # numbers and fixed words only
+if attribution.held:
+    st.caption(ui.literal(attribution.held))
 decoder = lm.kind == "decoder"  # its last token is the one right before the prediction
 st.caption(
     views.attribution.strongest_caption(attribution, skip_last=decoder, label=lambda token: ui.literal(repr(token)))

@@ -817,6 +817,8 @@ def _replace_last_call(module, calls: int, make):
 def lens_reference(subject: Subject, ids, decoder_ids) -> np.ndarray:
     """[layer + 1, position, vocab] log-probabilities: each layer's residual stream put in place of the last
     layer's output, so that the model's own final norm, scaling, head and softcapping read it."""
+    if first_pass(subject, ids)[1]:
+        return _lens_reference_of_streams(subject, ids)
     out = subject.run(ids, decoder_ids, output_hidden_states=True)
     states = out.decoder_hidden_states if subject.kind == ENCODER_DECODER else out.hidden_states
     modules = layer_calls(subject, ids, decoder_ids, len(states) - 1, last=True)
@@ -830,6 +832,81 @@ def lens_reference(subject: Subject, ids, decoder_ids) -> np.ndarray:
             handle.remove()
     readings.append(out.logits[0])
     return torch.log_softmax(torch.stack(readings).float(), dim=-1).numpy()
+
+
+def first_pass(subject: Subject, ids: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    """(ids, further inputs) of the pass that predicts the token after ``ids``: for a decoder whose own
+    ``prepare_inputs_for_generation`` (what generate() runs first) reads positions after the text, the ids it
+    prepares and the tensors it adds (XLNet: the appended token, its permutation mask and target mapping); else
+    ``ids`` and nothing."""
+    if subject.kind != DECODER:
+        return ids, {}
+    prepared = subject.reference.prepare_inputs_for_generation(
+        ids, is_first_iteration=True, attention_mask=torch.ones_like(ids), use_cache=False
+    )
+    if prepared["input_ids"].shape[-1] == ids.shape[-1]:
+        return ids, {}
+    extra = {name: value for name, value in prepared.items() if isinstance(value, torch.Tensor)}
+    return extra.pop("input_ids"), extra
+
+
+def _stream_the_head_reads(subject: Subject, ids, extra: dict, last: torch.nn.Module) -> int:
+    """Which item of the last layer's output the head reads (XLNet: its query stream, item 1), by value: the
+    item equal to the head's input, time-first or not."""
+    seen = {}
+    handles = [
+        last.register_forward_hook(lambda module, args, output: seen.setdefault("out", output)),
+        subject.reference.get_output_embeddings().register_forward_pre_hook(
+            lambda module, args: seen.setdefault("head", args[0])
+        ),
+    ]
+    try:
+        subject.run(ids, **extra)
+    finally:
+        for handle in handles:
+            handle.remove()
+    head = seen["head"]
+    for index, item in enumerate(seen["out"]):
+        layouts = (item, item.transpose(0, 1)) if isinstance(item, torch.Tensor) and item.dim() == 3 else ()
+        if any(t.shape == head.shape and torch.equal(t, head) for t in layouts):
+            return index
+    raise ReferenceFailure("the head reads none of the last layer's outputs as it returns it")
+
+
+def _lens_reference_of_streams(subject: Subject, text_ids) -> np.ndarray:
+    """The lens's reference where the first pass reads after the text (XLNet): the stream the head reads (its
+    query stream at the target) at each layer's input, from forward pre-hooks on the model's own layers, put in
+    place of that item of the last layer's output, and the model's own logits of that first pass."""
+    ids, extra = first_pass(subject, text_ids)
+    plain = subject.run(text_ids, output_hidden_states=True).hidden_states
+    modules = layer_calls(subject, text_ids, None, len(plain) - 1, last=True)
+    stream = _stream_the_head_reads(subject, ids, extra, modules[-1])
+    seen, handles = [], []
+    for module in dict.fromkeys(modules):
+        handles.append(module.register_forward_pre_hook(lambda m, args: seen.append(args[stream].clone())))
+    try:
+        own = subject.run(ids, **extra).logits[0]
+    finally:
+        for handle in handles:
+            handle.remove()
+    readings = []
+    for state in seen[: len(modules)]:
+        replace = _replace_item(modules[-1], stream, state)
+        try:
+            readings.append(subject.run(ids, **extra).logits[0])
+        finally:
+            replace.remove()
+    readings.append(own)
+    return torch.log_softmax(torch.stack(readings).float(), dim=-1).numpy()
+
+
+def _replace_item(module, index: int, state: torch.Tensor):
+    """A forward hook putting ``state`` in place of item ``index`` of ``module``'s output tuple."""
+
+    def hook(module, args, output):
+        return (*output[:index], state, *output[index + 1 :])
+
+    return module.register_forward_hook(hook)
 
 
 def _layer_inputs(subject: Subject, ids, decoder_ids, modules: list, states) -> list[torch.Tensor]:
@@ -905,7 +982,8 @@ def check_attribution(subject: Subject) -> Cell:
     encoded = subject.tokenizer(prompt, return_tensors="pt")
     position = _metric_position(subject, encoded["input_ids"])
     decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
-    logits = subject.run(encoded["input_ids"], decoder_ids).logits[0, position]
+    ids, extra = first_pass(subject, encoded["input_ids"])  # XLNet: the pass generate() runs first
+    logits = subject.run(ids, decoder_ids, **extra).logits[0, position]
     close("log p(target)", result.logprob, torch.log_softmax(logits.float(), -1)[result.target_id], 1e-4)
     delta = float(result.scores.sum()) - result.change
     if abs(delta) <= 0.01 * abs(result.change) + 1e-6:
@@ -1087,6 +1165,80 @@ class Patcher:
         return self.projections[layer].register_forward_pre_hook(_on_call(self.call(layer, value is None), hook))
 
 
+class StreamsPatcher(Patcher):
+    """The reference where the pass that predicts reads after the text (XLNet): that pass, as the model's own
+    ``prepare_inputs_for_generation`` prepares it; each layer's streams (the arguments it returns updated in the same
+    place and shape: XLNet's content stream and query stream) recorded and patched by hooks on the model's own
+    layers, a column being the text's positions in the first stream, then each row of the others; an MLP patched
+    in every call its layer makes of it (one per stream)."""
+
+    def logits(self, ids) -> torch.Tensor:
+        ids, extra = first_pass(self.subject, ids)
+        return self.subject.run(ids, **extra).logits[0, -1].float()
+
+    def record(self, ids) -> dict:
+        found, handles = {}, []
+        for index, layer in enumerate(self.layers):
+            handles.append(layer.register_forward_hook(_streams_keeper(found, index, len(self.layers))))
+            if self.mlps[index] is not None:
+                handles.append(self.mlps[index].register_forward_hook(_calls_keeper(found, ("mlp", index))))
+        try:
+            self.logits(ids)
+        finally:
+            for handle in handles:
+                handle.remove()
+        self.columns = [(0, p) for p in range(ids.shape[1])]
+        self.columns += [(k, row) for k, stream in enumerate(found["in", 0][1:], 1) for row in range(len(stream))]
+        return found
+
+    def residual(self, ids, clean, layer: int, column: int):
+        stream, position = self.columns[column]
+
+        def replace(hidden):
+            hidden = hidden.clone()
+            index = (0, position) if hidden.shape[0] == 1 else (position, 0)  # XLNet's: time-first
+            hidden[index] = clean["in", layer][stream][index]
+            return hidden
+
+        if layer == len(self.layers):
+            return self.layers[-1].register_forward_hook(
+                lambda m, a, output: (*output[:stream], replace(output[stream]), *output[stream + 1 :])
+            )
+        return self.layers[layer].register_forward_pre_hook(
+            lambda m, args: (*args[:stream], replace(args[stream]), *args[stream + 1 :])
+        )
+
+    def mlp(self, clean, layer: int):
+        calls = iter(clean["mlp", layer])
+        return self.mlps[layer].register_forward_hook(lambda m, a, o: next(calls))
+
+
+def _streams_keeper(found, index: int, layers: int):
+    """Each stream the layer reads (its arguments it returns updated, same shape, in the same place), and after
+    the last layer each stream it returns."""
+
+    def hook(module, args, output):
+        count = 0
+        while count < min(len(args), len(output)) and _same_shape(args[count], output[count]):
+            count += 1
+        found["in", index] = [args[k].clone() for k in range(count)]
+        if index == layers - 1:
+            found["in", layers] = [output[k].clone() for k in range(count)]
+
+    return hook
+
+
+def _same_shape(a, b) -> bool:
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point() and a.shape == b.shape
+
+
+def _calls_keeper(found, key):
+    def hook(module, args, output):
+        found.setdefault(key, []).append(_hidden(output).clone())
+
+    return hook
+
+
 def _on_call(nth: int | None, hook):
     """``hook`` acting on its module's ``nth`` call of the run only: a module that runs several layers (ALBERT's
     shared layer) is layer k on its k-th call; on every call for None."""
@@ -1132,7 +1284,8 @@ def check_patching(subject: Subject) -> Cell:
         _stack_layers(subject),
         last=subject.kind != ENCODER_DECODER,
     )
-    return compare_patching(subject, Patcher(subject, layers))
+    patcher = StreamsPatcher if first_pass(subject, clean_ids)[1] else Patcher
+    return compare_patching(subject, patcher(subject, layers))
 
 
 def _patching_prompts(subject: Subject, patcher: Patcher) -> tuple[str, str, str]:
@@ -1167,8 +1320,11 @@ def compare_patching(subject: Subject, patcher: Patcher) -> Cell:
     # fraction off by 0.001 fails however small the tiny model's change is.
     atol = 1e-6 + 1e-3 * abs(change)
     close("logit differences", [result.ld_clean, result.ld_corrupted], [ld(patcher.logits(clean_ids)), corrupted])
+    columns = len(getattr(patcher, "columns", range(clean_ids.shape[1])))  # XLNet's: the text, then where it predicts
+    if result.residual.shape[1] != columns:
+        raise Mismatch(f"{result.residual.shape[1]} columns of the residual stream, the reference {columns}")
     for layer in range(len(layers) + 1):
-        for position in range(clean_ids.shape[1]):
+        for position in range(columns):
             handle = patcher.residual(corrupted_ids, clean, layer, position)
             expected = ld(patcher.patched(corrupted_ids, handle)) - corrupted
             close(f"residual [{layer}, {position}]", result.residual[layer, position] * change, expected, atol)

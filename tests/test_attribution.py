@@ -410,3 +410,61 @@ def test_the_gateway_computes_each_attribution_once_for_every_session():
     assert candidates.ids[0] == result.target_id
     assert gateway.run("attribution targets", explorer.DEFAULT_DECODER, text, progress=progress) is candidates
     assert len(labels) == 2
+
+
+def first_pass_function(subject, text: str):
+    """(the text's input embeddings, f) for a decoder whose first generation pass appends the position it
+    predicts (XLNet): the model's own ``prepare_inputs_for_generation`` run on the text, the appended token's own
+    embedding held after the path's, the permutation mask and target mapping it prepares; the plain model."""
+    from tests import families
+
+    text_ids = subject.ids(text)
+    ids, extra = families.first_pass(subject, text_ids)
+    assert ids.shape[1] > text_ids.shape[1], "the first pass reads nothing after the text"
+    model = subject.reference
+    embed = model.get_input_embeddings()
+    appended = embed(ids[:, text_ids.shape[1] :]).detach()
+
+    def f(x):
+        rows = len(x)
+        batch = {name: value.expand(rows, *value.shape[1:]) for name, value in extra.items()}
+        whole = torch.cat([x, appended.expand(rows, -1, -1)], dim=1)
+        return torch.log_softmax(model(inputs_embeds=whole, **batch).logits[:, -1].float(), -1)
+
+    return embed(text_ids).detach().float(), f
+
+
+def test_xlnet_explains_the_prediction_of_its_first_generation_pass(tmp_path):
+    """XLNet predicts at a token its generate() appends after the text (its query stream there): every method reads
+    that first pass, over the text's tokens only (the appended token held fixed), and equals autograd, occlusion and
+    the near-exact path integral on the plain model's own first pass; its log-probability is generate()'s."""
+    from tests import families
+
+    subject = families.subject_for("xlnet", tmp_path)
+    text = families.PROMPT
+    found = {method: attribute(subject.lm, text, method=method) for method in METHODS}
+    target = found["integrated_gradients"].target_id
+    x, f = first_pass_function(subject, text)
+    generated = torch.log_softmax(torch.tensor(families._first_generated_logits(subject)), -1)
+    assert target == int(generated.argmax())
+    with torch.no_grad():
+        full, baseline = float(f(x)[0, target]), float(f(torch.zeros_like(x))[0, target])
+        occluded = [full - float(f(x * (torch.arange(x.shape[1]) != p).view(1, -1, 1))[0, target]) for p in range(6)]
+    assert full == pytest.approx(float(generated[target]), abs=1e-5)
+    np.testing.assert_allclose(found["occlusion"].scores, occluded, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(
+        found["gradient_x_input"].scores, (gradient(f, x, target) * x).sum(-1)[0].numpy(), atol=1e-6, rtol=0
+    )
+    integrated = found["integrated_gradients"]
+    expected = (exact_path_integral(f, x, target) * x).sum(-1)[0].numpy()
+    # The tiny XLNet's change is small (1.1e-3): within 1e-3 of it or 2e-6, ~8 float32 roundings of log p ≈ −3.16
+    # (its ulp 2.4e-7), whichever is larger; the reference's own completeness error is printed on failure.
+    bound = max(1e-3 * abs(integrated.change), 2e-6)
+    missed = float(expected.sum()) - integrated.change
+    assert np.abs(integrated.scores - expected).max() <= bound, f"the reference misses its completeness by {missed:.1e}"
+    for result in found.values():
+        assert result.tokens == tuple(text.split())  # the text's tokens: the appended one is no text
+        assert result.logprob == pytest.approx(full, abs=1e-5)
+        assert result.baseline_logprob == pytest.approx(baseline, abs=1e-5)
+        assert "appends after the text" in result.held and "gets no score" in result.held
+    assert families.check_attribution(subject) == families.Cell(families.Y)

@@ -319,10 +319,12 @@ def test_the_lens_reads_the_rows_the_head_reads(tmp_path):
     assert families.check_lens(subject) == families.Cell(families.Y)
 
 
-def test_a_model_that_predicts_beyond_the_text_says_the_lens_patching_and_attribution_would_miss_it(tmp_path):
-    """XLNet predicts the next token at a position generate() appends after the text (its query stream there, hidden
-    by its permutation mask): the last position of a plain pass is not its prediction (its top token differs from the
-    next token's on the tiny XLNet), so the lens, patching and attribution, which read a plain pass, say so instead."""
+def test_xlnet_is_read_where_its_first_generation_pass_predicts(tmp_path):
+    """XLNet predicts the next token at a position generate() appends after the text, reading its query stream
+    there (a plain pass's last position has another top token on the tiny XLNet): the lens reads that stream at the
+    target, after every layer, through the model's own head, as the matrix's reference does with hooks on the
+    model's own layers; its last reading is generate()'s own first logits, and its one row is labelled with the
+    text's last token, after which it predicts."""
     import explorer
     from tests import families
 
@@ -330,10 +332,11 @@ def test_a_model_that_predicts_beyond_the_text_says_the_lens_patching_and_attrib
     lm, prompt = subject.lm, families.PROMPT
     with torch.inference_mode():
         plain = subject.reference(input_ids=subject.ids(prompt)).logits[0, -1]
-    assert int(plain.argmax()) != int(explorer.next_token_logits(lm, prompt).logits.argmax())
-    with pytest.raises(explorer.InputError, match=r"adds after the text .* the lens of each layer would not read"):
-        explorer.logit_lens(lm, prompt)
-    with pytest.raises(explorer.InputError, match="logit difference at the text's last position would not be"):
-        explorer.patch(lm, prompt, prompt.replace("cat", "dog"))
-    with pytest.raises(explorer.InputError, match="would not explain its prediction"):
-        explorer.attribute(lm, prompt)
+    generated = torch.log_softmax(torch.tensor(families._first_generated_logits(subject)), -1).numpy()
+    assert int(plain.argmax()) != int(generated.argmax())
+    lens = explorer.logit_lens(lm, prompt, top_n=3)
+    assert lens.tokens == ("mat",) and lens.top_logprobs.shape == (3, 1, 3)
+    np.testing.assert_allclose(lens.top_logprobs[-1, 0], np.sort(generated)[::-1][:3], atol=1e-5)
+    assert lens.final_ids.tolist() == [int(generated.argmax())]
+    assert "appends after the text" in lens.read_at and "query stream" in lens.read_at
+    assert families.check_lens(subject) == families.Cell(families.Y)

@@ -441,8 +441,8 @@ def test_concurrent_calls_do_not_see_each_others_hooks(models):
 # k-th call); Llama 4's chunks of 4 keep the changed word from the last position (a pair changed inside it);
 # Jamba's Mamba layer has no heads, Mamba has neither heads nor an MLP apart from its mixer; Longformer pads to a
 # window multiple; BigBird switches itself to full attention (loaded as it runs, its heads are patched too);
-# ProphetNet's encoder is patched though its decoder's n-gram heads are out of reach. (XLNet predicts beyond the
-# text: tests/test_lens.py.)
+# ProphetNet's encoder is patched though its decoder's n-gram heads are out of reach; XLNet predicts at a position
+# its generation appends (its query stream there: the test below), its heads combined in its own code.
 UNUSUAL = {
     "albert": "reference checks the residual stream only",  # its heads and MLP: the test below
     "llama4_text": "a change in the last chunk",
@@ -451,6 +451,7 @@ UNUSUAL = {
     "longformer": "",
     "big_bird": "",
     "prophetnet": "",
+    "xlnet": "heads refused in layer 0, 1: The heads of",
 }
 
 
@@ -461,6 +462,52 @@ def test_patching_unusual_families_equals_one_hooked_run_per_cell(tmp_path, fami
     cell = families.check_patching(families.subject_for(family, tmp_path))
     assert cell.mark == families.Y, cell.note
     assert UNUSUAL[family] in cell.note if UNUSUAL[family] else cell.note == ""
+
+
+def test_xlnet_patches_its_content_stream_at_the_text_and_its_query_stream_where_it_predicts(tmp_path):
+    """XLNet predicts at a token its generate() appends after the text, from its query stream there: patching reads
+    the logit difference of that first pass, patches the content stream under each token and the query stream under
+    the column after them, and each MLP in both streams; every cell equals one run of the plain model's first pass
+    patched by hooks on its own layers (the matrix's reference). The query stream starts as the same learned vector
+    in both prompts (layer 0: nothing to recover) and is all the head reads (the last layer: the content stream
+    recovers nothing, the query stream everything)."""
+    from tests import families
+
+    subject = families.subject_for("xlnet", tmp_path)
+    assert families.check_patching(subject).mark == families.Y
+    clean = explorer.next_token_logits(subject.lm, families.PROMPT).logits
+    moved = clean - explorer.next_token_logits(subject.lm, families.CORRUPTED).logits
+    found = explorer.patch(
+        subject.lm, families.PROMPT, families.CORRUPTED, answer=int(moved.argmax()), counterfactual=int(moved.argmin())
+    )
+    assert found.columns == (*families.PROMPT.split(), "(next token)") and found.metric_position == 6
+    assert found.residual.shape == (3, 7) and np.isfinite(found.mlp).all()
+    np.testing.assert_allclose(found.residual[-1], [0, 0, 0, 0, 0, 0, 1], atol=1e-3)
+    assert found.residual[0, -1] == pytest.approx(0, abs=1e-3)
+    assert found.verification() <= 1e-3 and "query stream where it predicts" in found.streams
+
+
+def test_xlnet_patching_and_lens_beside_other_calls_on_the_shared_model(tmp_path):
+    """XLNet's patching, lens and next token run at once on one loaded model, on threads, give what each gives
+    alone: the streams' hooks act only on their own call's passes, and the first pass's layout is probed once."""
+    from tests import families
+
+    lm = families.subject_for("xlnet", tmp_path).lm
+    moved = (
+        explorer.next_token_logits(lm, families.PROMPT).logits
+        - explorer.next_token_logits(lm, families.CORRUPTED).logits
+    )
+    pair = dict(answer=int(moved.argmax()), counterfactual=int(moved.argmin()))
+    calls = {
+        "patch": lambda: explorer.patch(lm, families.PROMPT, families.CORRUPTED, **pair).residual,
+        "lens": lambda: explorer.logit_lens(lm, families.PROMPT).top_logprobs,
+        "next": lambda: explorer.next_token_logits(lm, families.CORRUPTED).logits,
+    }
+    alone = {name: call() for name, call in calls.items()}
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        together = [(name, pool.submit(call)) for name, call in calls.items() for _ in range(2)]
+    for name, future in together:
+        np.testing.assert_allclose(future.result(), alone[name], atol=1e-6, err_msg=name)
 
 
 def test_albert_patches_each_layer_on_its_own_call_of_the_shared_module(tmp_path):

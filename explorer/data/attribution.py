@@ -35,6 +35,8 @@ class Attribution(Displayed):
                       whatever the steps
     routed            integrated gradients only: the model routes each token to a few experts (a mixture of
                       experts), so log p may jump along the path wherever the search finds jumps or not
+    held              what the pass reads beyond the text and every method holds as it is, in the visitor's words:
+                      the token XLNet's generation appends to predict at ("" for most models)
     """
 
     model_name: str
@@ -49,6 +51,7 @@ class Attribution(Displayed):
     steps: int | None = None
     jumps: float | None = None
     routed: bool = False
+    held: str = ""
 
     def __post_init__(self):
         freeze_arrays(self)

@@ -31,6 +31,8 @@ class LogitLens(Displayed):
     truncated       how many input tokens were cut to fit the model
     masked          True for an encoder read through its masked-LM head: a reading at a position is the model's
                     guess of the token there, not of the next one
+    read_at         where the model predicts, in the visitor's words, where it is not at the text's positions (XLNet:
+                    at a token its generation appends, from its query stream); "" for most models
     """
 
     model_name: str
@@ -44,6 +46,7 @@ class LogitLens(Displayed):
     final_ranks: np.ndarray
     truncated: int = 0
     masked: bool = False
+    read_at: str = ""
 
     def __post_init__(self):
         freeze_arrays(self)

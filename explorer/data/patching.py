@@ -10,7 +10,8 @@ back, 0 = no change, negative = further from it.
 Axis names, stated once: ``layer`` over the residual stream has L + 1 rows, layer l < L the input of layer l
 (after the embeddings and l layers) and layer L the output of the last layer before the final norm (as in
 ``explorer.data.lens``); for ``heads`` and ``mlp`` it runs over the L layers. ``position`` over the input tokens
-(the encoder's for an encoder-decoder); ``head`` over query heads, numbered as ``capture`` numbers them.
+(the encoder's for an encoder-decoder), then, for a model that predicts at a position its generation appends after
+the text (XLNet), that position (``predicted``); ``head`` over query heads, numbered as ``capture`` numbers them.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class Patching(Displayed):
                                       to rounding (``verification``)
     dtype                             the dtype the model ran in
     headless                          why rows of ``heads`` are NaN, in the visitor's words ("" where none is)
+    predicted                         labels of the columns of ``residual`` after the text's: the positions the
+                                      model predicts at, appended by its generation (XLNet's; () for most models)
+    streams                           what a cell patches where layers carry more than one stream, in the
+                                      visitor's words ("" where they carry one)
     """
 
     model_name: str
@@ -67,6 +72,8 @@ class Patching(Displayed):
     nothing: float
     dtype: str = "float32"
     headless: str = ""
+    predicted: tuple[str, ...] = ()
+    streams: str = ""
 
     def __post_init__(self):
         freeze_arrays(self)
@@ -75,6 +82,11 @@ class Patching(Displayed):
     def num_layers(self) -> int:
         """L: the layers of the stack patched (``residual`` has L + 1 rows)."""
         return self.residual.shape[0] - 1
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Labels of the residual map's columns: the clean prompt's tokens, then the predicted positions."""
+        return (*self.clean_tokens, *self.predicted)
 
     @property
     def has_heads(self) -> bool:

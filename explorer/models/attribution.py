@@ -2,7 +2,8 @@
 
 Every method reads one function of the input embeddings, the log-probability of the target token:
 
-- decoders: the next token after the text (the last position's logits);
+- decoders: the next token after the text (the last position's logits; where the model's first generation pass
+  appends the position it predicts, XLNet's, that pass, the appended token held fixed);
 - encoder-decoders: the decoder's first token, from the encoder's input embeddings;
 - encoders: the token at the text's ``[MASK]``, read through the masked-LM head its checkpoint carries.
 
@@ -52,7 +53,7 @@ from explorer.data.attribution import Attribution, Candidates
 from explorer.errors import InputError
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER, routes_to_experts
 from explorer.models.capture import encode_text
-from explorer.models.distribution import prediction_beyond_the_text
+from explorer.models.distribution import appended_positions, prediction_inputs
 from explorer.models.head_effects import last_position_only
 from explorer.models.tokens import token_labels
 
@@ -68,8 +69,6 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
     """One score per input token of ``prompt`` for the log-probability of ``target`` (a token id or a token's
     text; default: the model's own top prediction), by ``method`` (see the module docstring)."""
     _check(method, steps)
-    if why := prediction_beyond_the_text(lm):
-        raise InputError(f"{why}: scores for the text's last position would not explain its prediction.")
     encoded, predict, embeddings, mask = _prediction(lm, prompt)
     with torch.no_grad():
         logprobs = predict(embeddings, mask)[0]
@@ -92,6 +91,19 @@ def attribute(lm, prompt: str, *, target=None, method: str = "integrated_gradien
         jumps=jumps,
         steps=steps if method == "integrated_gradients" else None,
         routed=method == "integrated_gradients" and routes_to_experts(lm.model.config),
+        held=_held(lm),
+    )
+
+
+def _held(lm) -> str:
+    """What the pass reads after the text and the scores leave out, in the visitor's words ("" where nothing)."""
+    appended = appended_positions(lm)
+    if not appended:
+        return ""
+    return (
+        f"{lm.name} predicts at {'a token' if appended == 1 else f'{appended} tokens'} its generation appends after "
+        "the text, hidden from it: that token is no text, so it gets no score, and it keeps its own embedding on "
+        "the whole path (the baseline included), as the model's positions do."
     )
 
 
@@ -156,9 +168,30 @@ def _target_id(lm, target) -> int:
 
 def _decoder(lm, encoded):
     only_last = last_position_only(lm.model)  # the path's points need no other position's vocabulary
+    prepared = prediction_inputs(lm, encoded["input_ids"])
+    if prepared is not None:
+        return _decoder_beyond_the_text(lm, prepared, encoded["input_ids"].shape[1], only_last)
 
     def predict(embeddings, mask):
         logits = lm.model(inputs_embeds=embeddings, attention_mask=mask, use_cache=False, **only_last).logits
+        return torch.log_softmax(logits[:, -1].float(), dim=-1)
+
+    return predict
+
+
+def _decoder_beyond_the_text(lm, prepared: dict, text: int, only_last: dict):
+    """A decoder that predicts at positions its first generation pass appends after the text (XLNet: the token to
+    predict, hidden by its permutation mask): that pass as generate() prepares it, the text's embeddings those of
+    the path, the appended token's its own embedding, held fixed on the whole path (it is no text, so it gets no
+    score, and the baseline keeps it as the model's positions are kept)."""
+    appended = lm.model.get_input_embeddings()(prepared["input_ids"][:, text:]).detach()
+    further = {name: value for name, value in prepared.items() if name != "input_ids"}
+
+    def predict(embeddings, mask):
+        rows = embeddings.shape[0]
+        whole = torch.cat([embeddings, appended.to(embeddings.dtype).expand(rows, -1, -1)], dim=1)
+        batch = {name: value.expand(rows, *value.shape[1:]) for name, value in further.items()}
+        logits = lm.model(inputs_embeds=whole, **batch, use_cache=False, **only_last).logits
         return torch.log_softmax(logits[:, -1].float(), dim=-1)
 
     return predict

@@ -41,21 +41,24 @@ def next_token_logits(lm, prompt: str, *, ablate=()) -> NextTokenLogits:
     )
 
 
-def prediction_beyond_the_text(lm) -> str | None:
-    """Why a plain forward over a decoder's text does not end in its next-token prediction, else None: where the
-    model's own first generation pass reads more ids than the text's (XLNet appends the token to predict, hidden by
-    its permutation mask, and reads its query stream there), the text's last position is not where it predicts."""
+def appended_positions(lm) -> int:
+    """How many positions the model's own first generation pass reads after a decoder's text (XLNet appends the
+    token to predict, hidden by its permutation mask, and reads its query stream there: 1); 0 for most models,
+    whose prediction is the text's last position. Found from the model's own ``prepare_inputs_for_generation``."""
     if lm.kind != KIND_DECODER:
-        return None
+        return 0
     ids = probe_ids(lm)
-    added = _first_pass_inputs(lm, ids)["input_ids"].shape[-1] - ids.shape[-1]
-    if not added:
+    return _first_pass_inputs(lm, ids)["input_ids"].shape[-1] - ids.shape[-1]
+
+
+def prediction_inputs(lm, ids: torch.Tensor) -> dict[str, torch.Tensor] | None:
+    """The tensors of the first pass as generate() prepares it for ``ids`` [1, position], where that pass reads
+    positions after the text (XLNet's: the ids and the appended token, its permutation mask and target mapping);
+    None where a plain pass over the text ends in the prediction."""
+    if not appended_positions(lm):
         return None
-    return (
-        f"{lm.name} predicts the next token at a position its generation adds after the text ({added} more, hidden "
-        "from the text), not at the text's last position, so a plain pass over the text does not end in its "
-        "prediction"
-    )
+    inputs = _first_pass_inputs(lm, ids)
+    return {name: value for name, value in inputs.items() if isinstance(value, torch.Tensor)}
 
 
 def _first_pass_inputs(lm, ids: torch.Tensor) -> dict:

@@ -35,10 +35,10 @@ from explorer.data import STACK_DECODER, STACK_ENCODER
 from explorer.data.attention import TOLERANCE
 from explorer.data.lens import LogitLens
 from explorer.errors import InputError, NotApplicable
-from explorer.models.architectures import KIND_ENCODER, KIND_ENCODER_DECODER
+from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import decoder_input_ids, dtype_name, encode_text
-from explorer.models.distribution import prediction_beyond_the_text
-from explorer.models.sites import first_tensor, layer_input, probe_ids, stack_sites
+from explorer.models.distribution import appended_positions, prediction_inputs
+from explorer.models.sites import first_tensor, layer_input, layer_streams, probe_ids, stack_sites
 from explorer.models.tokens import token_labels
 
 POSITIONS_PER_CHUNK = 128  # positions read through the head at once: [positions, vocabulary] floats each
@@ -60,16 +60,17 @@ def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> L
     _check(lm, text, top_n, target)
     encoded, truncated = encode_text(lm, text, None)
     decoder_ids = decoder_input_ids(lm, target) if lm.kind == KIND_ENCODER_DECODER else None
-    residual, read, own = _residual(lm, encoded, decoder_ids)
+    residual, read, own, stream = _residual(lm, encoded, decoder_ids)
     with torch.inference_mode():
         _check_last_layer(lm, read, residual[-1], own)
         final_ids = own.argmax(dim=-1)  # the model's own prediction
         readings = [_read_layer(read, state, final_ids, top_n) for state in residual]
     top_ids, top_logprobs, final_logprobs, final_ranks = (np.stack(parts) for parts in zip(*readings, strict=True))
     positions = decoder_ids[0] if decoder_ids is not None else encoded["input_ids"][0]
+    read_after = positions[positions.shape[0] - final_ids.shape[0] :]  # XLNet predicts once, after the last token
     return LogitLens(
         model_name=lm.name,
-        tokens=token_labels(lm.tokenizer, positions.tolist()),
+        tokens=token_labels(lm.tokenizer, read_after.tolist()),
         top_ids=top_ids,
         top_tokens=tuple(tuple(token_labels(lm.tokenizer, row) for row in layer) for layer in top_ids.tolist()),
         top_logprobs=top_logprobs,
@@ -79,51 +80,82 @@ def logit_lens(lm, text: str, *, top_n: int = 5, target: str | None = None) -> L
         final_ranks=final_ranks,
         truncated=truncated,
         masked=lm.kind == KIND_ENCODER,
+        read_at=_read_at(lm, stream),
+    )
+
+
+def _read_at(lm, stream: int) -> str:
+    """Where the lens reads, in the visitor's words, where the model predicts after the text (XLNet)."""
+    if lm.kind != KIND_DECODER or not appended_positions(lm):
+        return ""
+    which = "the stream its head reads" + (
+        f" (stream {stream + 1} of those its layers carry: a query stream, with a row only where it predicts)"
+        if stream
+        else ""
+    )
+    return (
+        f"{lm.name} predicts the next token at a token its generation appends after the text, hidden from the text: "
+        f"the lens reads {which} there after every layer, one row, labelled with the text's last token, after "
+        "which it predicts."
     )
 
 
 def _residual(lm, encoded, decoder_ids):
     """The stack's residual stream ([position, hidden] at the input of each layer and the output of the last, the
     rows the head reads), how to read one (the model's own tail, head and logit arithmetic) and the model's own
-    logits [position, vocabulary]."""
+    logits [position, vocabulary], and which of the streams its layers carry the head reads (0 but for XLNet's)."""
     stack = STACK_ENCODER if lm.kind == KIND_ENCODER else STACK_DECODER
     sites = stack_sites(lm, stack)
     head = masked_lm_head(lm) if lm.kind == KIND_ENCODER else _output_embeddings(lm)
     with torch.inference_mode(), _collecting([*sites.layers, head]) as calls:
         outputs = _forward(lm, encoded, decoder_ids)
-    streams = _layer_streams(sites, calls)
-    positions = _positions(encoded, decoder_ids)
     tail = final_norm(lm)
     with torch.inference_mode():
         if lm.kind == KIND_ENCODER:  # its head runs beside the loaded encoder: nothing in between to measure
+            positions, streams = _positions(encoded, decoder_ids), _layer_streams(sites, calls)
             residual = [stream[:positions] for stream in streams]
-            return residual, lambda state: head(tail(state)), head(outputs.last_hidden_state[0])
+            return residual, lambda state: head(tail(state)), head(outputs.last_hidden_state[0]), 0
         if not calls[id(head)]:
             raise InputError(_not_applicable(lm, "its forward does not call its output embedding as a module"))
-        (head_input, head_output), own = calls[id(head)][0], outputs.logits[0]
+        (head_input, head_output, _), own = calls[id(head)][0], outputs.logits[0]
+        positions = min(_positions(encoded, decoder_ids), own.shape[0])  # XLNet's head reads one target
         read, scores = _first_rows(head_input, positions), _first_rows(head_output, positions)
+        stream = _stream_read(lm, sites, calls, tail, read)
+        streams = _layer_streams(sites, calls, stream)
         rows = _rows_read(lm, tail, streams[-1], read, positions)
         residual = [stream[rows] for stream in streams]
         before = _before_head(lm, tail(residual[-1]), read)
         after = _after_head(lm, scores, own)
-    return residual, lambda state: after(head(tail(state) * before)), own
+    return residual, lambda state: after(head(tail(state) * before)), own, stream
 
 
 def _positions(encoded, decoder_ids) -> int:
     return (decoder_ids if decoder_ids is not None else encoded["input_ids"]).shape[1]
 
 
-def _layer_streams(sites, calls: dict) -> list[torch.Tensor]:
+def _layer_streams(sites, calls: dict, stream: int = 0) -> list[torch.Tensor]:
     """[row, hidden] the whole stream of the text at the input of each layer (in the order called: ALBERT calls one
     module L times) and at the output of the last: the positions (Longformer's padded to a window multiple at the
-    end), ProphetNet's predicting streams after its main stream; XLNet's layers see it time-first."""
+    end), ProphetNet's predicting streams after its main stream; XLNet's layers see it time-first. ``stream``: which
+    of the streams a layer carries (XLNet's content stream 0, its query stream 1, see ``layer_streams``)."""
     seen: dict[int, int] = {}
     states = []
     for layer in sites.layers:
         occurrence = seen[id(layer)] = seen.get(id(layer), -1) + 1
-        states.append(calls[id(layer)][occurrence][0])
-    states.append(calls[id(sites.layers[-1])][-1][1])
+        states.append(calls[id(layer)][occurrence][2][stream][0])
+    states.append(calls[id(sites.layers[-1])][-1][2][stream][1])
     return [state[:, 0] if sites.time_first else state[0] for state in states]
+
+
+def _stream_read(lm, sites, calls: dict, tail, read: torch.Tensor) -> int:
+    """Which of the streams the last layer returns the head reads, through the tail: the first whose rows are what
+    the head read (XLNet's query stream at the position it predicts), found by value; 0 where none is."""
+    last = calls[id(sites.layers[-1])][-1][2]
+    for index, (_, output) in enumerate(last):
+        rows = output[:, 0] if sites.time_first else output[0]
+        if rows.shape[0] >= read.shape[0] and _proportional(tail(rows[: read.shape[0]]), read, lm):
+            return index
+    return 0
 
 
 def _first_rows(tensor: torch.Tensor, positions: int) -> torch.Tensor:
@@ -305,8 +337,6 @@ def _check(lm, text: str, top_n: int, target: str | None) -> None:
         raise InputError("An encoder-decoder predicts with its decoder: give the decoder's text (the target) too.")
     if isinstance(top_n, bool) or not isinstance(top_n, int) or not 1 <= top_n <= 50:
         raise InputError(f"top_n must be a whole number from 1 to 50 (got {top_n!r}).")
-    if why := prediction_beyond_the_text(lm):
-        raise InputError(f"{why}: the lens of each layer would not read what the model predicts.")
 
 
 def final_norm(lm) -> torch.nn.Module:
@@ -330,7 +360,11 @@ def _read_layer(read, state: torch.Tensor, final_ids: torch.Tensor, top_n: int):
 
 
 def _forward(lm, encoded, decoder_ids):
+    """The model's own pass over the text: for a decoder whose generation reads positions after the text (XLNet),
+    the first pass as generate() prepares it, so that the last layer's reading is its prediction."""
     inputs = {key: value for key, value in encoded.items() if key != "token_type_ids" or lm.kind == KIND_ENCODER}
+    if decoder_ids is None and lm.kind != KIND_ENCODER:
+        inputs = prediction_inputs(lm, inputs["input_ids"]) or inputs
     if decoder_ids is not None:
         inputs["decoder_input_ids"] = decoder_ids
     return lm.model(**inputs, use_cache=False) if lm.kind != KIND_ENCODER else lm.model(**inputs)
@@ -359,4 +393,4 @@ def _hook(module: torch.nn.Module) -> None:
 def _record_call(module, args, kwargs, output) -> None:
     calls = _collecting_calls.get()
     if calls is not None and id(module) in calls:
-        calls[id(module)].append((layer_input(args, kwargs), first_tensor(output)))
+        calls[id(module)].append((layer_input(args, kwargs), first_tensor(output), layer_streams(args, kwargs, output)))

@@ -27,11 +27,12 @@ MLPs only. ``Patching.headless`` says why, in the visitor's words.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import numpy as np
@@ -45,10 +46,10 @@ from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_DECODER, KIND_ENCODER, KIND_ENCODER_DECODER
 from explorer.models.capture import dtype_name
 from explorer.models.decoding import special_token_ids
-from explorer.models.distribution import prediction_beyond_the_text
+from explorer.models.distribution import appended_positions, prediction_inputs
 from explorer.models.head_effects import last_position_only
 from explorer.models.lens import masked_lm_head
-from explorer.models.sites import first_tensor, rows_view, stack_sites
+from explorer.models.sites import first_tensor, probe_ids, record_calls, rows_view, stack_sites
 from explorer.models.tokens import token_labels
 
 ROWS_PER_PASS = 32  # patched runs per forward pass
@@ -69,14 +70,15 @@ def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, p
     """Activation patching of ``clean`` into ``corrupted`` (see ``explorer.data.patching``). ``answer`` and
     ``counterfactual`` are tokens (text of one token, or an id); by default the model's top next token on the
     clean and on the corrupted prompt. ``progress(done, total)`` is called as batches of patched runs finish."""
-    if why := prediction_beyond_the_text(lm):
-        raise InputError(f"{why}: the logit difference at the text's last position would not be its prediction.")
     if lm.kind == KIND_ENCODER:  # read through its masked-LM head: where it has none, that is the reason, said first
         masked_lm_head(lm)
     model = _Model.of(lm)
     clean_inputs, corrupted_inputs = _inputs(lm, clean, "clean"), _inputs(lm, corrupted, "corrupted")
     _check_lengths(clean_inputs, corrupted_inputs)
     metric = _metric_position(lm, clean_inputs, corrupted_inputs)
+    clean_inputs, corrupted_inputs = (
+        prediction_inputs(lm, i["input_ids"]) or i for i in (clean_inputs, corrupted_inputs)
+    )
     with _hooked(model) as call:
         recorded = _Recorded()
         clean_logits = call.run(clean_inputs, recorded, 1, metric)[0]
@@ -85,11 +87,12 @@ def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, p
         against = _token_id(lm, counterfactual, int(corrupted_logits.argmax()), "counterfactual", clean_logits.shape[0])
         ld_clean, ld_corrupted = (float(x[answer_id] - x[against]) for x in (clean_logits, corrupted_logits))
         _check_metric(lm, answer_id, against, ld_clean, ld_corrupted)
-        cells = _cells(model, clean_inputs["input_ids"].shape[1])
+        columns = model.columns(clean_inputs["input_ids"].shape[1], recorded)
+        cells = _cells(model, columns)
         patched = _patched_lds(call, model, corrupted_inputs, recorded, cells, metric, (answer_id, against), progress)
     recovered = dict(zip(cells, (patched - ld_corrupted) / (ld_clean - ld_corrupted), strict=True))
     tokens, lds = (answer_id, against), (ld_clean, ld_corrupted)
-    return _result(lm, model, clean_inputs, corrupted_inputs, tokens, lds, metric, recovered)
+    return _result(lm, model, (clean_inputs, corrupted_inputs), columns, tokens, lds, metric, recovered)
 
 
 # -- the model's parts ------------------------------------------------------------------------------------------
@@ -108,13 +111,18 @@ class _Model:
     num_heads: int
     unreached: str = ""  # why no head of the stack can be patched, where the model has heads but no hook reaches them
     time_first: bool = False  # its layers see the stream as [position, row, hidden] (XLNet's)
+    # Where the model predicts at positions its generation appends after the text (XLNet): how many, the streams
+    # its layers carry in that pass (XLNet's content and query streams) and how often each layer calls its MLP.
+    appended: int = 0
+    streams: int = 1
+    mlp_calls: int = 1
 
     @property
     def num_layers(self) -> int:
         return len(self.layers)
 
     @classmethod
-    def of(cls, lm) -> _Model:
+    def _parts(cls, lm) -> _Model:
         stack = STACK_OF_KIND[lm.kind]
         sites = stack_sites(lm, stack)
         layers, mlps, layout = sites.layers, sites.mlps, {"time_first": sites.time_first}
@@ -138,6 +146,37 @@ class _Model:
             raise InputError(_not_applicable(lm, f"its {stack}'s layers have different numbers of heads ({heads})"))
         return cls(lm, stack, layers, mlps, attentions, heads[0], **layout)
 
+    @classmethod
+    def of(cls, lm) -> _Model:
+        """The model's parts, and where its generation's first pass appends positions to predict at (XLNet), the
+        streams its layers carry there and its MLPs' calls per layer, counted once per model in one such pass
+        (hooks of this context only: ``sites.record_calls``)."""
+        model = cls._parts(lm)
+        if not appended_positions(lm):
+            return model
+        with _layouts_lock:
+            if lm.model not in _first_pass_layouts:
+                _first_pass_layouts[lm.model] = _first_pass_layout(lm, model)
+        return replace(model, **_first_pass_layouts[lm.model])
+
+    def columns(self, positions: int, recorded: _Recorded) -> list[int]:
+        """The cells of the residual map, as rows of the streams laid end to end (``edit_streams``): the text's
+        positions in the first stream (not the appended ones: no text, and no position reads them; nor Longformer's
+        padding), then every row of the further streams (XLNet's query stream: the position it predicts at)."""
+        text = positions - self.appended
+        if self.streams == 1:  # one stream: its rows past the text are padding (Longformer's window multiple)
+            return list(range(text))
+        return [*range(text), *range(positions, recorded.residual[0].shape[0])]
+
+    def edit_streams(self, streams, edit: Callable[[torch.Tensor], torch.Tensor]) -> list[torch.Tensor]:
+        """``edit`` applied to the layer's streams as one [row, position, hidden] tensor, each stream's positions
+        after the one before's, and the streams returned in the layout the layer saw them."""
+        if len(streams) == 1:
+            return [self.as_rows(streams[0], edit)]
+        rows = [stream.transpose(0, 1) if self.time_first else stream for stream in streams]
+        edited = edit(torch.cat(rows, dim=1)).split([row.shape[1] for row in rows], dim=1)
+        return [stream.transpose(0, 1) if self.time_first else stream for stream in edited]
+
     def as_rows(self, tensor: torch.Tensor, edit: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
         """``edit`` applied to ``tensor`` as [row, position, ...] and returned in the layout the module saw: XLNet's
         layers see [position, row, ...], turned there and back."""
@@ -152,6 +191,32 @@ class _Model:
     def without_mlp(self) -> list[int]:
         """The layers with no feed-forward (Mamba's, whose one branch is its mixer): no MLP site there."""
         return [layer for layer, mlp in enumerate(self.mlps) if mlp is None]
+
+
+# The first pass's layout of a model that predicts after the text, probed once per model and kept with it.
+_first_pass_layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_layouts_lock = threading.Lock()
+
+
+def _first_pass_layout(lm, model: _Model) -> dict:
+    """How many positions the first pass appends, the streams its layers carry and how often a layer calls its MLP
+    there, counted in one such pass over a probe text."""
+    with torch.inference_mode(), record_calls(lm.model) as calls:
+        lm.model(**prediction_inputs(lm, probe_ids(lm)), use_cache=False)
+    first = next(c for c in calls if c.module is model.layers[0])
+    mlp_calls = sum(c.module is model.mlps[0] and first.contains(c) for c in calls) if model.mlps[0] else 1
+    return {"appended": appended_positions(lm), "streams": _streams(first), "mlp_calls": max(mlp_calls, 1)}
+
+
+def _streams(layer_call) -> int:
+    """How many streams a layer carries: its hidden states and each further tensor it returns after them of their
+    width, [position, row, hidden] (XLNet's query stream; a tensor of attention weights is 4-D)."""
+    width = layer_call.input.shape[-1]
+    returned = layer_call.returned or (layer_call.output,)
+    count = 0
+    while count < len(returned) and returned[count].dim() == 3 and returned[count].shape[-1] == width:
+        count += 1
+    return max(count, 1)
 
 
 def _attention_of_layers(lm, stack: str, layers, modules: tuple[int, ...]) -> tuple[int | None, ...]:
@@ -251,8 +316,9 @@ def _check_metric(lm, answer: int, against: int, ld_clean: float, ld_corrupted: 
 
 @dataclass
 class _Recorded:
-    """The clean run's activations by layer: residual (L + 1) [position, hidden], heads (L) [position, head,
-    head_dim], mlp (L) [position, hidden]."""
+    """The clean run's activations by layer: residual (L + 1) [position, hidden] (the streams' positions end to
+    end, ``_Model.edit_streams``), heads (L) [position, head, head_dim], mlp (L, each call of the layer's MLP: one per
+    stream in XLNet's) [position, hidden]."""
 
     residual: dict[int, torch.Tensor] = field(default_factory=dict)
     heads: dict[int, torch.Tensor] = field(default_factory=dict)
@@ -266,8 +332,8 @@ class _Recorded:
         self.heads[layer] = output[0].clone()
         return output
 
-    def at_mlp(self, layer: int, output: torch.Tensor) -> torch.Tensor:
-        self.mlp[layer] = output[0].clone()
+    def at_mlp(self, layer: int, output: torch.Tensor, call: int = 0) -> torch.Tensor:
+        self.mlp[layer, call] = output[0].clone()
         return output
 
 
@@ -293,21 +359,21 @@ class _Patches:
             return output
         return torch.where(self.heads[layer][:, None, :, None], self.clean.heads[layer][None], output)
 
-    def at_mlp(self, layer: int, output: torch.Tensor) -> torch.Tensor:
+    def at_mlp(self, layer: int, output: torch.Tensor, call: int = 0) -> torch.Tensor:
         if layer not in self.mlp:
             return output
         output = output.clone()
-        output[self.mlp[layer]] = self.clean.mlp[layer]
+        output[self.mlp[layer]] = self.clean.mlp[layer, call]
         return output
 
 
-def _patches(clean: _Recorded, cells: list[tuple], positions: int, num_heads: int, device) -> _Patches:
+def _patches(clean: _Recorded, cells: list[tuple], columns: list[int], num_heads: int, device) -> _Patches:
     residual, heads, mlp = defaultdict(list), {}, defaultdict(list)
     for row, (site, layer, index) in enumerate(cells):
         if site == RESIDUAL:
             residual[layer].append((row, index))
         elif site == STREAM:
-            residual[layer].extend((row, position) for position in range(positions))
+            residual[layer].extend((row, position) for position in columns)
         elif site == HEAD:
             heads.setdefault(layer, torch.zeros((len(cells), num_heads), dtype=torch.bool))[row, index] = True
         elif site == MLP:
@@ -323,11 +389,11 @@ def _patches(clean: _Recorded, cells: list[tuple], positions: int, num_heads: in
     )
 
 
-def _cells(model: _Model, positions: int) -> list[tuple]:
+def _cells(model: _Model, columns: list[int]) -> list[tuple]:
     """Every cell of the three maps (no head cell in a layer without attention), then the three checks."""
     layers, headless = model.num_layers, model.headless()
     return [
-        *((RESIDUAL, layer, position) for layer in range(layers + 1) for position in range(positions)),
+        *((RESIDUAL, layer, position) for layer in range(layers + 1) for position in columns),
         *((HEAD, layer, head) for layer in range(layers) if layer not in headless for head in range(model.num_heads)),
         *((MLP, layer, None) for layer in range(layers) if layer not in model.without_mlp()),
         (STREAM, 0, None),
@@ -339,11 +405,12 @@ def _cells(model: _Model, positions: int) -> list[tuple]:
 def _patched_lds(call, model: _Model, inputs, recorded, cells, metric, tokens, progress) -> np.ndarray:
     """[cell] float64: the logit difference with each cell patched, a batch of cells per forward pass."""
     positions = inputs["input_ids"].shape[1]
+    columns = model.columns(positions, recorded)
     per_pass = max(1, min(ROWS_PER_PASS, TOKENS_PER_PASS // positions))
     lds = np.empty(len(cells))
     for start in range(0, len(cells), per_pass):
         chunk = cells[start : start + per_pass]
-        patches = _patches(recorded, chunk, positions, model.num_heads, model.lm.device)
+        patches = _patches(recorded, chunk, columns, model.num_heads, model.lm.device)
         logits = call.run(inputs, patches, len(chunk), metric)
         lds[start : start + len(chunk)] = (logits[:, tokens[0]] - logits[:, tokens[1]]).double().numpy()
         if progress is not None:
@@ -359,7 +426,7 @@ class _Call:
 
     def run(self, inputs: dict, plan, rows: int, metric: int | None) -> torch.Tensor:
         """[row, vocab] float32 logits on the CPU at the metric's position, ``plan`` recording or patching."""
-        batch = {name: tensor.expand(rows, -1) for name, tensor in inputs.items()}
+        batch = {name: tensor.expand(rows, *tensor.shape[1:]) for name, tensor in inputs.items()}
         attentions = dict.fromkeys(a for a in self.model.attentions if a is not None)
         edits = {module: partial(_edit_heads, self, module) for module in attentions}
         token = _active.set(_Run(self, plan, rows, inputs["input_ids"].shape[1]))
@@ -384,16 +451,21 @@ class _Run:
     positions: int
     calls: dict = field(default_factory=lambda: defaultdict(int))
 
-    def next_layer(self, site: str, module, modules: tuple) -> int | None:
-        """The layer of the call of ``module`` starting now, as the ``site`` list ``modules`` orders them."""
+    def next_layer(self, site: str, module, modules: tuple, per_layer: int = 1) -> int | None:
+        """The layer of the call of ``module`` starting now, as the ``site`` list ``modules`` orders them; a module
+        a layer calls ``per_layer`` times (XLNet's MLP, once per stream) serves it on each."""
         self.calls[site, id(module)] += 1
-        return self.layer(site, module, modules)
+        return self.layer(site, module, modules, per_layer)
 
-    def layer(self, site: str, module, modules: tuple) -> int | None:
+    def layer(self, site: str, module, modules: tuple, per_layer: int = 1) -> int | None:
         """The layer of the last call of ``module`` that started; None past the layers (another stack's use)."""
         layers = [layer for layer, other in enumerate(modules) if other == module]
-        made = self.calls[site, id(module)]
+        made = (self.calls[site, id(module)] + per_layer - 1) // per_layer
         return layers[made - 1] if 0 < made <= len(layers) else None
+
+    def call_in_layer(self, site: str, module, per_layer: int) -> int:
+        """Which of its layer's calls of ``module`` the last one started was (0 for a module called once)."""
+        return (self.calls[site, id(module)] - 1) % per_layer
 
 
 def _run_of(call: _Call) -> _Run | None:
@@ -418,6 +490,9 @@ def _layer_input(call: _Call, module, args, kwargs):
     def at_residual(hidden):
         return call.model.as_rows(hidden, partial(run.plan.at_residual, layer))
 
+    streams = call.model.streams
+    if streams > 1:  # XLNet's content and query streams, its first arguments
+        return (*call.model.edit_streams(args[:streams], partial(run.plan.at_residual, layer)), *args[streams:]), kwargs
     if args:
         return (at_residual(args[0]), *args[1:]), kwargs
     return args, {**kwargs, "hidden_states": at_residual(kwargs["hidden_states"])}
@@ -430,6 +505,11 @@ def _layer_output(call: _Call, module, args, output):
     if run is None or run.layer(RESIDUAL, module, call.model.layers) != last - 1:
         return None
     at_residual = partial(call.model.as_rows, edit=partial(run.plan.at_residual, last))
+    streams = call.model.streams
+    if streams > 1:
+        return type(output)(
+            [*call.model.edit_streams(output[:streams], partial(run.plan.at_residual, last)), *output[streams:]]
+        )
     if isinstance(output, tuple | list):
         return type(output)([at_residual(output[0]), *output[1:]])
     return at_residual(output)
@@ -439,14 +519,16 @@ def _mlp_output(call: _Call, module, args, output):
     """The MLP's output as [row, position, hidden] whatever shape the module returns it in (OPT's ``fc2``:
     [row × position, hidden]), put back in that shape (and in its tuple, as GPT-OSS's MLP returns it)."""
     run = _run_of(call)
-    layer = None if run is None else run.next_layer(MLP, module, call.model.mlps)
+    per_layer = call.model.mlp_calls
+    layer = None if run is None else run.next_layer(MLP, module, call.model.mlps, per_layer)
     if layer is None:
         return None
     tensor = first_tensor(output)
+    at_mlp = partial(run.plan.at_mlp, layer, call=run.call_in_layer(MLP, module, per_layer))
     if call.model.time_first:
-        patched = call.model.as_rows(tensor, partial(run.plan.at_mlp, layer))
+        patched = call.model.as_rows(tensor, at_mlp)
     else:
-        patched = run.plan.at_mlp(layer, rows_view(tensor, run.rows, run.positions)).reshape(tensor.shape)
+        patched = at_mlp(rows_view(tensor, run.rows, run.positions)).reshape(tensor.shape)
     return patched if isinstance(output, torch.Tensor) else type(output)([patched, *output[1:]])
 
 
@@ -498,15 +580,17 @@ LOGITS_OF_KIND: dict[str, Callable] = {
 # -- the result -------------------------------------------------------------------------------------------------
 
 
-def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered: dict) -> Patching:
-    layers, positions = model.num_layers, clean["input_ids"].shape[1]
+def _result(lm, model: _Model, prompts, columns: list[int], tokens, lds, metric, recovered: dict) -> Patching:
+    layers, text = model.num_layers, prompts[0]["input_ids"].shape[1] - model.appended
+    clean, corrupted = (prompt["input_ids"][0, :text].tolist() for prompt in prompts)
     answer, against = tokens
-    residual = [[recovered[RESIDUAL, layer, p] for p in range(positions)] for layer in range(layers + 1)]
+    residual = [[recovered[RESIDUAL, layer, p] for p in columns] for layer in range(layers + 1)]
+    predicted = (PREDICTED,) * (len(columns) - text)
     heads = [[recovered.get((HEAD, layer, head), np.nan) for head in range(model.num_heads)] for layer in range(layers)]
     return Patching(
         model_name=lm.name,
-        clean_tokens=token_labels(lm.tokenizer, clean["input_ids"][0].tolist()),
-        corrupted_tokens=token_labels(lm.tokenizer, corrupted["input_ids"][0].tolist()),
+        clean_tokens=token_labels(lm.tokenizer, clean),
+        corrupted_tokens=token_labels(lm.tokenizer, corrupted),
         answer_id=answer,
         answer_token=token_labels(lm.tokenizer, [answer])[0],
         counterfactual_id=against,
@@ -514,7 +598,7 @@ def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered:
         ld_clean=lds[0],
         ld_corrupted=lds[1],
         stack=model.stack,
-        metric_position=metric,
+        metric_position=text if predicted else metric,  # XLNet reads its logits at the predicted column
         residual=np.array(residual, dtype=np.float32),
         heads=np.array(heads, dtype=np.float32),
         mlp=np.array([recovered.get((MLP, layer, None), np.nan) for layer in range(layers)], dtype=np.float32),
@@ -523,6 +607,25 @@ def _result(lm, model: _Model, clean, corrupted, tokens, lds, metric, recovered:
         nothing=float(recovered[NOTHING, None, None]),
         dtype=dtype_name(lm.model),
         headless=_headless_note(model),
+        predicted=predicted,
+        streams=_streams_note(model),
+    )
+
+
+PREDICTED = "(next token)"  # the label of a column where the model predicts, after the text (XLNet's)
+
+
+def _streams_note(model: _Model) -> str:
+    """What a cell patches where the layers carry more than one stream (XLNet's), in the visitor's words."""
+    if model.streams == 1:
+        return ""
+    return (
+        f"{model.lm.name}'s layers carry {model.streams} streams: a content stream, with a row for each token (and "
+        f"for the {model.appended} its generation appends after the text to predict at), and a query stream, with a "
+        f"row only where it predicts, which its head reads. A cell under a token patches the content stream at that "
+        f"token; a cell under {PREDICTED!r} patches the query stream where it predicts; an MLP cell patches its "
+        "output in both streams. The appended token's content row is not patched: it is no text, and no position "
+        "reads it."
     )
 
 

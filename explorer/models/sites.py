@@ -346,6 +346,22 @@ def record_calls(scope: torch.nn.Module):
         call.inner = [other for other in probe.calls if call.contains(other)]
 
 
+def layer_streams(args, kwargs, output) -> tuple[tuple[torch.Tensor, torch.Tensor], ...]:
+    """(input, output) of each stream a layer carries: its hidden states, then each further argument that it
+    returns updated in the same place of its output tuple and shape (XLNet's query stream, beside its content
+    stream)."""
+    streams = [(layer_input(args, kwargs), first_tensor(output))]
+    items = output if type(output) in (tuple, list) else ()
+    for index in range(1, min(len(args), len(items))):
+        given, returned = args[index], items[index]
+        if not (isinstance(given, torch.Tensor) and isinstance(returned, torch.Tensor)):
+            break
+        if not given.is_floating_point() or given.shape != returned.shape:
+            break
+        streams.append((given.detach(), returned.detach()))
+    return tuple(streams)
+
+
 def layer_input(args, kwargs) -> torch.Tensor | None:
     """The hidden states a module was called with: its first floating-point tensor argument."""
     for value in (*args, kwargs.get("hidden_states"), *kwargs.values()):

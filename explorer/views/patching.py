@@ -44,7 +44,7 @@ class Residual:
             patching_map,
             patching.residual,
             residual_rows(patching.num_layers),
-            patching.clean_tokens,
+            patching.columns,
             row_title="residual stream",
             column_title="position (clean prompt's token)",
             what="the residual stream",
