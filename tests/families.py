@@ -20,6 +20,7 @@ features run on ``REPRESENTATIVES`` only; or transformers itself fails on the re
 from __future__ import annotations
 
 import argparse
+import copy
 import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -1372,6 +1373,32 @@ def _stack_layers(subject: Subject) -> int:
     return subject.lm.num_layers
 
 
+# Attention modules that combine their heads with a weight of their own ([width, head, head_dim]) rather than an
+# output projection module: the reference zeroes that weight's slice of the head in a copy of the model.
+HEADS_COMBINED_BY = {"XLNetRelativeAttention": "o"}
+
+
+def _combining_weight(layer: torch.nn.Module) -> tuple[torch.nn.Module, str] | None:
+    """The attention module inside ``layer`` that combines its heads with a weight of its own, and that weight's
+    name (``HEADS_COMBINED_BY``); None where there is none."""
+    found = [(m, HEADS_COMBINED_BY[type(m).__name__]) for m in layer.modules() if type(m).__name__ in HEADS_COMBINED_BY]
+    return found[0] if found else None
+
+
+def _without_head(subject: Subject, ids, layer: torch.nn.Module, head: int) -> torch.Tensor:
+    """[vocab] next-token log-probabilities of a copy of the reference model whose ``layer`` combines its heads
+    without ``head`` (that head's slice of the combining weight set to 0), run on the pass that predicts."""
+    attention, name = _combining_weight(layer)
+    path = next(path for path, module in subject.reference.named_modules() if module is attention)
+    model = copy.deepcopy(subject.reference)
+    with torch.no_grad():
+        getattr(model.get_submodule(path), name)[:, head] = 0.0
+    ids, extra = first_pass(subject, ids)
+    with torch.inference_mode(), reference_runs("own forward pass"):
+        logits = model(input_ids=ids, use_cache=False, **extra).logits[0, -1]
+    return torch.log_softmax(logits.float(), -1)
+
+
 def check_ablation(subject: Subject) -> Cell:
     """Head ablation: each head zeroed at its output projection's input, one plain run per head."""
     import explorer
@@ -1383,11 +1410,17 @@ def check_ablation(subject: Subject) -> Cell:
     decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
     heads = effects.logprobs.shape[1]
     layers = layer_calls(subject, ids, decoder_ids, effects.logprobs.shape[0], last=True)
-    patcher = Patcher(subject, layers)
+    patcher = (StreamsPatcher if first_pass(subject, ids)[1] else Patcher)(subject, layers)  # XLNet: its first pass
     plain = torch.log_softmax(patcher.logits(ids), -1)[effects.target_id]
     close("log p(target)", effects.baseline_logprob, plain, 1e-4)
     if any(projection is None for projection in patcher.projections):
-        return Cell(Y, "reference checks the unablated log-probability only")
+        if not all(_combining_weight(layer) for layer in layers):
+            return Cell(Y, "reference checks the unablated log-probability only")
+        expected = [
+            [_without_head(subject, ids, layer, head)[effects.target_id] for head in range(heads)] for layer in layers
+        ]
+        close("ablated log p(target)", effects.logprobs, np.array(expected, dtype=np.float64), 1e-4)
+        return Cell(Y)
     expected = [
         [
             torch.log_softmax(patcher.patched(ids, patcher.head({}, layer, head, heads)), -1)[effects.target_id]
@@ -1618,7 +1651,9 @@ on a prompt of 6 tokens (past the windows) and {new} new tokens:
 where log p jumps along the path (experts switching), each score within 1% of the change of a 4,096-point \
 integral of the gradient, and the page saying steps do not close the gap |
 | patching | each cell = one plain run patched by forward hooks (residual, MLP output, a head's slice) |
-| head ablation | each head zeroed at its output projection's input by a forward hook, one plain run per head |
+| head ablation | each head zeroed at its output projection's input by a forward hook, one plain run per head; \
+where the heads are combined by a weight of the attention's own (XLNet's `o`), that weight's slice of the head \
+set to 0 in a copy of the model |
 | input vectors | the Tokens page's check = what the first layer receives; its sum too, or the page says how far off |
 
 Marks: **Y** equals its reference; **error** the explorer refuses with a message saying why (an `explorer.errors`

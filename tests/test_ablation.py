@@ -399,13 +399,18 @@ def test_heads_computed_in_the_models_own_code_are_zeroed_at_their_output_projec
     assert families.check_ablation(families.subject_for(family, tmp_path)) == families.Cell(families.Y)
 
 
-def test_xlnet_says_its_heads_are_combined_in_its_own_code(tmp_path):
-    """XLNet's attention projects with weight parameters of its own ([hidden, head, head_dim]), not modules: no
-    module's input holds its heads side by side, so ablation refuses and names those weights, and patching repeats
-    why its heads' map is blank (the matrix's cells: head ablation a clear error, patching Y without the heads)."""
+def test_xlnet_switches_a_head_off_at_its_attention_weights_and_patching_says_why_it_cannot_replace_one(tmp_path):
+    """XLNet's attention combines its heads with a weight parameter of its own (``o``, [hidden, head, head_dim]), not
+    a module: no module's input holds the heads' outputs side by side. Its weights pass its attention dropout with
+    the heads side by side, so a head is switched off there: each ablated log-probability (read on the first pass
+    generate() prepares) equals a copy of the model with that head's slice of ``o`` set to 0 (the matrix's reference),
+    and no two heads give the same. Patching, which replaces a head's output, still says why it cannot."""
     from tests import families
 
     subject = families.subject_for("xlnet", tmp_path)
-    with pytest.raises(explorer.InputError, match=r"weights of its own code \(q, k, v, o, r, .*no hook can switch off"):
-        explorer.head_ablation_effects(subject.lm, families.PROMPT)
-    assert families.judge(families.check_ablation, subject).mark == families.ERROR
+    effects = explorer.head_ablation_effects(subject.lm, families.PROMPT)
+    assert families.check_ablation(subject) == families.Cell(families.Y)
+    assert len(set(effects.logprobs.ravel().tolist())) == effects.logprobs.size
+    assert not np.isclose(effects.logprobs, effects.baseline_logprob, rtol=0, atol=1e-6).any()
+    patched = explorer.patch(subject.lm, families.PROMPT, families.CORRUPTED, counterfactual="mat")
+    assert "no hook can replace one head's output (head ablation switches a head off" in patched.headless

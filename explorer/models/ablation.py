@@ -17,7 +17,10 @@ code (GPT-Neo, BLOOM, Falcon: nothing reaches the recording attention) is probed
 each attention module is the innermost call that returns a map ``output_attentions`` reports, and the heads are
 zeroed or edited in the input of its output projection (the heads concatenated, [batch, query, head × head_dim]:
 see ``_output_projection``), by a hook registered once that acts only within ``ablating`` or ``editing`` of the
-calling context.
+calling context. Where no module reads the heads' outputs side by side (XLNet combines them with a weight of its own,
+``o``), a head is switched off at its weights, in the module that passes them on with the heads side by side (its
+attention dropout; ``_passing_weights``): its output, their sum over the values, is then 0. That is exact for
+ablation; activation patching, which replaces a head's output, is refused there (``layout(edits=True)``).
 """
 
 from __future__ import annotations
@@ -48,24 +51,28 @@ class AttentionLayout:
     modules: dict[str, tuple[int, ...]]  # stack -> id(module) of each layer
     heads: dict[str, tuple[int, ...]]  # stack -> query heads of each layer
     refused: dict[str, str] = field(default_factory=dict)  # stack -> why its heads cannot be reached (plain words)
+    # stack -> why its heads are reached only at their weights (XLNet's): switched off exactly, never edited
+    weights_only: dict[str, str] = field(default_factory=dict)
 
 
 _layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _layouts_lock = threading.Lock()
 
 
-def layout(lm, *, shared: bool = False, stacks: Iterable[str] | None = None) -> AttentionLayout:
+def layout(lm, *, shared: bool = False, stacks: Iterable[str] | None = None, edits: bool = False) -> AttentionLayout:
     """The model's attention layout, probed once per model and shared by every thread. Where layers share one
     attention module (ALBERT), ablation by module would zero a head in every layer at once: refused unless
     ``shared`` (activation patching tells the layers apart by counting the module's calls). Refused too where a
-    stack of ``stacks`` (default: all) has heads no hook can reach (ProphetNet's decoder)."""
+    stack of ``stacks`` (default: all) has heads no hook can reach (ProphetNet's decoder), and with ``edits`` (a
+    head's output replaced: activation patching) where a stack's heads are reached only at their weights (XLNet)."""
     with _layouts_lock:  # one probe per model, even when many sessions ask at once
         found = _layouts.get(lm.model)
         if found is None:
             found = _layouts[lm.model] = _probe(lm)
-    for stack in found.refused if stacks is None else stacks:
-        if stack in found.refused:
-            raise Unsupported(lm, found.refused[stack])
+    out_of_reach = found.refused | (found.weights_only if edits else {})
+    for stack in out_of_reach if stacks is None else stacks:
+        if stack in out_of_reach:
+            raise Unsupported(lm, out_of_reach[stack])
     called = [module for stack_modules in found.modules.values() for module in stack_modules]
     if not shared and len(set(called)) != len(called):
         raise Unsupported(lm, "its layers share one attention module, so one layer cannot be ablated")
@@ -102,7 +109,7 @@ def _probe_projections(lm) -> AttentionLayout:
 
     with torch.inference_mode(), sites.record_calls(lm.model) as calls:
         maps = _returned_maps(lm.model(**_probe_inputs(lm), output_attentions=True))
-    modules, heads, used, refused = defaultdict(list), defaultdict(list), set(), {}
+    modules, heads, used, refused, weights_only = defaultdict(list), defaultdict(list), set(), {}, {}
     unreached = "no module of it returns its attention weights beside a projection"
     for weights in maps:
         attention = _returning(calls, weights, used)
@@ -110,17 +117,24 @@ def _probe_projections(lm) -> AttentionLayout:
             raise Unsupported(lm, unreached)
         stack = lm.stack_of_module.get(id(attention.module), _main_stack(lm))
         projection = _output_projection(calls, attention, weights)
-        if projection is None:  # this stack's heads are out of reach; the others' may still be ablated or patched
+        passing = None if projection is not None else _passing_weights(attention, weights)
+        if projection is None and passing is None:  # this stack's heads are out of reach; others' may not be
             refused[stack] = _no_projection(attention, weights.shape[1])
             continue
-        _hook_projection(projection, id(attention.module), weights.shape[1])
+        if projection is None:  # heads combined in its own code: switched off at their weights, never edited
+            weights_only[stack] = _no_projection(attention, weights.shape[1], zeroed=True)
+            _hook_weights(passing, id(attention.module), weights.shape[1])
+        else:
+            _hook_projection(projection, id(attention.module), weights.shape[1])
         modules[stack].append(id(attention.module))
         heads[stack].append(weights.shape[1])
     if not maps:
         if why := without_attention_layers(lm):
             raise NoHeads(f"Head ablation does not apply: {why}, so it has no attention heads to switch off.", why)
         raise Unsupported(lm, "it returns no attention weights")
-    return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()}, refused)
+    return AttentionLayout(
+        {s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()}, refused, weights_only
+    )
 
 
 def _probe_inputs(lm) -> dict:
@@ -177,10 +191,11 @@ def _permuted(returned: torch.Tensor, weights: torch.Tensor) -> bool:
     return same_axes and returned.data_ptr() == weights.data_ptr() and returned.numel() == weights.numel()
 
 
-def _no_projection(attention, heads: int) -> str:
+def _no_projection(attention, heads: int, *, zeroed: bool = False) -> str:
     """Why no hook reaches the heads of ``attention`` (a recorded call), in plain words: where its projections are
     weights of its own ([width, head, head_dim]: XLNet's q, k, v, o, r), the heads are combined in its own code and
-    never side by side in a module's input; those weights are named."""
+    never side by side in a module's input; those weights are named. ``zeroed``: its heads are switched off at their
+    weights instead, so only a head's output cannot be replaced."""
     width = attention.output.shape[-1] if attention.output is not None else None
     own = [
         name
@@ -192,7 +207,12 @@ def _no_projection(attention, heads: int) -> str:
     return (
         f"its attention ({type(attention.module).__name__}) projects with weights of its own code "
         f"({', '.join(own)}, each with an axis of its {heads} heads), not with modules: its heads are combined "
-        "inside that code, never side by side in a module's input, so no hook can switch off one head"
+        "inside that code, never side by side in a module's input, so no hook can "
+        + (
+            "replace one head's output (head ablation switches a head off at its attention weights)"
+            if zeroed
+            else "switch off one head"
+        )
     )
 
 
@@ -242,6 +262,40 @@ def _edit_projection_input(attention_id: int, num_heads: int, module, args):
     heads = concatenated.flatten(1, -2).unflatten(-1, (num_heads, -1))  # ProphetNet's streams: more query rows
     edited = recorder.edited_heads(attention_id, heads)
     return None if edited is None else (edited.reshape(concatenated.shape), *args[1:])
+
+
+def _passing_weights(attention, weights: torch.Tensor) -> torch.nn.Module | None:
+    """A module inside ``attention`` (a recorded call) that passes on, unchanged, the very weights the attention
+    returns, its heads side by side ([batch, head, query, key]: XLNet's attention dropout, before the weights are
+    summed over the values): zeroing a head's weights there zeroes its output exactly. None where there is none."""
+    passing = [
+        call
+        for call in attention.inner
+        if call.input is not None
+        and call.input.shape == weights.shape
+        and torch.equal(call.input, weights)
+        and call.output is not None
+        and torch.equal(call.output, call.input)
+    ]
+    return passing[0].module if passing else None
+
+
+_weights_hooked: weakref.WeakSet = weakref.WeakSet()
+
+
+def _hook_weights(module: torch.nn.Module, attention_id: int, num_heads: int) -> None:
+    if module not in _weights_hooked:
+        module.register_forward_hook(partial(_ablate_weights, attention_id, num_heads))
+        _weights_hooked.add(module)
+
+
+def _ablate_weights(attention_id: int, num_heads: int, module, args, output):
+    """The weights [batch, head, query, key] with this context's ablation applied (in every stream the attention
+    runs: XLNet's content and query streams pass theirs through the same module); other tensors the module passes
+    (XLNet's dropout also runs on the combined output, [query, batch, width]) as they are."""
+    if not isinstance(output, torch.Tensor) or output.dim() != 4 or output.shape[1] != num_heads:
+        return None
+    return recorder.ablated_weights(attention_id, output)
 
 
 class Unsupported(InputError):

@@ -21,7 +21,7 @@ from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_ENCODER_DECODER
 from explorer.models.capture import dtype_name
 from explorer.models.decoding import special_token_ids
-from explorer.models.distribution import prompt_ids
+from explorer.models.distribution import prediction_inputs, prompt_ids
 from explorer.models.tokens import token_labels
 
 ROWS_PER_PASS = 8  # single-head ablations per forward pass: bounds memory to 8 copies of one pass's activations
@@ -92,10 +92,14 @@ def _target(baseline: torch.Tensor, target_token: int | None) -> int:
 def _next_logprobs(lm, ids: torch.Tensor, rows: list[ablation.Ablation]) -> torch.Tensor:
     """[row, vocab] float32 on the CPU: next-token log-probabilities, row ``r`` with ``rows[r]`` ablated."""
     batch = ids.expand(len(rows), -1)
+    prepared = prediction_inputs(lm, ids)  # XLNet predicts at a position its first generation pass appends
     with torch.inference_mode(), recorder.ablating(ablation.keep_masks(lm, rows)):
         if lm.kind == KIND_ENCODER_DECODER:
             start = torch.full((len(rows), 1), special_token_ids(lm)["decoder_start"], device=ids.device)
             logits = lm.model(input_ids=batch, decoder_input_ids=start, use_cache=False).logits
+        elif prepared is not None:
+            rows_of = {name: value.expand(len(rows), *value.shape[1:]) for name, value in prepared.items()}
+            logits = lm.model(**rows_of, use_cache=False).logits
         else:
             logits = lm.model(input_ids=batch, use_cache=False, **last_position_only(lm.model)).logits
     return torch.log_softmax(logits[:, -1].to(device="cpu", dtype=torch.float32), dim=-1)

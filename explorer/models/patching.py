@@ -134,7 +134,7 @@ class _Model:
             missing = f"no call in its layer {mlps.index(None)} adds a feed-forward output to the residual stream"
             raise InputError(_not_applicable(lm, missing))
         try:
-            found = ablation.layout(lm, shared=True, stacks=(stack,))
+            found = ablation.layout(lm, shared=True, stacks=(stack,), edits=True)
         except ablation.Unsupported as error:  # heads out of reach: the residual stream and the MLPs are still patched
             return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=error.why, **layout)
         modules, heads = found.modules.get(stack, ()), found.heads.get(stack, ())

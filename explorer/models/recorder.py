@@ -175,6 +175,18 @@ def editing(edits: dict[int, Callable[[torch.Tensor], torch.Tensor]]) -> Iterato
         _edits.reset(token)
 
 
+def ablated_weights(module_id: int, weights: torch.Tensor) -> torch.Tensor | None:
+    """``weights`` [batch, head, query, key] of the attention module ``module_id`` with this context's ablation
+    applied, or None where it names none of its heads. A head's output is its weights' sum over the values, so zeroing
+    its weights zeroes its output exactly; activation patching's edits, which replace a head's output, do not apply
+    here (``explorer.models.ablation`` hooks this where no module reads the heads' outputs side by side)."""
+    keep = _keep.get()
+    if keep is None or module_id not in keep:
+        return None
+    mask = keep[module_id][:, :, None, None]
+    return torch.where(mask, weights, torch.zeros((), dtype=weights.dtype, device=weights.device))
+
+
 def edited_heads(module_id: int, output: torch.Tensor) -> torch.Tensor | None:
     """``output`` [batch, query, head, head_dim] of the attention module ``module_id`` with this context's ablation
     and edits applied, or None where neither names it. For models that compute attention in their own code, a hook
