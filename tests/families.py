@@ -22,8 +22,10 @@ from __future__ import annotations
 import argparse
 import copy
 import inspect
+import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -408,14 +410,26 @@ class ReferenceFailure(Exception):
 
 @contextmanager
 def reference_runs(what: str):
-    """Failures inside transformers' own code on the reference model become ``ReferenceFailure``; the hooks a
-    reference adds raise nothing of their own."""
+    """Failures inside the reference model's forward pass become ``ReferenceFailure``, saying whose they are:
+    transformers' own code, or a hook this file added (then the reference needs fixing, not the explorer)."""
     try:
         yield
     except Mismatch:
         raise
     except Exception as error:
-        raise ReferenceFailure(f"transformers' {what} fails: {type(error).__name__}: {_one_line(error)}") from error
+        # a hook of this file's that fails is the reference's fault, not the model's: said so
+        where = (
+            f"the reference's own hook fails in transformers' {what}"
+            if _raised_here(error)
+            else f"transformers' {what} fails"
+        )
+        raise ReferenceFailure(f"{where}: {type(error).__name__}: {_one_line(error)}") from error
+
+
+def _raised_here(error: Exception) -> bool:
+    """Whether ``error`` was raised in this file's code (a reference's hook), as its innermost frame says."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and frames[-1].filename == __file__
 
 
 def close(what: str, ours, theirs, atol: float = ATOL) -> None:
@@ -793,12 +807,16 @@ def layer_calls(subject: Subject, ids, decoder_ids, layers: int, last: bool) -> 
     return [record[0] for record in chosen for _ in range(record[3])]
 
 
+# A layer's output as the model returns it: the hidden states alone, or a tuple, or (OpenAI-GPT's Block) a list,
+# whose first item they are
 def _hidden(output):
-    return output[0] if isinstance(output, tuple) else output
+    return output[0] if isinstance(output, tuple | list) else output
 
 
 def _with_hidden(output, hidden):
-    return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+    if isinstance(output, tuple | list):
+        return type(output)((hidden, *output[1:]))
+    return hidden
 
 
 def _replace_last_call(module, calls: int, make):
@@ -1409,7 +1427,7 @@ def check_ablation(subject: Subject) -> Cell:
     ids = subject.ids(PROMPT)
     decoder_ids = subject.start() if subject.kind == ENCODER_DECODER else None
     heads = effects.logprobs.shape[1]
-    layers = layer_calls(subject, ids, decoder_ids, effects.logprobs.shape[0], last=True)
+    layers = _ablated_layers(subject, ids, decoder_ids, effects.logprobs.shape[0])
     patcher = (StreamsPatcher if first_pass(subject, ids)[1] else Patcher)(subject, layers)  # XLNet: its first pass
     plain = torch.log_softmax(patcher.logits(ids), -1)[effects.target_id]
     close("log p(target)", effects.baseline_logprob, plain, 1e-4)
@@ -1430,6 +1448,43 @@ def check_ablation(subject: Subject) -> Cell:
     ]
     close("ablated log p(target)", effects.logprobs, np.array(expected, dtype=np.float64), 1e-4)
     return Cell(Y)
+
+
+def _ablated_layers(subject: Subject, ids, decoder_ids, count: int) -> list:
+    """The ``count`` layers whose heads head ablation numbers, in order: those of the module list that runs them,
+    or, in a hybrid (Jamba's Mamba layers, Qwen3-Next's linear attention: no module list runs its attention layers
+    alone), the layers of the whole stack that return an attention map."""
+    try:
+        return layer_calls(subject, ids, decoder_ids, count, last=True)
+    except ReferenceFailure:
+        every = layer_calls(subject, ids, decoder_ids, _stack_layers(subject), last=True)
+    attending = _returning_maps(subject, ids, decoder_ids, every)
+    if len(attending) != count:
+        raise Mismatch(f"{count} layers of heads, the model returns attention maps from {len(attending)}")
+    return attending
+
+
+def _returning_maps(subject: Subject, ids, decoder_ids, layers: list) -> list:
+    """Those of ``layers`` (a stack's, in order) that attend: a module inside them outputs one of the attention
+    maps the model itself returns (``output_attentions``), the very tensor."""
+    produced, handles = {}, []
+    for layer in dict.fromkeys(layers):
+        for module in layer.modules():
+            keep = partial(_keep_outputs, produced.setdefault(id(layer), []))
+            handles.append(module.register_forward_hook(keep))
+    try:
+        out = subject.run(ids, decoder_ids, output_attentions=True)
+    finally:
+        for handle in handles:
+            handle.remove()
+    maps = getattr(out, "decoder_attentions" if subject.kind == ENCODER_DECODER else "attentions", None) or ()
+    return [layer for layer in layers if any(item is m for item in produced[id(layer)] for m in maps)]
+
+
+def _keep_outputs(found: list, module, args, output) -> None:
+    """The tensors ``module`` outputs, kept alive (an id alone could be reused by a later tensor)."""
+    items = output if isinstance(output, tuple | list) else (output,)
+    found.extend(item for item in items if isinstance(item, torch.Tensor))
 
 
 # -- the Tokens page's input vectors -----------------------------------------------------------------------------

@@ -414,3 +414,19 @@ def test_xlnet_switches_a_head_off_at_its_attention_weights_and_patching_says_wh
     assert not np.isclose(effects.logprobs, effects.baseline_logprob, rtol=0, atol=1e-6).any()
     patched = explorer.patch(subject.lm, families.PROMPT, families.CORRUPTED, counterfactual="mat")
     assert "no hook can replace one head's output (head ablation switches a head off" in patched.headless
+
+
+@pytest.mark.parametrize("family", ["jamba", "qwen3_next"])
+def test_a_hybrid_ablates_the_heads_of_its_attention_layers_only(tmp_path, family):
+    """Jamba (a Mamba layer, then an attention layer) and Qwen3-Next (linear attention, then full attention): head
+    ablation numbers the attention layers alone, and each ablated log-probability equals one plain run with that head
+    zeroed at the input of the output projection of the layer that returns the attention map (the matrix's
+    reference); no two heads give the same, and none leaves the prediction as it was."""
+    from tests import families
+
+    subject = families.subject_for(family, tmp_path)
+    effects = explorer.head_ablation_effects(subject.lm, families.PROMPT)
+    assert effects.logprobs.shape == (1, subject.reference.config.num_attention_heads)
+    assert families.check_ablation(subject) == families.Cell(families.Y)
+    assert len(set(effects.logprobs.ravel().tolist())) == effects.logprobs.size
+    assert not np.isclose(effects.logprobs, effects.baseline_logprob, rtol=0, atol=1e-6).any()

@@ -309,6 +309,16 @@ def test_the_lens_reads_the_layers_inputs_where_hidden_states_are_not_them(tmp_p
     assert families.check_lens(subject) == families.Cell(families.Y)
 
 
+def test_the_lens_reads_layers_that_return_a_list(tmp_path):
+    """OpenAI-GPT's layers return a list ([hidden states, attention maps]), not a tuple: the lens reads each layer's
+    stream through the model's own head as the matrix's reference does (that stream in place of the last layer's
+    output, the list rebuilt), and its last layer's top tokens are the model's own."""
+    from tests import families
+
+    subject = families.subject_for("openai-gpt", tmp_path)
+    assert families.check_lens(subject) == families.Cell(families.Y)
+
+
 def test_the_lens_reads_the_rows_the_head_reads(tmp_path):
     """ProphetNet's head reads its first predicting stream, the rows after its main stream: the lens reads those rows
     at every layer, as the matrix's reference does by putting each layer's whole input in place of the last layer's
