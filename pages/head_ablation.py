@@ -61,6 +61,8 @@ st.caption(
     + " "
     + views.ablation.method_caption(effects)
 )
+if numbering := views.ablation.numbering_caption(effects):
+    st.caption(numbering)
 
 if heads:
     shown = ", ".join(f"layer {layer} · head {head}" for layer, head in heads)

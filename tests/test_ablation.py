@@ -430,3 +430,19 @@ def test_a_hybrid_ablates_the_heads_of_its_attention_layers_only(tmp_path, famil
     assert families.check_ablation(subject) == families.Cell(families.Y)
     assert len(set(effects.logprobs.ravel().tolist())) == effects.logprobs.size
     assert not np.isclose(effects.logprobs, effects.baseline_logprob, rtol=0, atol=1e-6).any()
+
+
+def test_a_hybrids_ablation_map_says_which_of_the_models_layers_its_rows_are(tmp_path):
+    """Jamba's first layer is a Mamba layer, with no heads: the map counts its attention layers only, and says that
+    its layer 0 is the model's layer 1 (its config's ``layer_types``)."""
+    from explorer import views
+    from tests import families
+
+    subject = families.subject_for("jamba", tmp_path)
+    effects = explorer.head_ablation_effects(subject.lm, families.PROMPT)
+    types = subject.lm.model.config.layer_types
+    with_maps = [number for number, kind in enumerate(types) if kind == "full_attention"]
+    assert effects.logprobs.shape[0] == len(with_maps) and effects.layer_numbers.tolist() == with_maps == [1]
+    assert views.ablation.numbering_caption(effects).endswith("the map's layer 0 is its layer 1.")
+    gpt2 = explorer.head_ablation_effects(families.subject_for("gpt2", tmp_path).lm, families.PROMPT)
+    assert gpt2.layer_numbers is None and views.ablation.numbering_caption(gpt2) == ""

@@ -630,3 +630,25 @@ def test_views_of_a_stack_with_layers_left_out_name_the_model_s_own_layers(tmp_p
     assert '"layer":2,"heads":[0],"include_layers":[2]' in bertviz.html(cap)
     model_view = views.attention.BertViz(lm.name, "the cat sat on the mat", which="model").html(cap)
     assert '"include_layers":[0,2]' in model_view
+
+
+@pytest.mark.parametrize("family", ["jamba", "qwen3_next"])
+def test_a_hybrid_keeps_the_model_s_own_layer_numbers_and_says_which_layers_have_no_attention(tmp_path, family):
+    """A hybrid's layers without attention (Jamba's Mamba layer, Qwen3-Next's linear attention) form no weights, so
+    only its attention layers are captured: they keep the model's own numbers (its config's ``layer_types``), each
+    equal to the map its own output_attentions returns for it, and a note names the others."""
+    from tests.families import build_family
+
+    lm = explorer.load_model(build_family(family, tmp_path / family), device=DEVICE)
+    cap = explorer.capture(lm, TEXT)
+    with torch.inference_mode():
+        own = lm.model(**lm.tokenizer(TEXT, return_tensors="pt").to(DEVICE), output_attentions=True).attentions
+    types = lm.model.config.layer_types
+    with_maps = [number for number, kind in enumerate(types) if kind == "full_attention"]
+    without = [number for number, kind in enumerate(types) if kind != "full_attention"]
+    assert without and len(own) == len(with_maps)
+    assert [cap.main.layer_number(i) for i in range(cap.main.num_layers)] == with_maps
+    said = f"Layer {', '.join(map(str, without))} of its decoder forms no attention weights over the tokens"
+    assert any(note.startswith(said) for note in cap.notes), cap.notes
+    for index, layer in enumerate(own):
+        np.testing.assert_allclose(cap.main.attentions[index], layer[0].cpu().numpy(), atol=1e-5, rtol=0)

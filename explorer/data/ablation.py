@@ -28,6 +28,8 @@ class HeadAblationEffects(Displayed):
                               smallest change in log-probability that is more than rounding
     batch_sizes               the rows of each forward pass that ablated heads (one head zeroed per row), in
                               order; one plain pass before them read ``baseline_logprob``
+    layer_numbers             [layer] int or None: the model's own number of each layer of the map, where some of
+                              its layers have no attention (a hybrid's); the map counts only those that have
     """
 
     model_name: str
@@ -41,6 +43,7 @@ class HeadAblationEffects(Displayed):
     top_tokens: tuple[tuple[str, ...], ...]
     dtype: str = "float32"
     batch_sizes: tuple[int, ...] = ()
+    layer_numbers: np.ndarray | None = None
 
     def __post_init__(self):
         freeze_arrays(self)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections import defaultdict
 
 import numpy as np
@@ -74,7 +75,7 @@ def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start)
         notes = (WEIGHTS_ONLY_NOTE, *notes)
     else:
         stacks, hidden_states = _assemble(lm, calls, hidden, tokens, target_tokens)
-        notes = _quirk_notes(calls)
+        notes = _quirk_notes(calls) + _layers_without_attention_notes(lm, calls)
     notes += _stream_notes(lm.model.config, stacks) + lm.notes
     return AttentionCapture(
         model_name=lm.name,
@@ -237,10 +238,58 @@ def _assemble(lm, calls, hidden, tokens, target_tokens) -> tuple[dict[str, Atten
             {field: array for (stack, field), array in host.items() if stack == name},
             stack_calls,
             *token_axes[name],
+            layer_numbers=own_layer_numbers(lm.model, [call.module for call in stack_calls]),
         )
         for name, stack_calls in by_stack.items()
     }
     return stacks, host.get(HIDDEN)
+
+
+def own_layer_numbers(model, modules) -> list[int] | None:
+    """The model's own number of the layer each of ``modules`` (one attention module per captured layer, in order)
+    sits in, where they are not all its layers (a hybrid's layers without attention, Jamba's Mamba layers or
+    MiniMax's linear ones, are not captured), else None: the index under the nearest module list above each module
+    in the model's graph."""
+    names = {id(module): name for name, module in model.named_modules()}
+    found = [_index_in_list(model, names.get(id(module), "")) for module in modules]
+    if not found or None in found or len({length for _, length in found}) != 1:
+        return None
+    numbers = [number for number, _ in found]
+    increasing = all(a < b for a, b in itertools.pairwise(numbers))  # ALBERT calls one module 12 times
+    return numbers if increasing and len(numbers) < found[0][1] else None
+
+
+def _index_in_list(model, path: str) -> tuple[int, int] | None:
+    """(index, length) of the nearest module list above the module at ``path``, or None."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        parent = model.get_submodule(".".join(parts[:cut]))
+        if isinstance(parent, torch.nn.ModuleList) and parts[cut].isdigit():
+            return int(parts[cut]), len(parent)
+    return None
+
+
+def _layers_without_attention_notes(lm, calls) -> tuple[str, ...]:
+    """Which layers of a stack are not shown because they have no attention (a hybrid's), in the visitor's words."""
+    by_stack: dict[str, list] = defaultdict(list)
+    for call in calls:
+        by_stack[lm.stack_of_module.get(id(call.module), _default_stack(lm))].append(call.module)
+    names = {id(module): name for name, module in lm.model.named_modules()}
+    notes = []
+    for stack, modules in by_stack.items():
+        kept = own_layer_numbers(lm.model, modules)
+        if kept is None:
+            continue
+        total = _index_in_list(lm.model, names[id(modules[0])])[1]
+        missing = [number for number in range(total) if number not in kept]
+        notes.append(
+            f"Layer{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of its {stack} "
+            f"{'form' if len(missing) > 1 else 'forms'} no attention weights over the tokens (a state-space, "
+            "recurrent or linear-attention layer mixes them another way), so "
+            f"{'they are' if len(missing) > 1 else 'it is'} not shown; the layers shown keep the model's own numbers "
+            f"({', '.join(map(str, kept))})."
+        )
+    return tuple(notes)
 
 
 def _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens):
@@ -625,8 +674,11 @@ def _widths(tensors) -> np.ndarray | None:
     return None if (widths == widths[0]).all() else widths
 
 
-def stack_from_host(arrays: dict[str, np.ndarray], calls, query_tokens, key_tokens) -> AttentionStack:
-    """An ``AttentionStack`` from the host arrays of ``layer_tensors`` and what the calls say besides."""
+def stack_from_host(
+    arrays: dict[str, np.ndarray], calls, query_tokens, key_tokens, *, layer_numbers=None
+) -> AttentionStack:
+    """An ``AttentionStack`` from the host arrays of ``layer_tensors`` and what the calls say besides;
+    ``layer_numbers``: the model's own number of each layer, where some of its layers are not captured."""
     layer_masks = arrays["masks"]
     same_mask = bool((layer_masks == layer_masks[0]).all())
     kv_head_of_query, layer_kv_head_of_query = _layer_kv_heads(calls)
@@ -649,6 +701,7 @@ def stack_from_host(arrays: dict[str, np.ndarray], calls, query_tokens, key_toke
         layer_kv_head_of_query=layer_kv_head_of_query,
         head_dims=_widths([call.query for call in calls]),
         value_dims=_widths([call.value for call in calls]),
+        layer_numbers=_renumbered(layer_numbers),
     )
 
 

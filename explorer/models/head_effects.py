@@ -19,7 +19,7 @@ from explorer.data.ablation import HeadAblationEffects
 from explorer.errors import InputError
 from explorer.models import ablation, recorder
 from explorer.models.architectures import KIND_ENCODER_DECODER
-from explorer.models.capture import dtype_name
+from explorer.models.capture import dtype_name, own_layer_numbers
 from explorer.models.decoding import special_token_ids
 from explorer.models.distribution import prediction_inputs, prompt_ids
 from explorer.models.tokens import token_labels
@@ -66,7 +66,15 @@ def head_ablation_effects(
         top_tokens=tuple(token_labels(lm.tokenizer, row) for row in top_ids),
         dtype=dtype_name(lm.model),
         batch_sizes=tuple(batch_sizes),
+        layer_numbers=_own_numbers(lm, stack),
     )
+
+
+def _own_numbers(lm, stack: str) -> np.ndarray | None:
+    """The model's own number of each layer the map counts, where some of its layers have no attention."""
+    by_id = {id(module): module for module in lm.model.modules()}
+    numbers = own_layer_numbers(lm.model, [by_id[module] for module in ablation.layout(lm).modules[stack]])
+    return None if numbers is None else np.asarray(numbers, dtype=np.int64)
 
 
 def _heads_of(lm, stack: str) -> list[tuple[str, int, int]]:

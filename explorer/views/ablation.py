@@ -105,3 +105,15 @@ def summary(effects: HeadAblationEffects) -> str:
         f"{effects.baseline_logprob:.2f}); ablating layer {layer}, head {head} alone costs it the most "
         f"({float(effects.changes[layer, head]):+.3f})"
     )
+
+
+def numbering_caption(effects: HeadAblationEffects) -> str:
+    """How the map counts its layers, where that is not the model's own count ("" where it is): a hybrid's layers
+    without attention have no heads to ablate, so the map's layer 0 is the first layer that has attention."""
+    if effects.layer_numbers is None:
+        return ""
+    pairs = ", ".join(f"{index} is its layer {int(number)}" for index, number in enumerate(effects.layer_numbers))
+    return (
+        "The map counts only the model's layers with attention, the others forming no attention weights (a "
+        f"state-space, recurrent or linear-attention layer): the map's layer {pairs}."
+    )
