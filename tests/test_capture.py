@@ -652,3 +652,5 @@ def test_a_hybrid_keeps_the_model_s_own_layer_numbers_and_says_which_layers_have
     assert any(note.startswith(said) for note in cap.notes), cap.notes
     for index, layer in enumerate(own):
         np.testing.assert_allclose(cap.main.attentions[index], layer[0].cpu().numpy(), atol=1e-5, rtol=0)
+    decoded = explorer.decode(lm, TEXT, max_new_tokens=2, strategy="greedy", record_attention=True)
+    assert decoded.attention["decoder"].layer_numbers.tolist() == with_maps  # attention while generating, too

@@ -705,9 +705,9 @@ def stack_from_host(
     )
 
 
-def _stack(calls, query_tokens, key_tokens) -> AttentionStack:
+def _stack(calls, query_tokens, key_tokens, *, layer_numbers=None) -> AttentionStack:
     """One stack from its calls alone (the stitched attention of a decoding)."""
-    return stack_from_host(to_host(layer_tensors(calls)), calls, query_tokens, key_tokens)
+    return stack_from_host(to_host(layer_tensors(calls)), calls, query_tokens, key_tokens, layer_numbers=layer_numbers)
 
 
 def _allowed(call) -> torch.Tensor:

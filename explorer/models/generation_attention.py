@@ -26,7 +26,7 @@ import torch
 
 from explorer.data import STACK_CROSS, STACK_DECODER, STACK_ENCODER, AttentionStack
 from explorer.errors import InputError, NotApplicable
-from explorer.models.capture import _stack
+from explorer.models.capture import _stack, own_layer_numbers
 from explorer.models.tokens import token_labels
 from explorer.models.transfer import to_host
 
@@ -48,7 +48,8 @@ def stitch(lm, calls, sequence: list[int], prompt_ids: list[int], seq2seq: bool)
     stacks = {}
     for name, modules in by_stack.items():
         layers = [_stitch_calls(module_calls, causal=name == STACK_DECODER) for module_calls in modules.values()]
-        stacks[name] = _stack(layers, *axes[name])
+        numbers = own_layer_numbers(lm.model, [module_calls[0].module for module_calls in modules.values()])
+        stacks[name] = _stack(layers, *axes[name], layer_numbers=numbers)  # a hybrid's: the model's own numbers
     return stacks
 
 
