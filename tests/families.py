@@ -1123,9 +1123,8 @@ class Patcher:
                 hook = _on_call(nth, _output_keeper(found, ("mlp", index)))
                 handles.append(self.mlps[index].register_forward_hook(hook))
             if self.projections[index] is not None:
-                handles.append(
-                    self.projections[index].register_forward_pre_hook(_on_call(nth, _input_keeper(found, index)))
-                )
+                keeper = _on_call(self.call(index, every=True), _input_keeper(found, index))
+                handles.append(self.projections[index].register_forward_pre_hook(keeper))
         last = _on_call(self.call(len(self.layers) - 1), _output_keeper(found, ("in", len(self.layers))))
         handles.append(self.layers[-1].register_forward_hook(last))
         try:
@@ -1165,14 +1164,19 @@ class Patcher:
         return self.mlps[layer].register_forward_hook(hook)
 
     def head(self, clean, layer: int, head: int, heads: int, value=None):
+        """The head's slice of its output projection's input zeroed, or, with ``value`` (the clean run's inputs,
+        one per call), replaced call by call: where a layer runs its projection more than once (Pegasus-X's encoder,
+        on its global tokens, then on the text's), its k-th call by the clean run's k-th."""
+        values = iter(value or ())
+
         def hook(module, args):
             patched = args[0].clone()
             width = patched.shape[-1] // heads
             cut = slice(head * width, (head + 1) * width)
-            patched[..., cut] = 0.0 if value is None else value[..., cut]
+            patched[..., cut] = 0.0 if value is None else next(values)[..., cut]
             return (patched, *args[1:])
 
-        return self.projections[layer].register_forward_pre_hook(_on_call(self.call(layer, value is None), hook))
+        return self.projections[layer].register_forward_pre_hook(_on_call(self.call(layer, every=True), hook))
 
 
 class StreamsPatcher(Patcher):
@@ -1278,8 +1282,10 @@ def _output_keeper(found, key):
 
 
 def _input_keeper(found, index):
+    """Each call's input, in order (a layer that runs its projection more than once: Pegasus-X's encoder)."""
+
     def hook(module, args):
-        found["heads", index] = args[0].clone()
+        found.setdefault(("heads", index), []).append(args[0].clone())
 
     return hook
 
