@@ -148,9 +148,11 @@ def _probe_projections(lm, stacks: tuple[str, ...] = ()) -> AttentionLayout:
     from explorer.models.capture import without_attention_layers  # capture imports this module
 
     with torch.inference_mode(), sites.record_calls(lm.model) as calls:
-        maps = _returned_maps(lm.model(**_probe_inputs(lm), output_attentions=True), stacks)
+        out = lm.model(**_probe_inputs(lm), output_attentions=True)
+    maps, unmapped = _returned_maps(out, stacks), _unmapped_stacks(out, stacks)
     if stacks and not maps:  # those stacks return no maps: nothing leads a hook to their heads
-        return AttentionLayout({}, {}, unreached=dict.fromkeys(stacks, "it returns no attention weights for it"))
+        none = "it returns no attention weights for it"
+        return AttentionLayout({}, {}, unreached={stack: unmapped.get(stack, none) for stack in stacks})
     modules, heads, used, refused, weights_only = defaultdict(list), defaultdict(list), set(), {}, {}
     projection_calls = defaultdict(list)
     unreached = "no module of it returns its attention weights beside a projection"
@@ -186,6 +188,7 @@ def _probe_projections(lm, stacks: tuple[str, ...] = ()) -> AttentionLayout:
         refused,
         weights_only,
         several,
+        {s: why for s, why in unmapped.items() if s not in modules},
     )
 
 
@@ -208,6 +211,25 @@ def _returned_maps(out, stacks: tuple[str, ...] = ()) -> list[torch.Tensor]:
         for layer in layers
         if (found := _one_map(layer)) is not None
     ]
+
+
+def _unmapped_stacks(out, stacks: tuple[str, ...] = ()) -> dict[str, str]:
+    """{stack: why its heads are not found}, for an encoder-decoder's stacks (of ``stacks``, where named) that return
+    their layers in another layout than one map per head (LongT5's local blocks): the probe finds the module that
+    computes a stack's heads by the map it returns."""
+    found = {}
+    for key, layers in out.items():
+        stack = _STACK_OF_OUTPUT.get(key)
+        if stack is None or (stacks and stack not in stacks) or not isinstance(layers, tuple | list):
+            continue
+        other = next((layer for layer in layers if layer is not None and _one_map(layer) is None), None)
+        if other is not None:
+            kind = f"{other.dim()}-dimensional tensors" if isinstance(other, torch.Tensor) else type(other).__name__
+            found[stack] = (
+                f"its {stack} returns its attention weights as {kind}, not as maps [batch, head, query, key], by "
+                "which the module that computes its heads is found"
+            )
+    return found
 
 
 def _one_map(layer) -> torch.Tensor | None:
