@@ -443,7 +443,8 @@ def test_concurrent_calls_do_not_see_each_others_hooks(models):
 # window multiple; BigBird switches itself to full attention (loaded as it runs, its heads are patched too);
 # ProphetNet's encoder is patched though its decoder's n-gram heads are out of reach; XLNet predicts at a position
 # its generation appends (its query stream there: the test below), its heads combined in its own code; Pegasus-X's
-# global-local encoder (its own code, beside a recorded decoder) has its heads patched at its output projection.
+# global-local encoder (its own code, beside a recorded decoder) has its heads patched at its output projection;
+# LongT5's local encoder returns blocks, not maps per head, and its note says so.
 UNUSUAL = {
     "albert": "reference checks the residual stream only",  # its heads and MLP: the test below
     "llama4_text": "a change in the last chunk",
@@ -454,6 +455,7 @@ UNUSUAL = {
     "prophetnet": "",
     "xlnet": "heads refused in layer 0, 1: The heads of",
     "pegasus_x": "",
+    "longt5": "its encoder returns its attention weights as 5-dimensional tensors, not as maps",
 }
 
 
