@@ -578,14 +578,19 @@ def test_attention_returned_as_a_pair_of_streams_is_said_not_to_apply(families, 
     assert any("attend to later ones" in note for note in trace.notes), trace.notes
 
 
-def test_attention_while_decoding_leaves_out_an_encoder_returned_as_dicts_and_says_so(tmp_path):
-    """Pegasus-X's encoder returns dicts of global and block-local maps: its decoder and cross attention while
-    decoding equal one eager pass over what it generated (the matrix's check), and a note says the encoder's
-    attention is left out."""
+def test_attention_while_decoding_lays_out_an_encoder_returned_as_dicts(tmp_path):
+    """Pegasus-X's encoder returns dicts of global and block-local maps (issue 40: left out before): while decoding,
+    its text rows are laid out at their keys as capture lays them out, equal to the model's own dicts laid out by
+    the matrix's reference, one by one; the global tokens' share is said; decoder and cross attention as before."""
     from tests import families
 
     subject = families.subject_for("pegasus_x", tmp_path)
     assert families.check_record_attention(subject) == families.Cell(families.Y)
     trace = explorer.decode(subject.lm, families.PROMPT, strategy="greedy", max_new_tokens=2, record_attention=True)
-    assert set(trace.attention) == {"decoder", "cross"}
-    assert any("encoder attention is left out" in note for note in trace.notes), trace.notes
+    assert set(trace.attention) == {"encoder", "decoder", "cross"}
+    prompt = torch.as_tensor(trace.prompt_ids)[None]
+    out = subject.run(prompt, subject.start(), output_attentions=True, use_cache=False)
+    expected = families._global_local_text_rows(subject, out.encoder_attentions, prompt.shape[1])
+    np.testing.assert_allclose(trace.attention["encoder"].attentions, expected, atol=1e-6)
+    assert trace.attention["encoder"].key_tokens == trace.attention["cross"].key_tokens
+    assert any("global tokens take" in note for note in trace.notes), trace.notes

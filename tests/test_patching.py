@@ -443,7 +443,9 @@ def test_concurrent_calls_do_not_see_each_others_hooks(models):
 # window multiple; BigBird switches itself to full attention (loaded as it runs, its heads are patched too);
 # ProphetNet's encoder is patched though its decoder's n-gram heads are out of reach; XLNet predicts at a position
 # its generation appends (its query stream there: the test below), its heads combined in its own code; OpenAI-GPT's
-# layers return a list, not a tuple (its heads and MLP patched too).
+# layers return a list, not a tuple (its heads and MLP patched too); Pegasus-X's global-local encoder (its own code,
+# beside a recorded decoder) has its heads patched at its output projection; LongT5's local encoder returns blocks,
+# not maps per head, and its note says so.
 UNUSUAL = {
     "albert": "reference checks the residual stream only",  # its heads and MLP: the test below
     "llama4_text": "a change in the last chunk",
@@ -454,6 +456,8 @@ UNUSUAL = {
     "prophetnet": "",
     "xlnet": "heads refused in layer 0, 1: The heads of",
     "openai-gpt": "",
+    "pegasus_x": "",
+    "longt5": "its encoder returns its attention weights as 5-dimensional tensors, not as maps",
 }
 
 
@@ -550,3 +554,62 @@ def test_a_summary_names_only_the_sites_a_model_has_and_says_why_the_rest_are_bl
     mamba_line = views.patching.summary(mamba)
     assert "recovers the most alone" not in mamba_line and "the MLP:" not in mamba_line
     assert mamba_line.endswith("m has no attention.")
+
+
+# -- Pegasus-X's global-local encoder ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pegasus_x(tmp_path_factory):
+    """The matrix's tiny Pegasus-X with weights drawn wider (std 0.3): its heads move the logit difference by far
+    more than the matrix's tolerance, so a head patched in one call of its output projection alone fails."""
+    from tests import families
+
+    model, tokenizer = families.build("pegasus_x")
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for weight in (p for p in model.parameters() if p.dim() == 2):
+            weight.normal_(0, 0.3)
+    folder = tmp_path_factory.mktemp("pegasus_x")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    subject = families.Subject("pegasus_x", families.FAMILIES["pegasus_x"].kind, model, tokenizer)
+    subject.lm = explorer.load_model(str(folder), device="cpu")
+    return subject
+
+
+def test_pegasus_x_patches_each_encoder_head_in_both_calls_of_its_output_projection(pegasus_x):
+    """Pegasus-X's encoder attention runs in its own code (its decoder's reaches the recording attention) and runs
+    its output projection twice per layer, on its global tokens and then on the text's tokens, the heads side by side
+    in its input both times (issue 40: its heads were refused). Each head cell equals one run of the plain model with
+    that head's slice replaced by the clean run's in each call (the matrix's reference), and the page says what a
+    head's cell patches."""
+    from tests import families
+
+    assert families.check_patching(pegasus_x) == families.Cell(families.Y)
+    found = explorer.patch(pegasus_x.lm, families.PROMPT, families.CORRUPTED, answer=1, counterfactual=2)
+    assert np.isfinite(found.heads).all() and found.heads.shape == (2, 4) and not found.headless
+    assert "output projection 2 times" in found.streams and "32 and 8 rows" in found.streams
+    assert found.verification() <= 1e-3
+
+
+def test_pegasus_x_encoder_heads_are_ablated_in_both_calls_of_their_output_projection(pegasus_x):
+    """A head of Pegasus-X's encoder switched off is zeroed in both calls of its output projection (the global tokens'
+    and the text's): each head's ablated log-probability equals a plain run with that head's slice zeroed by a hook
+    on every call."""
+    from tests import families
+
+    effects = explorer.head_ablation_effects(pegasus_x.lm, families.PROMPT, stack="encoder")
+    ids = pegasus_x.ids(families.PROMPT)
+    layers = families.layer_calls(pegasus_x, ids, pegasus_x.start(), effects.logprobs.shape[0], last=False)
+    patcher = families.Patcher(pegasus_x, layers)
+    heads = effects.logprobs.shape[1]
+    expected = [
+        [
+            float(torch.log_softmax(patcher.patched(ids, patcher.head({}, layer, head, heads)), -1)[effects.target_id])
+            for head in range(heads)
+        ]
+        for layer in range(len(layers))
+    ]
+    np.testing.assert_allclose(effects.logprobs, expected, atol=1e-4)
+    assert np.ptp(effects.logprobs) > 1e-2  # the heads matter: a check that could fail

@@ -49,8 +49,9 @@ class Patching(Displayed):
     headless                          why rows of ``heads`` are NaN, in the visitor's words ("" where none is)
     predicted                         labels of the columns of ``residual`` after the text's: the positions the
                                       model predicts at, appended by its generation (XLNet's; () for most models)
-    streams                           what a cell patches where layers carry more than one stream, in the
-                                      visitor's words ("" where they carry one)
+    streams                           what a cell patches where layers carry more than one stream, or run
+                                      their attention's output projection more than once (a head patched in
+                                      each call), in the visitor's words ("" where neither)
     """
 
     model_name: str

@@ -20,7 +20,10 @@ see ``_output_projection``), by a hook registered once that acts only within ``a
 calling context. Where no module reads the heads' outputs side by side (XLNet combines them with a weight of its own,
 ``o``), a head is switched off at its weights, in the module that passes them on with the heads side by side (its
 attention dropout; ``_passing_weights``): its output, their sum over the values, is then 0. That is exact for
-ablation; activation patching, which replaces a head's output, is refused there (``layout(edits=True)``).
+ablation; activation patching, which replaces a head's output, is refused there (``layout(edits=True)``). An
+encoder-decoder with one stack in its own code beside stacks that reach the recording attention (Pegasus-X's
+global-local encoder, which returns its maps as a dict per layer) has that stack probed the same way; its output
+projection, run on the global tokens and then on the text's, is hooked on both calls.
 """
 
 from __future__ import annotations
@@ -53,6 +56,12 @@ class AttentionLayout:
     refused: dict[str, str] = field(default_factory=dict)  # stack -> why its heads cannot be reached (plain words)
     # stack -> why its heads are reached only at their weights (XLNet's): switched off exactly, never edited
     weights_only: dict[str, str] = field(default_factory=dict)
+    # stack -> how often each layer's attention runs its output projection, where that is not once: Pegasus-X's
+    # encoder runs it on its global tokens, then on the text's tokens (a head's output is in both)
+    projection_calls: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # stack -> why no hook reaches its heads, for a stack left out beside recorded ones (not refused: ablating the
+    # recorded stacks' heads still works)
+    unreached: dict[str, str] = field(default_factory=dict)
 
 
 _layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -100,19 +109,58 @@ def _probe(lm) -> AttentionLayout:
     called = [module for stack_modules in modules.values() for module in stack_modules]
     if not called:
         return _probe_projections(lm)
-    return AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
+    recorded = AttentionLayout({s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()})
+    unrecorded = _unrecorded_stacks(lm, recorded)
+    return _joined(recorded, _probe_projections(lm, unrecorded)) if unrecorded else recorded
 
 
-def _probe_projections(lm) -> AttentionLayout:
-    """The layout of a model whose attention runs in its own code, with a hook on each output projection."""
+# The stack whose maps each output of an encoder-decoder holds.
+_STACK_OF_OUTPUT = {
+    "encoder_attentions": STACK_ENCODER,
+    "decoder_attentions": STACK_DECODER,
+    "cross_attentions": STACK_CROSS,
+}
+
+
+def _unrecorded_stacks(lm, recorded: AttentionLayout) -> tuple[str, ...]:
+    """The stacks of an encoder-decoder whose attention runs in its own code beside others that reach the recording
+    attention (Pegasus-X's global-local encoder beside its decoder): their heads are probed at their projections."""
+    if lm.kind != KIND_ENCODER_DECODER:
+        return ()
+    return tuple(stack for stack in _STACK_OF_OUTPUT.values() if stack not in recorded.modules)
+
+
+def _joined(recorded: AttentionLayout, probed: AttentionLayout) -> AttentionLayout:
+    """The recorded stacks and those reached at their projections. A probed stack whose heads no hook reaches is
+    left out, not refused: refusing would refuse ablating the recorded stacks' heads too."""
+    return AttentionLayout(
+        recorded.modules | probed.modules,
+        recorded.heads | probed.heads,
+        weights_only=probed.weights_only,
+        projection_calls=probed.projection_calls,
+        unreached=probed.unreached | probed.refused,
+    )
+
+
+def _probe_projections(lm, stacks: tuple[str, ...] = ()) -> AttentionLayout:
+    """The layout of a model whose attention runs in its own code, with a hook on each output projection; only the
+    maps of ``stacks`` where named (an encoder-decoder's stacks that the recording attention does not reach)."""
     from explorer.models.capture import without_attention_layers  # capture imports this module
 
     with torch.inference_mode(), sites.record_calls(lm.model) as calls:
-        maps = _returned_maps(lm.model(**_probe_inputs(lm), output_attentions=True))
+        out = lm.model(**_probe_inputs(lm), output_attentions=True)
+    maps, unmapped = _returned_maps(out, stacks), _unmapped_stacks(out, stacks)
+    if stacks and not maps:  # those stacks return no maps: nothing leads a hook to their heads
+        none = "it returns no attention weights for it"
+        return AttentionLayout({}, {}, unreached={stack: unmapped.get(stack, none) for stack in stacks})
     modules, heads, used, refused, weights_only = defaultdict(list), defaultdict(list), set(), {}, {}
+    projection_calls = defaultdict(list)
     unreached = "no module of it returns its attention weights beside a projection"
     for weights in maps:
         attention = _returning(calls, weights, used)
+        if attention is None and stacks:  # one of the stacks probed beside recorded ones: left out, as unreached
+            refused.update({stack: unreached for stack in stacks if stack not in modules})
+            continue
         if attention is None:
             raise Unsupported(lm, unreached)
         stack = lm.stack_of_module.get(id(attention.module), _main_stack(lm))
@@ -128,12 +176,19 @@ def _probe_projections(lm) -> AttentionLayout:
             _hook_projection(projection, id(attention.module), weights.shape[1])
         modules[stack].append(id(attention.module))
         heads[stack].append(weights.shape[1])
+        projection_calls[stack].append(max(1, sum(c.module is projection for c in attention.inner)))
     if not maps:
         if why := without_attention_layers(lm):
             raise NoHeads(f"Head ablation does not apply: {why}, so it has no attention heads to switch off.", why)
         raise Unsupported(lm, "it returns no attention weights")
+    several = {s: tuple(c) for s, c in projection_calls.items() if set(c) != {1}}
     return AttentionLayout(
-        {s: tuple(m) for s, m in modules.items()}, {s: tuple(h) for s, h in heads.items()}, refused, weights_only
+        {s: tuple(m) for s, m in modules.items()},
+        {s: tuple(h) for s, h in heads.items()},
+        refused,
+        weights_only,
+        several,
+        {s: why for s, why in unmapped.items() if s not in modules},
     )
 
 
@@ -144,16 +199,43 @@ def _probe_inputs(lm) -> dict:
     return {"input_ids": ids, **({"use_cache": False} if lm.kind == KIND_DECODER else {})}
 
 
-def _returned_maps(out) -> list[torch.Tensor]:
-    """Every attention map the forward returned: [batch, head, query, key] each (ProphetNet's n-gram streams come
-    as [batch, stream, head, query, key]: not one map per head, left out)."""
+def _returned_maps(out, stacks: tuple[str, ...] = ()) -> list[torch.Tensor]:
+    """Every attention map the forward returned (of ``stacks`` only, where named): [batch, head, query, key] each
+    (ProphetNet's n-gram streams come as [batch, stream, head, query, key]: not one map per head, left out). A layer
+    returned as a dict of maps (Pegasus-X's global tokens' and local blocks', one call's) is its first such map."""
     return [
-        layer
+        found
         for key, layers in out.items()
         if key.endswith("attentions") and isinstance(layers, tuple | list)
+        if not stacks or _STACK_OF_OUTPUT.get(key) in stacks
         for layer in layers
-        if isinstance(layer, torch.Tensor) and layer.dim() == 4
+        if (found := _one_map(layer)) is not None
     ]
+
+
+def _unmapped_stacks(out, stacks: tuple[str, ...] = ()) -> dict[str, str]:
+    """{stack: why its heads are not found}, for an encoder-decoder's stacks (of ``stacks``, where named) that return
+    their layers in another layout than one map per head (LongT5's local blocks): the probe finds the module that
+    computes a stack's heads by the map it returns."""
+    found = {}
+    for key, layers in out.items():
+        stack = _STACK_OF_OUTPUT.get(key)
+        if stack is None or (stacks and stack not in stacks) or not isinstance(layers, tuple | list):
+            continue
+        other = next((layer for layer in layers if layer is not None and _one_map(layer) is None), None)
+        if other is not None:
+            kind = f"{other.dim()}-dimensional tensors" if isinstance(other, torch.Tensor) else type(other).__name__
+            found[stack] = (
+                f"its {stack} returns its attention weights as {kind}, not as maps [batch, head, query, key], by "
+                "which the module that computes its heads is found"
+            )
+    return found
+
+
+def _one_map(layer) -> torch.Tensor | None:
+    """The layer's [batch, head, query, key] map: itself, or the first in a dict of maps; None for any other."""
+    found = next((m for m in layer.values() if isinstance(m, torch.Tensor)), None) if isinstance(layer, dict) else layer
+    return found if isinstance(found, torch.Tensor) and found.dim() == 4 else None
 
 
 def _returning(calls: list, weights: torch.Tensor, used: set):
@@ -161,7 +243,7 @@ def _returning(calls: list, weights: torch.Tensor, used: set):
     on as it is, else the first unused call that returned its values (maps of near-uniform random layers can be
     equal)."""
     for match in (_is, _equal, _view_of, _permuted):
-        found = [c for c in calls if any(match(t, weights) for t in c.returned[1:])]
+        found = [c for c in calls if any(match(t, weights) for t in (*c.returned[1:], *c.maps))]
         innermost = [c for c in found if not any(c.contains(other) for other in found) and id(c) not in used]
         if innermost:
             used.add(id(innermost[0]))

@@ -12,9 +12,10 @@ decoding of n new tokens has the prompt's rows and n - 1 more.
 
 A model whose attention is not recorded (it computes attention in its own code) gives the weights each pass returns
 (``output_attentions``), stitched the same way into weights-only stacks (``stitch_returned``); a model without a
-cache runs the whole sequence at every pass, so its last pass alone holds every row. A model that returns several
-maps per layer at each step (XLNet's content and query streams, its positions attending to later ones) has no causal
-map to stitch: its decoding runs, and a note says why its attention is left out.
+cache runs the whole sequence at every pass, so its last pass alone holds every row. An encoder's map, returned once,
+is laid out as ``capture`` lays it out (LED's bands, Pegasus-X's global-local dicts as their text rows). A model that
+returns several maps per layer at each step (XLNet's content and query streams, its positions attending to later
+ones) has no causal map to stitch: its decoding runs, and a note says why its attention is left out.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: lis
     {stack: [layer] of [1, head, query, key]} per pass), for a model whose attention is not recorded: no queries
     or keys, so ``verify()`` has nothing to recompute. ``InputError`` for weights in another layout (local
     attention returned in blocks or bands is not a [query, key] map of the positions)."""
-    from explorer.models.capture import _as_map, weights_only_stack, without_attention_layers
+    from explorer.models.capture import _as_map, _global_tokens_notes, weights_only_stack, without_attention_layers
 
     if not any(found.get(STACK_DECODER) for found in passes):
         if why := without_attention_layers(lm):
@@ -82,12 +83,10 @@ def stitch_returned(lm, passes: list[dict], sequence: list[int], prompt_ids: lis
                 raise NotApplicable(_streams_left_out(lm, per_pass[0][0]))
             notes.append(_streams_left_out(lm, per_pass[0][0]))
             continue
-        if name == STACK_ENCODER and not all(isinstance(layer, torch.Tensor) for layer in per_pass[0]):
-            # Pegasus-X's encoder returns dicts of global and block-local maps: the decoder's are still drawn
+        if name == STACK_ENCODER:  # one pass, laid out as capture does: a local-attention encoder's bands (LED),
+            # Pegasus-X's global-local dicts as their text rows (the global tokens' share said, as capture says it)
             if notes is not None:
-                notes.append(_encoder_left_out(lm, per_pass[0][0]))
-            continue
-        if name == STACK_ENCODER:  # one pass; a local-attention encoder (LED) returns bands, laid out as capture does
+                notes.extend(_global_tokens_notes(lm, name, per_pass[0], keys))
             per_pass = [[_as_map(lm, name, layer, keys) for layer in per_pass[0]]]
         layers = [
             _stitch_weights([found[i] for found in per_pass], queries, keys, name) for i in range(len(per_pass[0]))
@@ -119,15 +118,6 @@ def _streams_left_out(lm, pair) -> str:
         f"Attention while generating does not apply to {lm.name} ({type(lm.model).__name__}): at each step it "
         f"returns {len(pair)} maps per layer (one per stream it runs){reads_ahead}, so its steps are not rows of "
         "one causal map of the text. The tokens it generates are shown."
-    )
-
-
-def _encoder_left_out(lm, returned) -> str:
-    kind = f"a {type(returned).__name__} of {', '.join(map(str, returned))}" if isinstance(returned, dict) else "that"
-    return (
-        f"{lm.name}'s encoder returns its attention as {kind} (global tokens and local blocks), not as a map of "
-        "the prompt's queries over its keys: its encoder attention is left out; the decoder's self- and cross-"
-        "attention are shown."
     )
 
 

@@ -20,8 +20,10 @@ hooked once and acts as layer k on its k-th call of the pass.
 
 Not every layer has every site: a hybrid's Mamba or linear-attention layer has no heads (its row of ``heads`` is
 NaN), a state-space model has neither heads nor an MLP apart from its mixer, and a stack whose heads no hook reaches
-(BigBird's, which returns no maps; Pegasus-X's encoder, which returns dicts) is patched in its residual stream and
-MLPs only. ``Patching.headless`` says why, in the visitor's words.
+(XLNet's, combined in its own code) is patched in its residual stream and MLPs only. ``Patching.headless`` says why,
+in the visitor's words. Where a layer's attention runs its output projection more than once (Pegasus-X's encoder: on
+its global tokens, then on the text's), a head is patched in every call with the clean run's of the same call, and
+``Patching.streams`` says so.
 """
 
 from __future__ import annotations
@@ -92,7 +94,8 @@ def patch(lm, clean: str, corrupted: str, *, answer=None, counterfactual=None, p
         patched = _patched_lds(call, model, corrupted_inputs, recorded, cells, metric, (answer_id, against), progress)
     recovered = dict(zip(cells, (patched - ld_corrupted) / (ld_clean - ld_corrupted), strict=True))
     tokens, lds = (answer_id, against), (ld_clean, ld_corrupted)
-    return _result(lm, model, (clean_inputs, corrupted_inputs), columns, tokens, lds, metric, recovered)
+    result = _result(lm, model, (clean_inputs, corrupted_inputs), columns, tokens, lds, metric, recovered)
+    return replace(result, streams=" ".join(filter(None, (result.streams, _head_calls_note(model, recorded)))))
 
 
 # -- the model's parts ------------------------------------------------------------------------------------------
@@ -116,6 +119,9 @@ class _Model:
     appended: int = 0
     streams: int = 1
     mlp_calls: int = 1
+    # How often each layer's attention runs its output projection: a head's output in each call is patched with the
+    # clean run's of the same call (Pegasus-X's encoder: on its global tokens, then on the text's tokens).
+    head_calls: int = 1
 
     @property
     def num_layers(self) -> int:
@@ -138,13 +144,16 @@ class _Model:
         except ablation.Unsupported as error:  # heads out of reach: the residual stream and the MLPs are still patched
             return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=error.why, **layout)
         modules, heads = found.modules.get(stack, ()), found.heads.get(stack, ())
-        if not modules:  # Pegasus-X's encoder: attention in its own code, its maps returned as a dict
-            unreached = f"no attention module of its {stack} returns one map per head that a hook can follow"
+        if not modules:  # attention in its own code beside a recorded stack, its heads out of reach: the probe's why
+            unreached = found.unreached.get(stack, f"no attention module of its {stack} was found")
             return cls(lm, stack, layers, mlps, (None,) * len(layers), 0, unreached=unreached, **layout)
         attentions = _attention_of_layers(lm, stack, layers, modules)
         if len(set(heads)) != 1:
             raise InputError(_not_applicable(lm, f"its {stack}'s layers have different numbers of heads ({heads})"))
-        return cls(lm, stack, layers, mlps, attentions, heads[0], **layout)
+        calls = found.projection_calls.get(stack, (1,))
+        if len(set(calls)) != 1:
+            raise InputError(_not_applicable(lm, f"its {stack}'s layers run their output projections {calls} times"))
+        return cls(lm, stack, layers, mlps, attentions, heads[0], head_calls=calls[0], **layout)
 
     @classmethod
     def of(cls, lm) -> _Model:
@@ -317,8 +326,8 @@ def _check_metric(lm, answer: int, against: int, ld_clean: float, ld_corrupted: 
 @dataclass
 class _Recorded:
     """The clean run's activations by layer: residual (L + 1) [position, hidden] (the streams' positions end to
-    end, ``_Model.edit_streams``), heads (L) [position, head, head_dim], mlp (L, each call of the layer's MLP: one per
-    stream in XLNet's) [position, hidden]."""
+    end, ``_Model.edit_streams``), heads (L, each call of the layer's output projection: Pegasus-X's encoder's two)
+    [position, head, head_dim], mlp (L, each call of the layer's MLP: one per stream in XLNet's) [position, hidden]."""
 
     residual: dict[int, torch.Tensor] = field(default_factory=dict)
     heads: dict[int, torch.Tensor] = field(default_factory=dict)
@@ -328,8 +337,8 @@ class _Recorded:
         self.residual[layer] = hidden[0].clone()
         return hidden
 
-    def at_heads(self, layer: int, output: torch.Tensor) -> torch.Tensor:
-        self.heads[layer] = output[0].clone()
+    def at_heads(self, layer: int, output: torch.Tensor, call: int = 0) -> torch.Tensor:
+        self.heads[layer, call] = output[0].clone()
         return output
 
     def at_mlp(self, layer: int, output: torch.Tensor, call: int = 0) -> torch.Tensor:
@@ -354,10 +363,10 @@ class _Patches:
         hidden[rows, positions] = self.clean.residual[layer][positions]
         return hidden
 
-    def at_heads(self, layer: int, output: torch.Tensor) -> torch.Tensor:
+    def at_heads(self, layer: int, output: torch.Tensor, call: int = 0) -> torch.Tensor:
         if layer not in self.heads:
             return output
-        return torch.where(self.heads[layer][:, None, :, None], self.clean.heads[layer][None], output)
+        return torch.where(self.heads[layer][:, None, :, None], self.clean.heads[layer, call][None], output)
 
     def at_mlp(self, layer: int, output: torch.Tensor, call: int = 0) -> torch.Tensor:
         if layer not in self.mlp:
@@ -477,8 +486,11 @@ def _run_of(call: _Call) -> _Run | None:
 
 def _edit_heads(call: _Call, attention: int, output: torch.Tensor) -> torch.Tensor:
     run = _run_of(call)
-    layer = None if run is None else run.next_layer(HEAD, attention, call.model.attentions)
-    return output if layer is None else run.plan.at_heads(layer, output)
+    per_layer = call.model.head_calls
+    layer = None if run is None else run.next_layer(HEAD, attention, call.model.attentions, per_layer)
+    if layer is None:
+        return output
+    return run.plan.at_heads(layer, output, call=run.call_in_layer(HEAD, attention, per_layer))
 
 
 def _layer_input(call: _Call, module, args, kwargs):
@@ -626,6 +638,21 @@ def _streams_note(model: _Model) -> str:
         f"token; a cell under {PREDICTED!r} patches the query stream where it predicts; an MLP cell patches its "
         "output in both streams. The appended token's content row is not patched: it is no text, and no position "
         "reads it."
+    )
+
+
+def _head_calls_note(model: _Model, recorded: _Recorded) -> str:
+    """What a head's cell patches where each layer's attention runs its output projection more than once (Pegasus-X's
+    encoder: on its global tokens, then on the text's tokens padded to whole blocks), with the rows each call had."""
+    if model.head_calls == 1 or not recorded.heads:
+        return ""
+    layer = min(layer for layer, _ in recorded.heads)
+    rows = " and ".join(str(recorded.heads[layer, call].shape[0]) for call in range(model.head_calls))
+    return (
+        f"Each layer of {model.lm.name}'s {model.stack} runs its attention's output projection {model.head_calls} "
+        f"times, on rows apart ({rows} rows in layer {layer}, for a text of {recorded.residual[0].shape[0]} tokens: "
+        "rows of the model's own, such as global tokens, or padding, beside the text's). A head's cell patches that "
+        "head's output in every one, each with the clean run's of the same call."
     )
 
 

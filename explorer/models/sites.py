@@ -62,6 +62,9 @@ class ModuleCall:
     input: torch.Tensor | None = None
     output: torch.Tensor | None = None
     returned: tuple[torch.Tensor, ...] = ()  # every tensor of a tuple or list output (attention returns its weights)
+    # the tensors of a dict in a tuple output: Pegasus-X's global-local attention returns its weights so, as
+    # {"global": [batch, head, global, global + position], "local": [batch, head, block, block_len, ...]}
+    maps: tuple[torch.Tensor, ...] = ()
     plain: bool = True  # its output is a tensor or a plain tuple or list, which a hook can replace in kind
     inner: list = field(default_factory=list)  # the calls nested in this one
 
@@ -324,6 +327,8 @@ class _Probe:
             call.end, call.output = self.tick(), _detached(first_tensor(output))
             if isinstance(output, tuple | list):
                 call.returned = tuple(item.detach() for item in output if isinstance(item, torch.Tensor))
+                found = (value for item in output if isinstance(item, dict) for value in item.values())
+                call.maps = tuple(t.detach() for t in found if isinstance(t, torch.Tensor))
             call.plain = isinstance(output, torch.Tensor) or type(output) in (tuple, list)  # OpenAI GPT: a list
 
 
