@@ -38,6 +38,8 @@ except explorer.InputError as error:
     st.stop()
 
 num_layers, num_heads = effects.logprobs.shape
+# a hybrid's rows are only its layers with attention: named by the model's own numbers (selections stay rows)
+numbers = None if effects.layer_numbers is None else tuple(int(n) for n in effects.layer_numbers)
 ablation.take_click(key=HEADS_KEY)
 with ui.controls():
     heads = ui.heads_ui(
@@ -45,6 +47,7 @@ with ui.controls():
         num_layers,
         num_heads,
         key=HEADS_KEY,
+        layer_numbers=numbers,
         help="Click squares of the map, or pick heads here. They are kept in the link.",
     )
 ui.notices_ui()
@@ -57,7 +60,13 @@ with ui.stage():
     ui.show_view(heads_map, effects, key="ablation-map", select_key=ablation.map_selection_key())
 st.caption(
     f"The model predicts {ui.literal(repr(target))} next (probability {probability(effects.baseline_logprob)}). "
-    + ablation_summary(effects.changes, effects.baseline_logprob, tolerance=effects.tolerance, dtype=effects.dtype)
+    + ablation_summary(
+        effects.changes,
+        effects.baseline_logprob,
+        tolerance=effects.tolerance,
+        dtype=effects.dtype,
+        layer_numbers=effects.layer_numbers,
+    )
     + " "
     + views.ablation.method_caption(effects)
 )
@@ -65,8 +74,8 @@ if numbering := views.ablation.numbering_caption(effects):
     st.caption(numbering)
 
 if heads:
-    shown = ", ".join(f"layer {layer} · head {head}" for layer, head in heads)
-    bars = views.ablation.BeforeAfter(lm.name, prompt, heads, seq2seq)
+    shown = views.ablation.heads_named(heads, numbers)
+    bars = views.ablation.BeforeAfter(lm.name, prompt, heads, seq2seq, layer_numbers=numbers)
     ui.show_view(bars, ui.run_view(bars), key="ablation-bars")
     try:
         original = ui.run_model("decode", lm.name, prompt, strategy="greedy", max_new_tokens=steps)

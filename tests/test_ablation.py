@@ -436,6 +436,7 @@ def test_a_hybrids_ablation_map_says_which_of_the_models_layers_its_rows_are(tmp
     """Jamba's first layer is a Mamba layer, with no heads: the map counts its attention layers only, and says that
     its layer 0 is the model's layer 1 (its config's ``layer_types``)."""
     from explorer import views
+    from explorer.compute.ablation import ablation_summary
     from tests import families
 
     subject = families.subject_for("jamba", tmp_path)
@@ -443,6 +444,17 @@ def test_a_hybrids_ablation_map_says_which_of_the_models_layers_its_rows_are(tmp
     types = subject.lm.model.config.layer_types
     with_maps = [number for number, kind in enumerate(types) if kind == "full_attention"]
     assert effects.logprobs.shape[0] == len(with_maps) and effects.layer_numbers.tolist() == with_maps == [1]
-    assert views.ablation.numbering_caption(effects).endswith("the map's layer 0 is its layer 1.")
+    assert "the map's rows are its layer 1, by the model's own numbers" in views.ablation.numbering_caption(effects)
+    figure = views.ablation.Map(subject.lm.name, families.PROMPT, ((0, 2),)).figure(effects)()
+    assert list(figure.layout.yaxis.ticktext) == ["1"] and list(figure.layout.yaxis.tickvals) == [0]
+    assert figure.data[0].hovertext[2].startswith("<b>layer 1, head 2</b>")
+    assert figure.data[0].customdata[2] == [0, 2]  # a click still names the map's row
+    after = views.ablation.BeforeAfter(subject.lm.name, families.PROMPT, ((0, 2),), layer_numbers=(1,))
+    assert after.info().where == ("layer 1 · head 2",)
+    hurt = np.array([[0.0, 0.0, -0.5, 0.0]])  # the summary names the head that costs the most by its model's number
+    said = ablation_summary(hurt, -1.0, tolerance=1e-4, dtype="float32", layer_numbers=effects.layer_numbers)
+    assert said.startswith("Ablating layer 1, head 2 alone costs it the most")
     gpt2 = explorer.head_ablation_effects(families.subject_for("gpt2", tmp_path).lm, families.PROMPT)
     assert gpt2.layer_numbers is None and views.ablation.numbering_caption(gpt2) == ""
+    plain = views.ablation.Map("gpt2", families.PROMPT).figure(gpt2)()
+    assert plain.layout.yaxis.tickmode == "linear" and plain.data[0].hovertext[0].startswith("<b>layer 0, head 0</b>")

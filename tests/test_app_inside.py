@@ -313,3 +313,16 @@ def test_why_this_token_on_dates_t5_opens_at_the_steps_its_architecture_needs(pr
     assert "over 1%" in check and "More steps lower it" in check and "64 steps" in check
     decoder = open_decoding_page(WHY)  # the bundled decoder at its own architecture's steps (a Llama's: 512)
     assert decoder.slider(key="steps").value == prose.integrated_gradients_steps
+
+
+def test_a_hybrids_ablation_page_names_the_models_own_layers(tmp_path):
+    """Jamba's layer 0 is a Mamba layer: the map's one row is its layer 1, and the page names it so (the choices,
+    the caption), as the capture and the attention pages do."""
+    from tests.families import build_family
+
+    at = open_page("pages/head_ablation.py", model=str(build_family("jamba", tmp_path / "jamba")))
+    assert not at.exception and not at.error
+    assert at.multiselect[0].options == [f"layer 1 · head {head}" for head in range(4)]
+    assert any("the map's rows are its layer 1, by the model's own numbers" in c.value for c in at.caption)
+    (spec,) = _charts(at)
+    assert spec["layout"]["yaxis"]["ticktext"] == ["1"]

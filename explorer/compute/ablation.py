@@ -30,10 +30,12 @@ def strongest_head(changes: np.ndarray) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def ablation_summary(changes: np.ndarray, baseline_logprob: float, *, tolerance: float, dtype: str) -> str:
+def ablation_summary(
+    changes: np.ndarray, baseline_logprob: float, *, tolerance: float, dtype: str, layer_numbers=None
+) -> str:
     """What ablating each head alone does to the predicted token, in one or two sentences (changes [layer,
     head]: the change in its log-probability; ``tolerance``: the smallest change that is more than rounding
-    for ``dtype``)."""
+    for ``dtype``; ``layer_numbers``: the model's own number of each row, where the rows are only some layers)."""
     largest = float(np.abs(changes).max()) if changes.size else 0.0
     if largest < tolerance:
         return (
@@ -49,6 +51,7 @@ def ablation_summary(changes: np.ndarray, baseline_logprob: float, *, tolerance:
             f"as it is or raises it (by up to {significant(largest)})."
         )
     return (
-        f"Ablating layer {layer}, head {head} alone costs it the most: log-probability "
+        f"Ablating layer {layer if layer_numbers is None else int(layer_numbers[layer])}, head {head} alone costs it "
+        "the most: log-probability "
         f"{significant(baseline_logprob)} → {significant(baseline_logprob + change)} ({significant(change)})."
     )

@@ -28,20 +28,24 @@ def ablation_map(
     baseline_logprob: float,
     noise: float = 0.0,
     ablated=(),
+    layer_numbers=None,
     info: FigureInfo,
     look: Look = SCREEN,
 ) -> go.Figure:
     """changes [layer, head]: log-probability change of ``target_token`` with that head ablated alone;
     top_tokens [layer][head]: the model's top token then. ``ablated``: (layer, head) pairs to outline.
     ``noise``: the largest change rounding alone can make; the colour scale reaches at least that far, so
-    changes within it stay pale instead of filling the scale."""
+    changes within it stay pale instead of filling the scale. ``layer_numbers``: the model's own number of each
+    row, where the rows are only some of its layers (a hybrid's layers with attention); rows stay indices for
+    clicks."""
     layers, heads = changes.shape
+    named = list(range(layers)) if layer_numbers is None else [int(number) for number in layer_numbers]
     cell = _cell_size(layers, heads, look)
     limit = max(float(np.abs(changes).max()), noise) or 1.0
     layer_of, head_of = np.divmod(np.arange(layers * heads), heads)
     target = escape(repr(target_token))
     hover = [
-        f"<b>layer {layer}, head {head}</b> ablated<br>log p({target}): {baseline_logprob:.4g} → "
+        f"<b>layer {named[layer]}, head {head}</b> ablated<br>log p({target}): {baseline_logprob:.4g} → "
         f"{baseline_logprob + changes[layer, head]:.4g} ({changes[layer, head]:+.3g})<br>"
         f"top token then: {escape(repr(top_tokens[layer][head]))}"
         for layer, head in zip(layer_of, head_of, strict=True)
@@ -95,9 +99,12 @@ def ablation_map(
         # Square cells: the axes keep one scale, shrinking the plot area (not the ranges) to the grid.
         axis = {"showgrid": False, "zeroline": False, "tickfont": {"size": look.tick_size}, "constrain": "domain"}
         update_axes(figure, "x", axis, title={"text": "head"}, tickmode="linear", range=[-0.5, heads - 0.5])
-        update_axes(
-            figure, "y", axis, title={"text": "layer"}, tickmode="linear", range=[layers - 0.5, -0.5], scaleanchor="x"
+        ticks = (
+            {"tickmode": "linear"}
+            if layer_numbers is None
+            else {"tickmode": "array", "tickvals": list(range(layers)), "ticktext": [str(n) for n in named]}
         )
+        update_axes(figure, "y", axis, title={"text": "layer"}, range=[layers - 0.5, -0.5], scaleanchor="x", **ticks)
     return figure
 
 

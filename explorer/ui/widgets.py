@@ -419,9 +419,14 @@ def stack_ui(stack_names: list[str], *, key: str = "stack") -> str:
     )
 
 
-def heads_ui(label: str, num_layers: int, num_heads: int, *, key: str, help: str | None = None) -> tuple:
+def heads_ui(
+    label: str, num_layers: int, num_heads: int, *, key: str, help: str | None = None, layer_numbers=None
+) -> tuple:
     """A set of (layer, head) pairs kept in the URL as ``0.2,3.1``; heads the model lacks are left out with a
-    notice and remembered, like an index (they come back with a model that has them)."""
+    notice and remembered, like an index (they come back with a model that has them). ``layer_numbers``: the
+    model's own number of each layer, where the layers counted are only some of its layers (a hybrid's with
+    attention): the choices are named by them; the pairs and the URL stay indices."""
+    named = (lambda layer: layer) if layer_numbers is None else (lambda layer: layer_numbers[int(layer)])
 
     def parse(raw: str) -> tuple:
         pairs = []
@@ -445,7 +450,7 @@ def heads_ui(label: str, num_layers: int, num_heads: int, *, key: str, help: str
         options,
         key=key,
         help=help,
-        format_func=lambda option: "layer {} · head {}".format(*option.split(".")),
+        format_func=lambda option: "layer {} · head {}".format(named(option.split(".")[0]), option.split(".")[1]),
         placeholder="none: the model as it is",
         on_change=_on_heads_change,
         args=(key,),

@@ -47,6 +47,7 @@ class Map:
             baseline_logprob=effects.baseline_logprob,
             noise=effects.tolerance,
             ablated=self.ablated,
+            layer_numbers=effects.layer_numbers,
             info=self.info(),
         )
 
@@ -65,8 +66,10 @@ class BeforeAfter(Map):
         plain = gateway.run("logits", self.model, self.prompt, progress=progress)
         return plain, gateway.run("logits", self.model, self.prompt, ablate=self.spec, progress=progress)
 
+    layer_numbers: tuple[int, ...] | None = None  # the model's own number of each layer the map counts (a hybrid's)
+
     def info(self, result=None) -> FigureInfo:
-        shown = ", ".join(f"layer {layer} · head {head}" for layer, head in self.ablated)
+        shown = heads_named(self.ablated, self.layer_numbers)
         return FigureInfo("Next token, with and without the heads", model=self.model, text=self.prompt, where=(shown,))
 
     def figure(self, result) -> Builder:
@@ -108,12 +111,19 @@ def summary(effects: HeadAblationEffects) -> str:
 
 
 def numbering_caption(effects: HeadAblationEffects) -> str:
-    """How the map counts its layers, where that is not the model's own count ("" where it is): a hybrid's layers
-    without attention have no heads to ablate, so the map's layer 0 is the first layer that has attention."""
+    """Which of the model's layers the map's rows are, where not all ("" where they are): a hybrid's layers without
+    attention have no heads to ablate."""
     if effects.layer_numbers is None:
         return ""
-    pairs = ", ".join(f"{index} is its layer {int(number)}" for index, number in enumerate(effects.layer_numbers))
+    numbers = [int(number) for number in effects.layer_numbers]
+    rows = f"layer{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}"
     return (
-        "The map counts only the model's layers with attention, the others forming no attention weights (a "
-        f"state-space, recurrent or linear-attention layer): the map's layer {pairs}."
+        f"Only the model's layers with attention have heads to ablate: the map's rows are its {rows}, by the model's "
+        "own numbers; its other layers form no attention weights (a state-space, recurrent or linear-attention layer)."
     )
+
+
+def heads_named(heads, layer_numbers=None) -> str:
+    """(layer, head) pairs of the map's rows as the page names them: by the model's own layer numbers."""
+    named = (lambda layer: layer) if layer_numbers is None else (lambda layer: int(layer_numbers[layer]))
+    return ", ".join(f"layer {named(layer)} · head {head}" for layer, head in heads)
