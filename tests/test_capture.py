@@ -654,3 +654,21 @@ def test_a_hybrid_keeps_the_model_s_own_layer_numbers_and_says_which_layers_have
         np.testing.assert_allclose(cap.main.attentions[index], layer[0].cpu().numpy(), atol=1e-5, rtol=0)
     decoded = explorer.decode(lm, TEXT, max_new_tokens=2, strategy="greedy", record_attention=True)
     assert decoded.attention["decoder"].layer_numbers.tolist() == with_maps  # attention while generating, too
+
+
+def test_a_one_layer_encoder_decoder_keeps_plain_layer_numbers(tmp_path):
+    """T5's layers hold a list of their own sub-layers (self-attention, cross-attention, feed-forward): a one-layer
+    T5's cross-attention sits at index 1 of that inner list, which is not its layer number. Every stack of it is
+    layer 0, and no note says a layer is left out."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from tests.tiny_models import IDS, word_tokenizer
+
+    config = T5Config(d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=4, decoder_start_token_id=0, **IDS)
+    T5ForConditionalGeneration(config).save_pretrained(tmp_path)
+    word_tokenizer(eos=True).save_pretrained(tmp_path)
+    lm = explorer.load_model(tmp_path, device=DEVICE)
+    cap = explorer.capture(lm, "the cat sat", target="the dog")
+    assert set(cap.stacks) == {"encoder", "decoder", "cross"}
+    assert all(stack.layer_numbers is None and stack.num_layers == 1 for stack in cap.stacks.values())
+    assert not any("no attention weights over the tokens" in note for note in cap.notes)

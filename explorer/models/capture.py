@@ -248,8 +248,8 @@ def _assemble(lm, calls, hidden, tokens, target_tokens) -> tuple[dict[str, Atten
 def own_layer_numbers(model, modules) -> list[int] | None:
     """The model's own number of the layer each of ``modules`` (one attention module per captured layer, in order)
     sits in, where they are not all its layers (a hybrid's layers without attention, Jamba's Mamba layers or
-    MiniMax's linear ones, are not captured), else None: the index under the nearest module list above each module
-    in the model's graph."""
+    MiniMax's linear ones, are not captured), else None: the index under the outermost module list above each
+    module in the model's graph."""
     names = {id(module): name for name, module in model.named_modules()}
     found = [_index_in_list(model, names.get(id(module), "")) for module in modules]
     if not found or None in found or len({length for _, length in found}) != 1:
@@ -260,9 +260,10 @@ def own_layer_numbers(model, modules) -> list[int] | None:
 
 
 def _index_in_list(model, path: str) -> tuple[int, int] | None:
-    """(index, length) of the nearest module list above the module at ``path``, or None."""
+    """(index, length) of the outermost module list above the module at ``path`` (a stack's layers: T5's layers
+    hold a list of their own sub-layers, inside), or None."""
     parts = path.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
+    for cut in range(1, len(parts)):
         parent = model.get_submodule(".".join(parts[:cut]))
         if isinstance(parent, torch.nn.ModuleList) and parts[cut].isdigit():
             return int(parts[cut]), len(parent)
