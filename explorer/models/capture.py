@@ -74,8 +74,8 @@ def _capture(lm, encoded, decoder_ids, ablated, truncated: int, segment_b_start)
         stacks, hidden_states, notes = _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens)
         notes = (WEIGHTS_ONLY_NOTE, *notes)
     else:
-        stacks, hidden_states = _assemble(lm, calls, hidden, tokens, target_tokens)
-        notes = _quirk_notes(calls) + _layers_without_attention_notes(lm, calls)
+        stacks, hidden_states, left_out = _assemble(lm, calls, hidden, tokens, target_tokens)
+        notes = _quirk_notes(calls) + left_out
     notes += _stream_notes(lm.model.config, stacks) + lm.notes
     return AttentionCapture(
         model_name=lm.name,
@@ -220,8 +220,9 @@ def _segment_b_start(encoded, text_pair: str | None) -> int | None:
     return next((i for i, s in enumerate(sequence_ids) if s == 1), None)
 
 
-def _assemble(lm, calls, hidden, tokens, target_tokens) -> tuple[dict[str, AttentionStack], np.ndarray | None]:
-    """The stacks and the hidden states, every array brought to the host by one ``to_host`` call."""
+def _assemble(lm, calls, hidden, tokens, target_tokens):
+    """The stacks, the hidden states (every array brought to the host by one ``to_host`` call), and notes naming
+    the layers of a stack left out because they have no attention (a hybrid's)."""
     by_stack: dict[str, list] = defaultdict(list)
     for call in calls:
         by_stack[lm.stack_of_module.get(id(call.module), _default_stack(lm))].append(call)
@@ -233,16 +234,18 @@ def _assemble(lm, calls, hidden, tokens, target_tokens) -> tuple[dict[str, Atten
         STACK_DECODER: (target_tokens or tokens, target_tokens or tokens),
         STACK_CROSS: (target_tokens, tokens),
     }
+    own = {name: _own_layers(lm.model, [call.module for call in stack_calls]) for name, stack_calls in by_stack.items()}
     stacks = {
         name: stack_from_host(
             {field: array for (stack, field), array in host.items() if stack == name},
             stack_calls,
             *token_axes[name],
-            layer_numbers=own_layer_numbers(lm.model, [call.module for call in stack_calls]),
+            layer_numbers=own[name] and own[name][0],
         )
         for name, stack_calls in by_stack.items()
     }
-    return stacks, host.get(HIDDEN)
+    notes = tuple(_left_out_note(name, *found) for name, found in own.items() if found)
+    return stacks, host.get(HIDDEN), notes
 
 
 def own_layer_numbers(model, modules) -> list[int] | None:
@@ -250,13 +253,19 @@ def own_layer_numbers(model, modules) -> list[int] | None:
     sits in, where they are not all its layers (a hybrid's layers without attention, Jamba's Mamba layers or
     MiniMax's linear ones, are not captured), else None: the index under the outermost module list above each
     module in the model's graph."""
+    found = _own_layers(model, modules)
+    return found and found[0]
+
+
+def _own_layers(model, modules) -> tuple[list[int], int] | None:
+    """(``own_layer_numbers``, how many layers the list holds), or None where the modules are all its layers."""
     names = {id(module): name for name, module in model.named_modules()}
     found = [_index_in_list(model, names.get(id(module), "")) for module in modules]
     if not found or None in found or len({length for _, length in found}) != 1:
         return None
-    numbers = [number for number, _ in found]
+    numbers, total = [number for number, _ in found], found[0][1]
     increasing = all(a < b for a, b in itertools.pairwise(numbers))  # ALBERT calls one module 12 times
-    return numbers if increasing and len(numbers) < found[0][1] else None
+    return (numbers, total) if increasing and len(numbers) < total else None
 
 
 def _index_in_list(model, path: str) -> tuple[int, int] | None:
@@ -270,27 +279,16 @@ def _index_in_list(model, path: str) -> tuple[int, int] | None:
     return None
 
 
-def _layers_without_attention_notes(lm, calls) -> tuple[str, ...]:
-    """Which layers of a stack are not shown because they have no attention (a hybrid's), in the visitor's words."""
-    by_stack: dict[str, list] = defaultdict(list)
-    for call in calls:
-        by_stack[lm.stack_of_module.get(id(call.module), _default_stack(lm))].append(call.module)
-    names = {id(module): name for name, module in lm.model.named_modules()}
-    notes = []
-    for stack, modules in by_stack.items():
-        kept = own_layer_numbers(lm.model, modules)
-        if kept is None:
-            continue
-        total = _index_in_list(lm.model, names[id(modules[0])])[1]
-        missing = [number for number in range(total) if number not in kept]
-        notes.append(
-            f"Layer{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of its {stack} "
-            f"{'form' if len(missing) > 1 else 'forms'} no attention weights over the tokens (a state-space, "
-            "recurrent or linear-attention layer mixes them another way), so "
-            f"{'they are' if len(missing) > 1 else 'it is'} not shown; the layers shown keep the model's own numbers "
-            f"({', '.join(map(str, kept))})."
-        )
-    return tuple(notes)
+def _left_out_note(stack: str, kept: list[int], total: int) -> str:
+    """Which layers of ``stack`` are not shown because they have no attention (a hybrid's), in the visitor's words."""
+    missing = [number for number in range(total) if number not in kept]
+    several = len(missing) > 1
+    return (
+        f"Layer{'s' if several else ''} {', '.join(map(str, missing))} of its {stack} "
+        f"{'form' if several else 'forms'} no attention weights over the tokens (a state-space, recurrent or "
+        f"linear-attention layer mixes them another way), so {'they are' if several else 'it is'} not shown; the "
+        f"layers shown keep the model's own numbers ({', '.join(map(str, kept))})."
+    )
 
 
 def _assemble_returned(lm, out, decoder_ids, hidden, tokens, target_tokens):
